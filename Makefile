@@ -1,0 +1,51 @@
+# rtslice — set-up, build, test and demo. Every target installs what it is missing, and is idempotent.
+SHELL := /bin/bash
+
+# System packages: the BPF toolchain, the interference generators and runtimes the loop drives.
+APT_PACKAGES := clang llvm libelf-dev zlib1g-dev pkg-config make bpftool stress-ng rt-app runc \
+                iperf3 busybox-static socat netcat-openbsd iproute2 iputils-ping procps rt-tests \
+                bpftrace util-linux
+
+# Find cargo also when `sudo` dropped ~/.cargo/bin from PATH.
+CARGO ?= $(firstword $(shell command -v cargo 2>/dev/null) \
+           $(wildcard $(HOME)/.cargo/bin/cargo) \
+           $(wildcard /root/.cargo/bin/cargo) \
+           $(if $(SUDO_USER),$(wildcard /home/$(SUDO_USER)/.cargo/bin/cargo)))
+export PATH := $(dir $(CARGO)):$(PATH)
+
+.PHONY: all deps apt-deps rust-deps build release test demo clean
+
+all: build
+
+deps: apt-deps rust-deps
+
+apt-deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" -ne 0 ]; then echo "make: missing system packages: $$missing"; echo "make: run as root (sudo make ...) or: sudo apt-get install -y $$missing"; exit 1; fi; \
+	  echo "make: installing $$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $$missing >/dev/null; \
+	fi
+
+rust-deps:
+	@if [ -z "$(CARGO)" ]; then \
+	  if command -v rustup >/dev/null; then rustup default stable; \
+	  else echo "make: no cargo found; install Rust with rustup (https://rustup.rs) and run make again"; exit 1; fi; \
+	fi
+	@$(CARGO) --version
+
+build: deps
+	$(CARGO) build --workspace
+
+release: deps
+	$(CARGO) build --release -p rtslice
+
+test: deps
+	$(CARGO) test --workspace --no-fail-fast
+
+demo: release
+	./target/release/rtslice demo
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,1 @@
+//! rtslice-agent (being built; see docs/ARCHITECTURE.md).

@@ -1,0 +1,1 @@
+//! rtslice-bench (being built; see docs/ARCHITECTURE.md).

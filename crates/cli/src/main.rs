@@ -1,0 +1,77 @@
+//! `rtslice`: the thin command-line front of the loop spec → plan → apply → observe → model → bench.
+//! Each subcommand lives in `cmd/<name>.rs` and only translates arguments into calls of the stage crates.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+#[derive(Parser)]
+#[command(name = "rtslice", version, about = "Per-thread real-time slicing of edge servers for vRAN and NFV")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Admission control and placement of a spec (pure: touches nothing)
+    Plan(cmd::plan::Args),
+    /// Import workloads from other descriptors (TOSCA)
+    #[command(subcommand)]
+    Import(cmd::import::Command),
+    /// Report what this host offers for latency-critical work, with a fix for each problem
+    Doctor(cmd::doctor::Args),
+    /// Make a spec's plan real on this host (transactional, reversible)
+    Apply(cmd::apply::Args),
+    /// Compare the applied plan with what the kernel shows now
+    Status(cmd::status::Args),
+    /// Undo everything rtslice applied, also after a crash
+    Reset(cmd::reset::Args),
+    /// Keep applied workloads in policy: give threads born later their rules
+    Agent(cmd::agent::Args),
+    /// Per-thread scheduling latency, switches, CPU, IRQs and counters
+    Trace(cmd::trace::Args),
+    /// A virtualized base station that computes for real
+    Emulate(cmd::emulate::Args),
+    /// Real interference generators
+    Noise(cmd::noise::Args),
+    /// The reservation performance model: predict, size, sweep, validate
+    #[command(subcommand)]
+    Model(cmd::model::Command),
+    /// DistWalk-style client/server load generator
+    #[command(subcommand)]
+    Loadgen(cmd::loadgen::Command),
+    /// Run an experiment file and write its report
+    Bench(cmd::bench::Args),
+    /// The short showcase: study A's tables and the efficiency frontier
+    Demo(cmd::demo::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Plan(a) => cmd::plan::run(a),
+        Command::Import(c) => cmd::import::run(c),
+        Command::Doctor(a) => cmd::doctor::run(a),
+        Command::Apply(a) => cmd::apply::run(a),
+        Command::Status(a) => cmd::status::run(a),
+        Command::Reset(a) => cmd::reset::run(a),
+        Command::Agent(a) => cmd::agent::run(a),
+        Command::Trace(a) => cmd::trace::run(a),
+        Command::Emulate(a) => cmd::emulate::run(a),
+        Command::Noise(a) => cmd::noise::run(a),
+        Command::Model(c) => cmd::model::run(c),
+        Command::Loadgen(c) => cmd::loadgen::run(c),
+        Command::Bench(a) => cmd::bench::run(a),
+        Command::Demo(a) => cmd::demo::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("rtslice: error: {err:#}");
+            ExitCode::from(cmd::EXIT_FAILURE)
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! rtslice-emu (being built; see docs/ARCHITECTURE.md).

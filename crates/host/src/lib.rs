@@ -1,0 +1,1 @@
+//! rtslice-host (being built; see docs/ARCHITECTURE.md).

@@ -1,0 +1,1 @@
+//! rtslice-loadgen (being built; see docs/ARCHITECTURE.md).

@@ -1,0 +1,1 @@
+//! rtslice-model (being built; see docs/ARCHITECTURE.md).

@@ -1,0 +1,1 @@
+//! rtslice-noise (being built; see docs/ARCHITECTURE.md).

@@ -1,0 +1,1 @@
+//! rtslice-plan (being built; see docs/ARCHITECTURE.md).

@@ -1,0 +1,83 @@
+//! Test support shared by rtslice's crates (dev-dependency only).
+//!
+//! - [`root_or_skip!`]: tests that need root print why they skip instead of failing or passing silently.
+//! - [`KernelLock`]: a host-wide `flock` so tests that change global kernel state (root cpuset,
+//!   IRQ affinity, RT budgets) or that measure latency never overlap, even across test binaries.
+//! - [`RestoreFile`]: puts a kernel file's old value back on drop, also when the test panics.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// True when the test runs as root (CI does).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Returns early from a test, with the reason on stderr, when not running as root.
+#[macro_export]
+macro_rules! root_or_skip {
+    () => {
+        if !$crate::is_root() {
+            eprintln!("SKIPPED {}: needs root (CI runs as root)", module_path!());
+            return;
+        }
+    };
+}
+
+const LOCK_PATH: &str = "/tmp/rtslice-kernel-tests.lock";
+
+/// Exclusive host-wide lock for the duration of a test that touches global kernel state or measures
+/// timing. Dropping it releases the lock.
+pub struct KernelLock {
+    _file: File,
+}
+
+impl KernelLock {
+    pub fn acquire() -> KernelLock {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(LOCK_PATH)
+            .unwrap_or_else(|e| panic!("cannot open {LOCK_PATH}: {e}"));
+        // SAFETY: the fd is valid for the lifetime of `file`.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        assert_eq!(rc, 0, "flock({LOCK_PATH}): {}", io::Error::last_os_error());
+        KernelLock { _file: file }
+    }
+}
+
+/// Remembers a file's content and writes it back on drop (panic included).
+pub struct RestoreFile {
+    path: PathBuf,
+    original: String,
+}
+
+impl RestoreFile {
+    pub fn remember(path: impl AsRef<Path>) -> io::Result<RestoreFile> {
+        let path = path.as_ref().to_path_buf();
+        let original = std::fs::read_to_string(&path)?;
+        Ok(RestoreFile { path, original })
+    }
+
+    pub fn original(&self) -> &str {
+        &self.original
+    }
+}
+
+impl Drop for RestoreFile {
+    fn drop(&mut self) {
+        let value = self.original.trim_end();
+        // Empty cpuset/affinity files cannot be written back as empty; nothing to restore then.
+        if value.is_empty() {
+            return;
+        }
+        if let Err(e) = std::fs::write(&self.path, value) {
+            eprintln!("warning: could not restore {} to {value:?}: {e}", self.path.display());
+        }
+    }
+}

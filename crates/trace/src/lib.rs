@@ -1,0 +1,1 @@
+//! rtslice-trace (being built; see docs/ARCHITECTURE.md).
