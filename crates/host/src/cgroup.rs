@@ -1,0 +1,352 @@
+//! cgroup layout detection and the knobs rtslice writes, for cgroup v1 (cpuset and cpu hierarchies,
+//! RT group scheduling) and cgroup v2 (unified: cpuset partitions, cpu.max, cpu.weight, HCBS cpu.rt.max).
+//!
+//! This module only computes paths and values; the transaction (`txn`) performs and journals them,
+//! so the same logic is testable against a temporary directory that mimics either layout.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpus::CpuList;
+
+/// The name of the parent group rtslice owns in each hierarchy.
+pub const V1_PARENT: &str = "rtslice";
+pub const V2_PARENT: &str = "rtslice.slice";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CgroupMode {
+    /// Only v1 hierarchies.
+    V1,
+    /// v1 controller hierarchies plus a cgroup2 mount (systemd "hybrid"); controllers may sit on either.
+    Hybrid,
+    /// Only the unified hierarchy.
+    V2,
+}
+
+/// Where the controllers rtslice needs are mounted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CgroupLayout {
+    pub mode: CgroupMode,
+    /// v1 controller → mount point (co-mounted controllers appear under each name).
+    pub v1: BTreeMap<String, PathBuf>,
+    /// The cgroup2 mount, if any, and the controllers it offers (cgroup.controllers of its root).
+    pub v2: Option<PathBuf>,
+    pub v2_controllers: Vec<String>,
+}
+
+/// Which hierarchy rtslice drives for cpuset+cpu.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Backend {
+    V1 { cpuset: PathBuf, cpu: PathBuf },
+    V2 { root: PathBuf },
+}
+
+impl CgroupLayout {
+    /// Reads /proc/self/mountinfo.
+    pub fn detect() -> std::io::Result<CgroupLayout> {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
+        let mut layout = Self::from_mountinfo(&mountinfo);
+        if let Some(root) = &layout.v2 {
+            layout.v2_controllers = std::fs::read_to_string(root.join("cgroup.controllers"))
+                .map(|s| s.split_whitespace().map(String::from).collect())
+                .unwrap_or_default();
+        }
+        Ok(layout)
+    }
+
+    /// Parses mountinfo text (fields: ... mount_point ... - fstype source super_options).
+    pub fn from_mountinfo(text: &str) -> CgroupLayout {
+        let mut v1 = BTreeMap::new();
+        let mut v2 = None;
+        for line in text.lines() {
+            let Some((left, right)) = line.split_once(" - ") else { continue };
+            let mount_point = left.split_whitespace().nth(4).map(unescape_mount);
+            let mut r = right.split_whitespace();
+            let fstype = r.next().unwrap_or("");
+            let _source = r.next();
+            let opts = r.next().unwrap_or("");
+            let Some(mount_point) = mount_point else { continue };
+            match fstype {
+                "cgroup2" => {
+                    if v2.is_none() {
+                        v2 = Some(PathBuf::from(mount_point));
+                    }
+                }
+                "cgroup" => {
+                    for opt in opts.split(',') {
+                        if matches!(opt, "rw" | "ro" | "relatime" | "noexec" | "nosuid" | "nodev" | "clone_children")
+                            || opt.starts_with("release_agent")
+                        {
+                            continue;
+                        }
+                        v1.entry(opt.to_string()).or_insert_with(|| PathBuf::from(&mount_point));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mode = match (v1.is_empty(), v2.is_some()) {
+            (true, _) => CgroupMode::V2,
+            (false, true) => CgroupMode::Hybrid,
+            (false, false) => CgroupMode::V1,
+        };
+        CgroupLayout { mode, v1, v2, v2_controllers: Vec::new() }
+    }
+
+    /// v1 when both cpuset and cpu are v1 controllers; v2 when the unified hierarchy offers cpuset
+    /// and cpu; otherwise none (the reason says what is missing).
+    pub fn backend(&self) -> Result<Backend, String> {
+        if let (Some(cpuset), Some(cpu)) = (self.v1.get("cpuset"), self.v1.get("cpu")) {
+            return Ok(Backend::V1 { cpuset: cpuset.clone(), cpu: cpu.clone() });
+        }
+        if let Some(root) = &self.v2 {
+            let has = |c: &str| self.v2_controllers.iter().any(|x| x == c);
+            if has("cpuset") && has("cpu") {
+                return Ok(Backend::V2 { root: root.clone() });
+            }
+            return Err(format!(
+                "the cgroup2 mount {} offers [{}] but rtslice needs cpuset and cpu; \
+                 free them from v1 (remove the v1 mounts) or boot with systemd.unified_cgroup_hierarchy=1",
+                root.display(),
+                self.v2_controllers.join(" ")
+            ));
+        }
+        Err("no cpuset and cpu controllers are mounted; mount cgroup2 at /sys/fs/cgroup or the v1 \
+             cpuset and cpu hierarchies"
+            .into())
+    }
+}
+
+fn unescape_mount(s: &str) -> String {
+    s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+}
+
+/// Paths of one rtslice-owned group in the driven backend.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupPaths {
+    /// v1: the cpuset dir; v2: the unified dir.
+    pub cpuset: PathBuf,
+    /// v1: the cpu dir; v2: same as `cpuset`.
+    pub cpu: PathBuf,
+}
+
+impl GroupPaths {
+    /// The directories to create, parents first, without duplicates.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        if self.cpuset == self.cpu {
+            vec![self.cpuset.clone()]
+        } else {
+            vec![self.cpuset.clone(), self.cpu.clone()]
+        }
+    }
+
+    /// Files a task is written into to join this group (one per hierarchy).
+    pub fn procs_files(&self) -> Vec<PathBuf> {
+        self.dirs().into_iter().map(|d| d.join("cgroup.procs")).collect()
+    }
+}
+
+impl Backend {
+    pub fn is_v1(&self) -> bool {
+        matches!(self, Backend::V1 { .. })
+    }
+
+    /// The parent group rtslice owns.
+    pub fn parent(&self) -> GroupPaths {
+        match self {
+            Backend::V1 { cpuset, cpu } => GroupPaths { cpuset: cpuset.join(V1_PARENT), cpu: cpu.join(V1_PARENT) },
+            Backend::V2 { root } => GroupPaths { cpuset: root.join(V2_PARENT), cpu: root.join(V2_PARENT) },
+        }
+    }
+
+    /// A child group of the parent (workload names are validated to be path-safe).
+    pub fn group(&self, name: &str) -> GroupPaths {
+        let p = self.parent();
+        GroupPaths { cpuset: p.cpuset.join(name), cpu: p.cpu.join(name) }
+    }
+
+    pub fn root(&self) -> GroupPaths {
+        match self {
+            Backend::V1 { cpuset, cpu } => GroupPaths { cpuset: cpuset.clone(), cpu: cpu.clone() },
+            Backend::V2 { root } => GroupPaths { cpuset: root.clone(), cpu: root.clone() },
+        }
+    }
+
+    /// The file writes that give a group its CPUs and memory nodes. v1 requires both before a task
+    /// can join; v2 allows empty (inherit) but we set them for clarity.
+    pub fn cpuset_writes(&self, g: &GroupPaths, cpus: &CpuList, mems: &str) -> Vec<(PathBuf, String)> {
+        vec![(g.cpuset.join("cpuset.cpus"), cpus.to_string()), (g.cpuset.join("cpuset.mems"), mems.to_string())]
+    }
+
+    /// Makes a group an exclusive scheduling partition.
+    /// v1: cpu_exclusive=1 and sched_load_balance=1 on the group (its own root domain; the caller turns
+    /// load balancing off on the parent chain). v2: cpuset.cpus.partition=root ("isolated" for a shield
+    /// without load balancing).
+    pub fn partition_writes(&self, g: &GroupPaths, isolated: bool) -> Vec<(PathBuf, String)> {
+        match self {
+            Backend::V1 { .. } => vec![
+                (g.cpuset.join("cpuset.cpu_exclusive"), "1".into()),
+                (g.cpuset.join("cpuset.sched_load_balance"), if isolated { "0" } else { "1" }.into()),
+            ],
+            Backend::V2 { .. } => {
+                vec![(g.cpuset.join("cpuset.cpus.partition"), if isolated { "isolated" } else { "root" }.into())]
+            }
+        }
+    }
+
+    /// RT group budget. v1: cpu.rt_period_us then cpu.rt_runtime_us (the period first so the ratio check
+    /// sees the final period). v2 (HCBS series): cpu.rt.max "runtime period".
+    pub fn rt_budget_writes(&self, g: &GroupPaths, runtime_us: u64, period_us: u64) -> Vec<(PathBuf, String)> {
+        match self {
+            Backend::V1 { .. } => vec![
+                (g.cpu.join("cpu.rt_period_us"), period_us.to_string()),
+                (g.cpu.join("cpu.rt_runtime_us"), runtime_us.to_string()),
+            ],
+            Backend::V2 { .. } => vec![(g.cpu.join("cpu.rt.max"), format!("{runtime_us} {period_us}"))],
+        }
+    }
+
+    /// CFS bandwidth (quota `None` = unlimited).
+    pub fn cfs_writes(&self, g: &GroupPaths, quota_us: Option<u64>, period_us: u64) -> Vec<(PathBuf, String)> {
+        match self {
+            Backend::V1 { .. } => vec![
+                (g.cpu.join("cpu.cfs_period_us"), period_us.to_string()),
+                (g.cpu.join("cpu.cfs_quota_us"), quota_us.map_or("-1".to_string(), |q| q.to_string())),
+            ],
+            Backend::V2 { .. } => {
+                vec![(g.cpu.join("cpu.max"), format!("{} {period_us}", quota_us.map_or("max".to_string(), |q| q.to_string())))]
+            }
+        }
+    }
+
+    /// CFS weight on the v2 scale 1..10000 (default 100); v1 cpu.shares = weight * 1024 / 100.
+    pub fn weight_writes(&self, g: &GroupPaths, weight: u64) -> Vec<(PathBuf, String)> {
+        match self {
+            Backend::V1 { .. } => vec![(g.cpu.join("cpu.shares"), (weight * 1024 / 100).max(2).to_string())],
+            Backend::V2 { .. } => vec![(g.cpu.join("cpu.weight"), weight.to_string())],
+        }
+    }
+
+    pub fn idle_writes(&self, g: &GroupPaths) -> Vec<(PathBuf, String)> {
+        vec![(g.cpu.join("cpu.idle"), "1".into())]
+    }
+
+    /// v2 only: controllers must be enabled in the parent's subtree_control before children get knobs.
+    pub fn enable_controllers_writes(&self, parent_dir: &Path) -> Vec<(PathBuf, String)> {
+        match self {
+            Backend::V1 { .. } => vec![],
+            Backend::V2 { .. } => vec![(parent_dir.join("cgroup.subtree_control"), "+cpuset +cpu".into())],
+        }
+    }
+
+    /// Which cgroup (relative to each hierarchy root) a process is in, from /proc/<pid>/cgroup text.
+    pub fn cgroup_of(&self, proc_cgroup: &str) -> Option<PathBuf> {
+        for line in proc_cgroup.lines() {
+            let mut parts = line.splitn(3, ':');
+            let (_id, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let hit = match self {
+                Backend::V1 { .. } => ctrls.split(',').any(|c| c == "cpuset"),
+                Backend::V2 { .. } => ctrls.is_empty(),
+            };
+            if hit {
+                let base = match self {
+                    Backend::V1 { cpuset, .. } => cpuset,
+                    Backend::V2 { root } => root,
+                };
+                return Some(base.join(path.trim_start_matches('/')));
+            }
+        }
+        None
+    }
+}
+
+/// HCBS (hierarchical CBS) is present when the kernel exposes cpu.rt.max on the unified hierarchy.
+pub fn hcbs_available(layout: &CgroupLayout) -> bool {
+    match &layout.v2 {
+        Some(root) => {
+            root.join("cpu.rt.max").exists()
+                || std::fs::read_dir(root)
+                    .map(|rd| rd.filter_map(|e| e.ok()).any(|e| e.path().join("cpu.rt.max").exists()))
+                    .unwrap_or(false)
+        }
+        None => false,
+    }
+}
+
+/// PIDs listed in a cgroup.procs (or tasks) file.
+pub fn read_pids(file: &Path) -> Vec<i32> {
+    std::fs::read_to_string(file)
+        .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HYBRID: &str = "\
+30 25 0:26 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+31 30 0:27 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+32 30 0:28 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset
+33 30 0:29 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd
+34 30 0:30 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+    const UNIFIED: &str = "\
+30 25 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot
+";
+    const COMOUNT: &str = "\
+31 30 0:27 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct
+32 30 0:28 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset
+";
+
+    #[test]
+    fn detects_hybrid_v2_and_v1() {
+        let h = CgroupLayout::from_mountinfo(HYBRID);
+        assert_eq!(h.mode, CgroupMode::Hybrid);
+        assert_eq!(h.v1["cpu"], PathBuf::from("/sys/fs/cgroup/cpu"));
+        assert!(h.v1.contains_key("name=systemd"));
+        assert_eq!(h.v2, Some(PathBuf::from("/sys/fs/cgroup/unified")));
+        assert!(h.backend().unwrap().is_v1());
+
+        let mut u = CgroupLayout::from_mountinfo(UNIFIED);
+        assert_eq!(u.mode, CgroupMode::V2);
+        assert!(u.backend().is_err(), "no controllers listed yet");
+        u.v2_controllers = vec!["cpuset".into(), "cpu".into(), "memory".into()];
+        assert_eq!(u.backend().unwrap(), Backend::V2 { root: "/sys/fs/cgroup".into() });
+
+        let c = CgroupLayout::from_mountinfo(COMOUNT);
+        assert_eq!(c.mode, CgroupMode::V1);
+        assert_eq!(c.v1["cpuacct"], PathBuf::from("/sys/fs/cgroup/cpu,cpuacct"));
+    }
+
+    #[test]
+    fn v2_knobs_are_the_unified_names() {
+        let b = Backend::V2 { root: "/cg".into() };
+        let g = b.group("du1");
+        assert_eq!(g.dirs(), vec![PathBuf::from("/cg/rtslice.slice/du1")]);
+        assert_eq!(
+            b.rt_budget_writes(&g, 300, 1000),
+            vec![(PathBuf::from("/cg/rtslice.slice/du1/cpu.rt.max"), "300 1000".to_string())]
+        );
+        assert_eq!(b.partition_writes(&g, false)[0].1, "root");
+        assert_eq!(b.cfs_writes(&g, None, 100000)[0].1, "max 100000");
+        assert_eq!(b.weight_writes(&g, 50)[0], (PathBuf::from("/cg/rtslice.slice/du1/cpu.weight"), "50".into()));
+        assert_eq!(b.enable_controllers_writes(Path::new("/cg"))[0].1, "+cpuset +cpu");
+        assert_eq!(b.cgroup_of("0::/rtslice.slice/du1\n"), Some(PathBuf::from("/cg/rtslice.slice/du1")));
+    }
+
+    #[test]
+    fn v1_knobs_follow_the_legacy_names() {
+        let b = Backend::V1 { cpuset: "/c/cpuset".into(), cpu: "/c/cpu".into() };
+        let g = b.group("du1");
+        assert_eq!(g.procs_files().len(), 2);
+        let w = b.rt_budget_writes(&g, 300, 1000);
+        assert!(w[0].0.ends_with("cpu.rt_period_us") && w[1].0.ends_with("cpu.rt_runtime_us"));
+        assert_eq!(b.weight_writes(&g, 100)[0].1, "1024");
+        assert_eq!(b.cgroup_of("3:cpuset:/rtslice/du1\n1:cpu:/\n"), Some(PathBuf::from("/c/cpuset/rtslice/du1")));
+    }
+}
