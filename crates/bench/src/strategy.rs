@@ -1,0 +1,492 @@
+//! Isolation strategies by name (study A's WA/TA/IA…, shielding, isolcpus; study B's reservation;
+//! dedicated cores) and how each one lays a block's workloads out on this host's CPUs.
+//!
+//! A strategy is not applied here: [`layout`] decides CPU sets, thread slots, IRQ targets and
+//! reservations (pure), and `specgen` turns that into an rtslice spec which the planner admits and
+//! the host backend applies, the same path a user takes with `rtslice apply`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::experiment::{Role, ThreadSlot, WorkloadSpec};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Strategy {
+    /// No affinity, default scheduler: what a stock host does.
+    None,
+    /// WA: the whole workload pinned to its CPU set; the kernel places threads inside.
+    Wide,
+    /// TA: each thread pinned to a CPU slot of the workload's set.
+    Thread,
+    /// IA: only IRQ/RPS steering to the workload's last CPU, no process affinity.
+    Irq,
+    /// IA-WA.
+    IrqWide,
+    /// IA-TA.
+    IrqThread,
+    /// cpuset shield: other user-space tasks are kept off the workload's CPUs.
+    Shield,
+    /// Boot-time isolated CPUs (`isolcpus=`); skipped when the host was not booted with them.
+    Isolcpus,
+    /// Per-CPU runtime/period by the best mechanism the host has.
+    Reservation,
+    /// Exclusive cores.
+    Dedicated,
+}
+
+pub const ALL: &[Strategy] = &[
+    Strategy::None,
+    Strategy::Wide,
+    Strategy::Thread,
+    Strategy::Irq,
+    Strategy::IrqWide,
+    Strategy::IrqThread,
+    Strategy::Shield,
+    Strategy::Isolcpus,
+    Strategy::Reservation,
+    Strategy::Dedicated,
+];
+
+impl Strategy {
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::None => "none",
+            Strategy::Wide => "wide",
+            Strategy::Thread => "thread",
+            Strategy::Irq => "irq",
+            Strategy::IrqWide => "irq+wide",
+            Strategy::IrqThread => "irq+thread",
+            Strategy::Shield => "shield",
+            Strategy::Isolcpus => "isolcpus",
+            Strategy::Reservation => "reservation",
+            Strategy::Dedicated => "dedicated",
+        }
+    }
+
+    /// The label study A uses in its tables.
+    pub fn study_label(self) -> &'static str {
+        match self {
+            Strategy::None => "noA",
+            Strategy::Wide => "WA",
+            Strategy::Thread => "TA",
+            Strategy::Irq => "IA",
+            Strategy::IrqWide => "IA-WA",
+            Strategy::IrqThread => "IA-TA",
+            Strategy::Shield => "Shield",
+            Strategy::Isolcpus => "isolCPU",
+            Strategy::Reservation => "Reservation",
+            Strategy::Dedicated => "Dedicated",
+        }
+    }
+
+    pub fn steers_irqs(self) -> bool {
+        matches!(self, Strategy::Irq | Strategy::IrqWide | Strategy::IrqThread)
+    }
+
+    /// Strategies that take CPUs away from everyone else keep a housekeeping CPU for the rest.
+    fn needs_housekeeping(self) -> bool {
+        matches!(self, Strategy::Shield | Strategy::Isolcpus | Strategy::Dedicated | Strategy::Reservation)
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Strategy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let norm = s.trim().to_ascii_lowercase().replace(['-', '_'], "+");
+        let alias = match norm.as_str() {
+            "noa" | "default" => "none",
+            "wa" => "wide",
+            "ta" => "thread",
+            "ia" => "irq",
+            "ia+wa" => "irq+wide",
+            "ia+ta" => "irq+thread",
+            "isolcpu" => "isolcpus",
+            "shielding" => "shield",
+            other => other,
+        };
+        ALL.iter().copied().find(|x| x.name() == alias).ok_or_else(|| {
+            format!(
+                "unknown strategy `{s}`; known: {}",
+                ALL.iter().map(|x| x.name()).collect::<Vec<_>>().join(", ")
+            )
+        })
+    }
+}
+
+/// What the host offers that changes layouts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostFacts {
+    /// Online CPUs, ascending.
+    pub cpus: Vec<u32>,
+    /// CPUs isolated at boot (`/sys/devices/system/cpu/isolated`).
+    pub isolated: Vec<u32>,
+}
+
+/// One thread rule: regex on thread name → concrete CPU, optionally real-time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadPin {
+    pub pattern: String,
+    pub cpu: u32,
+    pub rt: bool,
+}
+
+/// Where one workload instance goes under a strategy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Placement {
+    /// Instance name (workload name, with `-N` for replicas beyond the first).
+    pub name: String,
+    pub workload: String,
+    pub role: Role,
+    /// CPU set; None = no affinity at all (the kernel's default).
+    pub cpus: Option<Vec<u32>>,
+    pub threads: Vec<ThreadPin>,
+    /// CPU that the workload's IRQs and RPS/XPS go to.
+    pub irq_cpu: Option<u32>,
+    pub shield: bool,
+    pub isolcpus: bool,
+    pub dedicated: bool,
+    /// Reserved share of each CPU in `cpus`.
+    pub reservation: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Layout {
+    pub strategy: Strategy,
+    pub housekeeping: Vec<u32>,
+    pub placements: Vec<Placement>,
+}
+
+/// Why a strategy cannot run on this host (reported as "skipped" with this reason).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Skip {
+    #[error("the host did not boot with isolcpus= (/sys/devices/system/cpu/isolated is empty); add e.g. isolcpus={0} to the kernel command line to measure this strategy")]
+    NoIsolcpus(String),
+    #[error("{0} needs at least 2 CPUs (one for housekeeping)")]
+    TooFewCpus(&'static str),
+}
+
+/// Default reserved share of a CPU when a workload does not say (leaves room under the 0.95 cap
+/// for the best-effort neighbour the frontier experiment measures).
+pub const DEFAULT_RESERVATION: f64 = 0.6;
+
+/// Thread slots of the emulator profiles, mirroring study A's TA layout (τ1 alone, τ2 alone,
+/// τ3+τ4 together, non-RT threads together — where the NIC IRQs go under IA-TA).
+pub fn profile_threads(profile: &str) -> Vec<ThreadSlot> {
+    let s = |p: &str, slot: u32, rt: bool| ThreadSlot { pattern: p.to_string(), slot, rt };
+    match profile {
+        "oai-lte" => vec![
+            s("^ru-thread$", 0, true),
+            s("^lte-softmodem$", 1, true),
+            s("^(fep_processing|feptx_thread)$", 2, true),
+            s("^TASK_", 3, false),
+        ],
+        "srsenb" => vec![
+            s("^TXRX$", 0, true),
+            s("^WORKER[0-9]+$", 1, true),
+            s("^STACK$", 2, true),
+            s("^(?:[^TWS]|T[^X]|W[^O]|S[^T]).*", 3, false),
+        ],
+        "nr-gnb" => vec![
+            s("^ru_thread$", 0, true),
+            s("^L1_(rx|tx)_thread$", 1, true),
+            s("^Tpool", 2, true),
+            s("^TASK_", 3, false),
+        ],
+        _ => vec![],
+    }
+}
+
+fn workload_threads(w: &WorkloadSpec) -> Vec<ThreadSlot> {
+    if !w.threads.is_empty() {
+        return w.threads.clone();
+    }
+    w.emulate.as_ref().map(|e| profile_threads(&e.profile)).unwrap_or_default()
+}
+
+/// Splits `region` among `shares` (in order, largest-first not assumed): each gets at least one
+/// CPU, taken from the top of the region (study A puts the most critical vBBU on the highest CPUs);
+/// when CPUs run out, later ones share the lowest CPU of the region.
+pub fn partition(region: &[u32], shares: &[u32]) -> Vec<Vec<u32>> {
+    if region.is_empty() {
+        return shares.iter().map(|_| vec![]).collect();
+    }
+    let total: u32 = shares.iter().sum::<u32>().max(1);
+    let m = region.len();
+    let mut out = Vec::new();
+    let mut top = m; // exclusive upper index of what is still free
+    for (i, &sh) in shares.iter().enumerate() {
+        let remaining_others = shares.len() - i - 1;
+        let ideal = ((sh as f64 / total as f64) * m as f64).round() as usize;
+        // Leave at least one CPU for each later workload when there are enough CPUs.
+        let cap = top.saturating_sub(remaining_others.min(top.saturating_sub(1)));
+        let k = ideal.clamp(1, cap.max(1));
+        if top == 0 {
+            out.push(vec![region[0]]);
+            continue;
+        }
+        let k = k.min(top);
+        out.push(region[top - k..top].to_vec());
+        top -= k;
+    }
+    out
+}
+
+/// Lays out a block's workloads (with replica counts) under a strategy on this host.
+pub fn layout(strategy: Strategy, workloads: &[(WorkloadSpec, u32)], host: &HostFacts) -> Result<Layout, Skip> {
+    let n = host.cpus.len();
+    if strategy.needs_housekeeping() && n < 2 {
+        return Err(Skip::TooFewCpus(strategy.name()));
+    }
+    if strategy == Strategy::Isolcpus && host.isolated.is_empty() {
+        let last = host.cpus.last().copied().unwrap_or(1);
+        return Err(Skip::NoIsolcpus(format!("{last}")));
+    }
+    // Study A keeps the vBBU on half of an 8-CPU server and the rest of the system on the other
+    // half; below 4 CPUs that leaves too little to compare layouts, so sharing strategies use all.
+    let housekeeping: Vec<u32> = if strategy.needs_housekeeping() || n >= 4 { host.cpus[..1].to_vec() } else { vec![] };
+    let region: Vec<u32> = match strategy {
+        Strategy::Isolcpus => host.isolated.clone(),
+        _ if n >= 4 && !strategy.needs_housekeeping() => host.cpus[n / 2..].to_vec(),
+        _ => host.cpus.iter().copied().filter(|c| !housekeeping.contains(c)).collect(),
+    };
+    // Expand replicas into instances.
+    let mut instances: Vec<(String, &WorkloadSpec)> = Vec::new();
+    for (w, replicas) in workloads {
+        for r in 0..*replicas {
+            let name = if r == 0 { w.name.clone() } else { format!("{}-{}", w.name, r + 1) };
+            instances.push((name, w));
+        }
+    }
+    let measured: Vec<usize> = instances.iter().enumerate().filter(|(_, (_, w))| w.role == Role::Measured).map(|(i, _)| i).collect();
+    let neighbour_in_region = matches!(strategy, Strategy::Wide | Strategy::Thread | Strategy::IrqWide | Strategy::IrqThread);
+    // Which instances get a slice of the region: measured ones always; under orthogonal wide/thread
+    // layouts neighbours too (study A's container A got its own CPU).
+    let sliced: Vec<usize> = instances
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, w))| w.role == Role::Measured || neighbour_in_region)
+        .map(|(i, _)| i)
+        .collect();
+    let shares: Vec<u32> = sliced.iter().map(|&i| instances[i].1.share).collect();
+    let slices = partition(&region, &shares);
+    let all_cpus = host.cpus.clone();
+    let outside: Vec<u32> = {
+        let taken: Vec<u32> = measured
+            .iter()
+            .filter_map(|i| sliced.iter().position(|s| s == i).map(|p| slices[p].clone()))
+            .flatten()
+            .collect();
+        let rest: Vec<u32> = all_cpus.iter().copied().filter(|c| !taken.contains(c)).collect();
+        if rest.is_empty() {
+            housekeeping.clone()
+        } else {
+            rest
+        }
+    };
+    let mut placements = Vec::new();
+    for (i, (name, w)) in instances.iter().enumerate() {
+        let slice = sliced.iter().position(|s| *s == i).map(|p| slices[p].clone());
+        let mut p = Placement {
+            name: name.clone(),
+            workload: w.name.clone(),
+            role: w.role,
+            cpus: None,
+            threads: vec![],
+            irq_cpu: None,
+            shield: false,
+            isolcpus: false,
+            dedicated: false,
+            reservation: None,
+        };
+        if w.role == Role::Neighbour {
+            p.cpus = match strategy {
+                Strategy::None | Strategy::Irq | Strategy::Reservation => None,
+                Strategy::Shield | Strategy::Dedicated | Strategy::Isolcpus => Some(outside.clone()),
+                _ => slice,
+            };
+            placements.push(p);
+            continue;
+        }
+        let set = slice.unwrap_or_default();
+        match strategy {
+            Strategy::None => {}
+            Strategy::Irq => p.irq_cpu = set.last().copied(),
+            Strategy::Wide | Strategy::IrqWide => p.cpus = Some(set.clone()),
+            Strategy::Thread | Strategy::IrqThread => {
+                p.cpus = Some(set.clone());
+                p.threads = workload_threads(w)
+                    .into_iter()
+                    .map(|t| ThreadPin { cpu: set[t.slot as usize % set.len()], pattern: t.pattern, rt: t.rt })
+                    .collect();
+            }
+            Strategy::Shield => {
+                p.cpus = Some(set.clone());
+                p.shield = true;
+            }
+            Strategy::Isolcpus => {
+                p.cpus = Some(set.clone());
+                p.isolcpus = true;
+            }
+            Strategy::Dedicated => {
+                p.cpus = Some(set.clone());
+                p.dedicated = true;
+            }
+            Strategy::Reservation => {
+                p.cpus = Some(set.clone());
+                p.reservation = Some(w.reservation.unwrap_or(DEFAULT_RESERVATION));
+                // Real-time threads run inside the reservation; the rest stays best effort.
+                p.threads = workload_threads(w)
+                    .into_iter()
+                    .filter(|t| t.rt)
+                    .map(|t| ThreadPin { cpu: set[t.slot as usize % set.len()], pattern: t.pattern, rt: true })
+                    .collect();
+            }
+        }
+        if strategy.steers_irqs() && strategy != Strategy::Irq {
+            p.irq_cpu = set.last().copied();
+        }
+        placements.push(p);
+    }
+    Ok(Layout { strategy, housekeeping, placements })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::EmulateSpec;
+    use proptest::prelude::{prop_assert, prop_assert_eq, proptest};
+
+    fn vbs(name: &str, share: u32) -> WorkloadSpec {
+        WorkloadSpec {
+            name: name.into(),
+            emulate: Some(EmulateSpec { profile: "oai-lte".into(), args: vec![] }),
+            command: None,
+            ping: None,
+            loadgen: None,
+            output: None,
+            role: Role::Measured,
+            share,
+            replicas: 1,
+            threads: vec![],
+            reservation: None,
+        }
+    }
+
+    fn host(n: u32) -> HostFacts {
+        HostFacts { cpus: (0..n).collect(), isolated: vec![] }
+    }
+
+    #[test]
+    fn names_round_trip_and_study_aliases_parse() {
+        for s in ALL {
+            assert_eq!(s.name().parse::<Strategy>().unwrap(), *s);
+        }
+        assert_eq!("IA-TA".parse::<Strategy>().unwrap(), Strategy::IrqThread);
+        assert_eq!("WA".parse::<Strategy>().unwrap(), Strategy::Wide);
+        assert!("magic".parse::<Strategy>().unwrap_err().contains("irq+thread"));
+    }
+
+    #[test]
+    fn study_a_thread_affinity_on_eight_cpus() {
+        let l = layout(Strategy::IrqThread, &[(vbs("vbbu", 1), 1)], &host(8)).unwrap();
+        let p = &l.placements[0];
+        assert_eq!(p.cpus, Some(vec![4, 5, 6, 7]));
+        let cpu_of = |pat: &str| p.threads.iter().find(|t| t.pattern.contains(pat)).unwrap().cpu;
+        assert_eq!(cpu_of("ru-thread"), 4);
+        assert_eq!(cpu_of("lte-softmodem"), 5);
+        assert_eq!(cpu_of("fep_processing"), 6);
+        assert_eq!(cpu_of("TASK_"), 7);
+        assert_eq!(p.irq_cpu, Some(7));
+    }
+
+    #[test]
+    fn cloud_ran_orthogonal_on_eight_cpus() {
+        let mut a = vbs("A", 1);
+        a.role = Role::Neighbour;
+        a.emulate = None;
+        a.command = Some(vec!["stress-ng".into()]);
+        let l = layout(Strategy::IrqWide, &[(vbs("vbbu1", 4), 1), (vbs("vbbu2", 2), 1), (a, 1)], &host(8)).unwrap();
+        // Region {4..7} on 8 CPUs: vbbu1 gets the top, the others follow downwards.
+        let cpus: Vec<_> = l.placements.iter().map(|p| p.cpus.clone().unwrap()).collect();
+        assert_eq!(cpus[0], vec![6, 7]);
+        assert_eq!(cpus[1], vec![5]);
+        assert_eq!(cpus[2], vec![4]);
+        assert_eq!(l.placements[0].irq_cpu, Some(7));
+    }
+
+    #[test]
+    fn two_cpu_host_shield_keeps_housekeeping() {
+        let l = layout(Strategy::Shield, &[(vbs("vbs", 1), 1)], &host(2)).unwrap();
+        assert_eq!(l.housekeeping, vec![0]);
+        assert_eq!(l.placements[0].cpus, Some(vec![1]));
+        assert!(l.placements[0].shield);
+        let l = layout(Strategy::Thread, &[(vbs("vbs", 1), 1)], &host(2)).unwrap();
+        assert_eq!(l.placements[0].cpus, Some(vec![0, 1]));
+    }
+
+    #[test]
+    fn isolcpus_is_skipped_without_boot_isolation() {
+        let e = layout(Strategy::Isolcpus, &[(vbs("vbs", 1), 1)], &host(2)).unwrap_err();
+        assert!(e.to_string().contains("isolcpus="));
+        let h = HostFacts { cpus: vec![0, 1], isolated: vec![1] };
+        assert_eq!(layout(Strategy::Isolcpus, &[(vbs("vbs", 1), 1)], &h).unwrap().placements[0].cpus, Some(vec![1]));
+    }
+
+    #[test]
+    fn dedicated_neighbour_goes_elsewhere() {
+        let mut nb = vbs("nb", 1);
+        nb.role = Role::Neighbour;
+        let l = layout(Strategy::Dedicated, &[(vbs("vbs", 1), 1), (nb, 1)], &host(2)).unwrap();
+        assert_eq!(l.placements[0].cpus, Some(vec![1]));
+        assert!(l.placements[0].dedicated);
+        assert_eq!(l.placements[1].cpus, Some(vec![0]));
+    }
+
+    proptest! {
+        #[test]
+        fn partition_gives_everyone_cpus_inside_region(n in 1u32..16, shares in proptest::collection::vec(1u32..5, 1..6)) {
+            let region: Vec<u32> = (0..n).collect();
+            let parts = partition(&region, &shares);
+            prop_assert_eq!(parts.len(), shares.len());
+            for p in &parts {
+                prop_assert!(!p.is_empty());
+                prop_assert!(p.iter().all(|c| region.contains(c)));
+            }
+            // Orthogonal whenever there are enough CPUs for everyone.
+            if shares.len() <= n as usize {
+                let mut all: Vec<u32> = parts.iter().flatten().copied().collect();
+                let len = all.len();
+                all.sort();
+                all.dedup();
+                prop_assert_eq!(all.len(), len);
+            }
+        }
+
+        #[test]
+        fn every_strategy_lays_out_on_any_host(n in 2u32..16, idx in 0usize..ALL.len()) {
+            let s = ALL[idx];
+            match layout(s, &[(vbs("vbs", 1), 1)], &host(n)) {
+                Ok(l) => {
+                    for p in &l.placements {
+                        if let Some(c) = &p.cpus {
+                            prop_assert!(!c.is_empty());
+                            prop_assert!(c.iter().all(|x| *x < n));
+                            if s == Strategy::Shield || s == Strategy::Dedicated {
+                                prop_assert!(!c.iter().any(|x| l.housekeeping.contains(x)));
+                            }
+                        }
+                    }
+                }
+                Err(_) => prop_assert_eq!(s, Strategy::Isolcpus),
+            }
+        }
+    }
+}
