@@ -1,0 +1,243 @@
+//! A validation experiment (YAML): study B's setting for one row of its Table 3.
+//!
+//! ```yaml
+//! name: ld05-qp08-deadline
+//! load: 0.5            # LD = λ/μ, the load on a dedicated CPU
+//! bandwidth: 0.8       # Q/P
+//! period: 2ms          # P
+//! mechanism: deadline  # deadline | rt-group | none (no reservation: plain CFS, for comparison)
+//! protocol: udp        # udp | tcp
+//! requestBytes: 128
+//! replyBytes: 128
+//! interarrival: [200us, 500us, 1ms, 2ms, 5ms]   # mean inter-arrival periods swept
+//! samples: 10000       # per point
+//! quickSamples: 300    # per point with --quick
+//! warmup: 100          # first replies per point not counted
+//! phi: 0.99
+//! compute: exponential # shape of compute amounts: exponential | constant | uniform
+//! linkBandwidth: 10Mbit  # optional: tc tbf on the veth pair, the network becomes a second queue
+//! seed: 1
+//! ```
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::dist::Dist;
+use crate::{LoadgenError, Protocol, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mechanism {
+    /// Per-thread SCHED_DEADLINE (CBS): runtime Q, deadline = period P.
+    Deadline,
+    /// cgroup v1 RT group throttling: the server SCHED_FIFO in a cgroup with cpu.rt_runtime_us/rt_period_us.
+    RtGroup,
+    /// No reservation (CFS): the baseline the model does not describe.
+    None,
+}
+
+impl std::str::FromStr for Mechanism {
+    type Err = LoadgenError;
+    fn from_str(s: &str) -> Result<Mechanism> {
+        match s {
+            "deadline" => Ok(Mechanism::Deadline),
+            "rt-group" => Ok(Mechanism::RtGroup),
+            "none" => Ok(Mechanism::None),
+            _ => Err(LoadgenError::Invalid(format!("mechanism `{s}` is not one of deadline, rt-group, none"))),
+        }
+    }
+}
+
+impl std::fmt::Display for Mechanism {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mechanism::Deadline => "deadline",
+            Mechanism::RtGroup => "rt-group",
+            Mechanism::None => "none",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Shape {
+    #[default]
+    Exponential,
+    Constant,
+    /// Uniform on [0, 2·mean] (cv = 1/√3).
+    Uniform,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Raw {
+    name: String,
+    load: f64,
+    bandwidth: f64,
+    period: String,
+    mechanism: Mechanism,
+    #[serde(default)]
+    protocol: Protocol,
+    #[serde(default = "default_bytes")]
+    request_bytes: u32,
+    #[serde(default = "default_bytes")]
+    reply_bytes: u32,
+    interarrival: Vec<String>,
+    #[serde(default = "default_samples")]
+    samples: usize,
+    #[serde(default = "default_quick")]
+    quick_samples: usize,
+    #[serde(default = "default_warmup")]
+    warmup: usize,
+    #[serde(default = "default_phi")]
+    phi: f64,
+    #[serde(default)]
+    compute: Shape,
+    #[serde(default)]
+    link_bandwidth: Option<String>,
+    #[serde(default = "default_seed")]
+    seed: u64,
+}
+
+fn default_bytes() -> u32 {
+    128
+}
+fn default_samples() -> usize {
+    10_000
+}
+fn default_quick() -> usize {
+    300
+}
+fn default_warmup() -> usize {
+    100
+}
+fn default_phi() -> f64 {
+    0.99
+}
+fn default_seed() -> u64 {
+    1
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Experiment {
+    pub name: String,
+    pub load: f64,
+    pub bandwidth: f64,
+    #[serde(with = "rtslice_spec::units::serde_duration")]
+    pub period: Duration,
+    pub mechanism: Mechanism,
+    pub protocol: Protocol,
+    pub request_bytes: u32,
+    pub reply_bytes: u32,
+    pub interarrival: Vec<Duration>,
+    pub samples: usize,
+    pub quick_samples: usize,
+    pub warmup: usize,
+    pub phi: f64,
+    pub compute: Shape,
+    pub link_bandwidth_bps: Option<f64>,
+    pub seed: u64,
+}
+
+impl Experiment {
+    pub fn parse(text: &str, file: &str) -> Result<Experiment> {
+        let err = |reason: String| LoadgenError::Experiment { file: file.to_string(), reason };
+        let raw: Raw = serde_yaml_ng::from_str(text).map_err(|e| err(e.to_string()))?;
+        let dur = |field: &str, v: &str| {
+            rtslice_spec::units::parse_duration(v).map_err(|e| err(format!("{field}: {e}")))
+        };
+        let period = dur("period", &raw.period)?;
+        let interarrival = raw.interarrival.iter().map(|v| dur("interarrival", v)).collect::<Result<Vec<_>>>()?;
+        if interarrival.is_empty() || interarrival.iter().any(|d| d.is_zero()) {
+            return Err(err("interarrival: give at least one positive mean inter-arrival period, e.g. [500us, 1ms]".into()));
+        }
+        if !(raw.load > 0.0 && raw.load < 1.0) {
+            return Err(err(format!("load: {} is outside (0, 1); LD = λ/μ is the load on a dedicated CPU", raw.load)));
+        }
+        if !(raw.bandwidth > 0.0 && raw.bandwidth <= 1.0) {
+            return Err(err(format!("bandwidth: Q/P = {} is outside (0, 1]", raw.bandwidth)));
+        }
+        if raw.load >= raw.bandwidth {
+            return Err(err(format!(
+                "load {} is not below bandwidth {}: the server queue would be unstable (λ ≥ μQ/P) at every point",
+                raw.load, raw.bandwidth
+            )));
+        }
+        if !(raw.phi > 0.0 && raw.phi < 1.0) {
+            return Err(err(format!("phi: {} is outside (0, 1)", raw.phi)));
+        }
+        if raw.samples == 0 || raw.quick_samples == 0 {
+            return Err(err("samples and quickSamples must be positive".into()));
+        }
+        let link_bandwidth_bps = match &raw.link_bandwidth {
+            None => None,
+            Some(v) => Some(rtslice_spec::units::parse_bitrate(v).map_err(|e| err(format!("linkBandwidth: {e}")))?),
+        };
+        Ok(Experiment {
+            name: raw.name,
+            load: raw.load,
+            bandwidth: raw.bandwidth,
+            period,
+            mechanism: raw.mechanism,
+            protocol: raw.protocol,
+            request_bytes: raw.request_bytes,
+            reply_bytes: raw.reply_bytes,
+            interarrival,
+            samples: raw.samples,
+            quick_samples: raw.quick_samples,
+            warmup: raw.warmup,
+            phi: raw.phi,
+            compute: raw.compute,
+            link_bandwidth_bps,
+            seed: raw.seed,
+        })
+    }
+
+    /// Q, rounded to whole microseconds (cgroup v1 takes µs).
+    pub fn runtime(&self) -> Duration {
+        Duration::from_micros((self.period.as_secs_f64() * self.bandwidth * 1e6).round() as u64)
+    }
+
+    /// The compute-amount distribution at a mean inter-arrival period: mean C = LD · T.
+    pub fn compute_dist(&self, interarrival: Duration) -> Dist {
+        let mean = interarrival.mul_f64(self.load);
+        match self.compute {
+            Shape::Exponential => Dist::Exponential { mean },
+            Shape::Constant => Dist::Constant(mean),
+            Shape::Uniform => Dist::Uniform { lo: Duration::ZERO, hi: mean * 2 },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "name: t\nload: 0.5\nbandwidth: 0.8\nperiod: 2ms\nmechanism: rt-group\ninterarrival: [500us, 1ms]\n";
+
+    #[test]
+    fn parses_with_defaults() {
+        let e = Experiment::parse(GOOD, "t.yaml").unwrap();
+        assert_eq!(e.runtime(), Duration::from_micros(1600));
+        assert_eq!(e.mechanism, Mechanism::RtGroup);
+        assert_eq!(e.samples, 10_000);
+        assert_eq!(e.protocol, Protocol::Udp);
+        assert_eq!(e.compute_dist(Duration::from_millis(1)).mean(), Duration::from_micros(500));
+    }
+
+    #[test]
+    fn refuses_bad_input_with_the_field() {
+        let cases = [
+            (GOOD.replace("load: 0.5", "load: 0.9"), "unstable"),
+            (GOOD.replace("period: 2ms", "period: 2"), "period"),
+            (GOOD.replace("rt-group", "hcbs"), "mechanism"),
+            (GOOD.replace("[500us, 1ms]", "[]"), "interarrival"),
+            (format!("{GOOD}colour: red\n"), "colour"),
+        ];
+        for (text, word) in cases {
+            let e = Experiment::parse(&text, "x.yaml").unwrap_err().to_string();
+            assert!(e.starts_with("x.yaml") && e.contains(word), "{e}");
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! Real CPU work of a requested length: a busy loop whose speed is calibrated on this CPU.
+//!
+//! The calibration keeps the fastest of many short runs: a run that was preempted, throttled by a
+//! reservation or slowed by the host only ever looks slower, so the minimum is the undisturbed speed.
+//! A request for `C` of work then executes the same number of loop iterations whatever happens
+//! around it — under a reservation it takes longer in wall-clock time, which is what the model predicts.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// A calibrated busy loop.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Spinner {
+    /// Loop iterations per nanosecond of undisturbed CPU time.
+    pub iters_per_ns: f64,
+}
+
+const CHUNK: u64 = 4_000;
+
+#[inline(never)]
+fn burn(iters: u64) -> u64 {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for i in 0..iters {
+        // A dependent multiply-add chain: the compiler cannot skip it or vectorize it away.
+        x = black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(i));
+    }
+    x
+}
+
+impl Spinner {
+    /// Calibrates for about `budget` of wall time (100 ms is plenty).
+    pub fn calibrate(budget: Duration) -> Spinner {
+        burn(CHUNK * 10); // warm caches and the frequency governor
+        let start = Instant::now();
+        let mut best = f64::INFINITY;
+        let mut runs = 0;
+        while runs < 20 || (start.elapsed() < budget && runs < 100_000) {
+            let t = Instant::now();
+            black_box(burn(black_box(CHUNK)));
+            best = best.min(t.elapsed().as_nanos() as f64);
+            runs += 1;
+        }
+        Spinner { iters_per_ns: CHUNK as f64 / best.max(1.0) }
+    }
+
+    /// Does `work` of CPU work (as measured undisturbed).
+    pub fn spin(&self, work: Duration) {
+        let iters = (work.as_nanos() as f64 * self.iters_per_ns).round() as u64;
+        if iters > 0 {
+            black_box(burn(black_box(iters)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The loop takes about the asked time when undisturbed: the fastest of several tries must be
+    /// within 20% (the VM is noisy, so only the best try is judged), and longer work takes longer.
+    #[test]
+    fn spin_takes_the_asked_time() {
+        let s = Spinner::calibrate(Duration::from_millis(50));
+        assert!(s.iters_per_ns > 0.0);
+        let best = |d: Duration| {
+            (0..15)
+                .map(|_| {
+                    let t = Instant::now();
+                    s.spin(d);
+                    t.elapsed()
+                })
+                .min()
+                .unwrap()
+        };
+        let two = best(Duration::from_millis(2));
+        assert!(two >= Duration::from_micros(1600) && two <= Duration::from_micros(2400), "2 ms of work took {two:?}");
+        assert!(best(Duration::from_micros(200)) < two);
+    }
+}
