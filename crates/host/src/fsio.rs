@@ -23,12 +23,13 @@ pub fn read_opt(path: impl AsRef<Path>) -> Result<Option<String>> {
     }
 }
 
-/// One `write(2)` of the whole value, as kernel interface files expect (no truncation games).
+/// One `write(2)` of the whole value, as kernel interface files expect (O_TRUNC is ignored by sysfs and
+/// cgroupfs, and makes the same code correct on regular files in tests).
 pub fn write(path: impl AsRef<Path>, value: &str) -> Result<()> {
     use std::io::Write;
     let path = path.as_ref();
     let err = |source| HostError::Write { path: path.to_path_buf(), value: value.to_string(), source };
-    let mut f = std::fs::OpenOptions::new().write(true).open(path).map_err(err)?;
+    let mut f = std::fs::OpenOptions::new().write(true).truncate(true).open(path).map_err(err)?;
     f.write_all(value.as_bytes()).map_err(err)
 }
 

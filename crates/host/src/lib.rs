@@ -6,8 +6,17 @@ pub mod cgroup;
 pub mod cpus;
 pub mod error;
 pub mod fsio;
+pub mod irq;
+pub mod journal;
+pub mod oci;
+pub mod record;
 pub mod sched;
+pub mod setup;
+pub mod txn;
 
 pub use cpus::CpuList;
 pub use error::{HostError, Result};
+pub use journal::{StateDir, DEFAULT_STATE_DIR};
+pub use record::Mechanism;
 pub use sched::Policy;
+pub use setup::{Cfs, IrqRule, Launch, NetRule, OciLaunch, Reservation, Setup, ThreadRule, WorkloadSetup};

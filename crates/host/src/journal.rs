@@ -1,0 +1,285 @@
+//! The journal: every change rtslice makes, with the value it replaced, persisted in a state directory
+//! (default /var/lib/rtslice) so `reset` can undo it even after a crash. The file is replaced
+//! atomically (write a temp file, fsync, rename, fsync the directory) after every change; a change is
+//! logged *before* it is made (an intent), so undoing a logged change that never happened is harmless.
+
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpus::CpuList;
+use crate::error::{HostError, Result};
+use crate::record::AppliedRecord;
+use crate::sched::Policy;
+
+pub const FORMAT: &str = "rtslice-state";
+pub const VERSION: u32 = 1;
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/rtslice";
+const STATE_FILE: &str = "state.json";
+
+/// A process identity that survives PID reuse: the PID plus its start time (clock ticks since boot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcRef {
+    pub pid: i32,
+    pub start: u64,
+}
+
+impl ProcRef {
+    /// `None` if the process (or thread, given its tid) does not exist.
+    pub fn of(pid: i32) -> Option<ProcRef> {
+        start_time(pid).map(|start| ProcRef { pid, start })
+    }
+
+    pub fn alive(&self) -> bool {
+        start_time(self.pid) == Some(self.start) && !is_zombie(self.pid)
+    }
+}
+
+fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // comm may contain spaces and parentheses: fields are counted after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
+        .unwrap_or(true)
+}
+
+/// One change, with what is needed to undo it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+pub enum Change {
+    /// A kernel file was written; `old` is what it held before.
+    Wrote { path: PathBuf, old: String, new: String },
+    /// A directory (cgroup) was created; undo moves leftover tasks to `evacuate_to` and removes it.
+    Created { path: PathBuf, evacuate_to: PathBuf },
+    /// A process was moved into a cgroup; undo writes it back into `from` (a cgroup.procs file).
+    MovedProcess { proc: ProcRef, from: PathBuf, to: PathBuf },
+    /// A thread's scheduling policy changed.
+    Sched { thread: ProcRef, old: Policy, new: Policy },
+    /// A thread's CPU affinity changed.
+    Affinity { thread: ProcRef, old: CpuList, new: CpuList },
+    /// A filesystem was mounted (debugfs for fair_server).
+    Mounted { target: PathBuf },
+    /// A process rtslice launched (its own process group); undo kills the group.
+    Launched { proc: ProcRef, what: String },
+    /// An OCI container started through runc.
+    Container { id: String, runc_root: PathBuf, runc: PathBuf },
+    /// The agent keeping late threads in policy.
+    Agent { proc: ProcRef },
+}
+
+impl Change {
+    pub fn describe(&self) -> String {
+        match self {
+            Change::Wrote { path, old, new } => format!("{} {old:?} -> {new:?}", path.display()),
+            Change::Created { path, .. } => format!("created {}", path.display()),
+            Change::MovedProcess { proc, to, .. } => format!("moved pid {} into {}", proc.pid, to.display()),
+            Change::Sched { thread, old, new } => format!("thread {}: {old} -> {new}", thread.pid),
+            Change::Affinity { thread, old, new } => format!("thread {} affinity {old} -> {new}", thread.pid),
+            Change::Mounted { target } => format!("mounted {}", target.display()),
+            Change::Launched { proc, what } => format!("launched {what} (pid {})", proc.pid),
+            Change::Container { id, .. } => format!("runc container {id}"),
+            Change::Agent { proc } => format!("agent pid {}", proc.pid),
+        }
+    }
+}
+
+/// The persisted state: the journal plus what apply recorded for status and the agent.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct State {
+    pub format: String,
+    pub version: u32,
+    /// /proc/sys/kernel/random/boot_id at apply time: after a reboot the kernel state is gone.
+    pub boot_id: String,
+    pub changes: Vec<Change>,
+    pub record: Option<AppliedRecord>,
+}
+
+impl State {
+    pub fn new() -> State {
+        State { format: FORMAT.into(), version: VERSION, boot_id: boot_id(), changes: Vec::new(), record: None }
+    }
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State::new()
+    }
+}
+
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+/// The state directory. One apply at a time holds it (flock on `lock`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateDir {
+    pub path: PathBuf,
+}
+
+impl Default for StateDir {
+    fn default() -> Self {
+        StateDir { path: PathBuf::from(DEFAULT_STATE_DIR) }
+    }
+}
+
+/// Held while a process changes the state; released on drop.
+pub struct StateLock {
+    _file: std::fs::File,
+}
+
+impl StateDir {
+    pub fn new(path: impl Into<PathBuf>) -> StateDir {
+        StateDir { path: path.into() }
+    }
+
+    pub fn file(&self) -> PathBuf {
+        self.path.join(STATE_FILE)
+    }
+
+    fn state_err(&self, reason: impl Into<String>) -> HostError {
+        HostError::State { path: self.path.clone(), reason: reason.into() }
+    }
+
+    /// Takes the directory's lock, failing fast if another rtslice holds it.
+    pub fn lock(&self) -> Result<StateLock> {
+        std::fs::create_dir_all(&self.path).map_err(|e| self.state_err(format!("cannot create it: {e}")))?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.path.join("lock"))
+            .map_err(|e| self.state_err(format!("cannot open its lock file: {e}")))?;
+        // SAFETY: valid fd owned by `file`.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(self.state_err("another rtslice apply/reset is running on this state directory; wait for it"));
+        }
+        Ok(StateLock { _file: file })
+    }
+
+    /// Loads the state; `Ok(None)` when there is none. A corrupt file, another program's file, or a
+    /// newer format is refused (never half-interpreted).
+    pub fn load(&self) -> Result<Option<State>> {
+        let file = self.file();
+        let text = match std::fs::read_to_string(&file) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(self.state_err(format!("cannot read {}: {e}", file.display()))),
+        };
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            self.state_err(format!(
+                "{} is corrupt ({e}); nothing was done. Inspect it: if the host was rebooted since, remove it; \
+                 otherwise restore the values it lists by hand",
+                file.display()
+            ))
+        })?;
+        let format = value.get("format").and_then(|f| f.as_str()).unwrap_or("");
+        if format != FORMAT {
+            return Err(self.state_err(format!(
+                "{} is not an rtslice state file (format {format:?}); refusing to use it. Point --state-dir at \
+                 rtslice's own directory",
+                file.display()
+            )));
+        }
+        let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
+        if version != VERSION as u64 {
+            return Err(self.state_err(format!(
+                "{} has state format version {version}, this rtslice understands {VERSION}; use the rtslice that wrote it",
+                file.display()
+            )));
+        }
+        let state: State = serde_json::from_value(value)
+            .map_err(|e| self.state_err(format!("{} is corrupt ({e}); nothing was done", file.display())))?;
+        Ok(Some(state))
+    }
+
+    /// Atomically replaces the state file: write temp, fsync, rename, fsync directory.
+    pub fn save(&self, state: &State) -> Result<()> {
+        std::fs::create_dir_all(&self.path).map_err(|e| self.state_err(format!("cannot create it: {e}")))?;
+        let tmp = self.path.join(format!("{STATE_FILE}.tmp"));
+        let json = serde_json::to_vec_pretty(state).map_err(|e| self.state_err(e.to_string()))?;
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&json)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, self.file())?;
+            std::fs::File::open(&self.path)?.sync_all()
+        };
+        write().map_err(|e| self.state_err(format!("cannot write {}: {e}", self.file().display())))
+    }
+
+    pub fn remove(&self) -> Result<()> {
+        match std::fs::remove_file(self.file()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(self.state_err(format!("cannot remove {}: {e}", self.file().display()))),
+        }
+    }
+}
+
+/// True when `path` lies inside a directory created by one of `changes` (so writing its old value back
+/// is pointless: the directory goes away).
+pub fn inside_created(changes: &[Change], path: &Path) -> bool {
+    changes.iter().any(|c| matches!(c, Change::Created { path: dir, .. } if path.starts_with(dir) && path != dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn save_load_round_trip_and_refusals() {
+        let dir = tempfile::tempdir().unwrap();
+        let sd = StateDir::new(dir.path());
+        assert!(sd.load().unwrap().is_none());
+        let mut st = State::new();
+        st.changes.push(Change::Wrote { path: "/x".into(), old: "1".into(), new: "0".into() });
+        sd.save(&st).unwrap();
+        let back = sd.load().unwrap().unwrap();
+        assert_eq!(back.changes, st.changes);
+        assert!(!dir.path().join("state.json.tmp").exists());
+
+        std::fs::write(sd.file(), "{\"changes\": [").unwrap();
+        let e = sd.load().unwrap_err().to_string();
+        assert!(e.contains("corrupt"), "{e}");
+
+        std::fs::write(sd.file(), r#"{"format":"something-else","version":1}"#).unwrap();
+        let e = sd.load().unwrap_err().to_string();
+        assert!(e.contains("not an rtslice state file"), "{e}");
+
+        std::fs::write(sd.file(), r#"{"format":"rtslice-state","version":99}"#).unwrap();
+        assert!(sd.load().unwrap_err().to_string().contains("version 99"));
+    }
+
+    #[test]
+    fn lock_is_exclusive() {
+        let dir = tempfile::tempdir().unwrap();
+        let sd = StateDir::new(dir.path());
+        let held = sd.lock().unwrap();
+        assert!(sd.lock().is_err());
+        drop(held);
+        assert!(sd.lock().is_ok());
+    }
+
+    #[test]
+    fn proc_ref_detects_reuse() {
+        let me = ProcRef::of(std::process::id() as i32).unwrap();
+        assert!(me.alive());
+        assert!(!ProcRef { start: me.start + 1, ..me }.alive());
+    }
+
+    #[test]
+    fn created_dirs_cover_their_files() {
+        let ch = vec![Change::Created { path: "/cg/rtslice".into(), evacuate_to: "/cg/cgroup.procs".into() }];
+        assert!(inside_created(&ch, Path::new("/cg/rtslice/du/cpuset.cpus")));
+        assert!(!inside_created(&ch, Path::new("/cg/cpuset.sched_load_balance")));
+        assert!(!inside_created(&ch, Path::new("/cg/rtslice")));
+    }
+}

@@ -1,0 +1,329 @@
+//! Launching OCI bundles through runc: rtslice writes the bundle's config.json (CPUs, memory nodes,
+//! RT budget on v1, the scheduler on runc >= 1.2, the capabilities RT threads need, an optional network
+//! namespace and Docker's default seccomp allow-list), then `runc create` / `runc start`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{json, Value};
+
+use crate::cpus::CpuList;
+use crate::error::{HostError, Result};
+use crate::sched::Policy;
+
+/// runc's version triple from `runc --version` ("runc version 1.1.5+ds1").
+pub fn runc_version(runc: &Path) -> Option<(u32, u32, u32)> {
+    let out = Command::new(runc).arg("--version").output().ok()?;
+    parse_runc_version(&String::from_utf8_lossy(&out.stdout))
+}
+
+pub fn parse_runc_version(text: &str) -> Option<(u32, u32, u32)> {
+    let line = text.lines().find(|l| l.starts_with("runc version"))?;
+    let v = line.split_whitespace().nth(2)?;
+    let core: String = v.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+    let mut it = core.split('.').map(|x| x.parse::<u32>().ok());
+    Some((it.next()??, it.next().flatten().unwrap_or(0), it.next().flatten().unwrap_or(0)))
+}
+
+pub fn find_runc() -> Option<PathBuf> {
+    find_in_path("runc")
+}
+
+pub fn find_in_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/bin"].iter().map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// What rtslice puts into a container's config.json.
+#[derive(Clone, Debug)]
+pub struct ContainerConfig {
+    pub id: String,
+    pub args: Vec<String>,
+    /// cgroupsPath, relative to each hierarchy's root ("/rtslice/du1/rtslice-du1").
+    pub cgroups_path: String,
+    pub cpus: CpuList,
+    pub mems: String,
+    /// v1 RT group budget for the container's cgroup.
+    pub rt: Option<(u64, u64)>,
+    /// process.scheduler (written only when runc supports it, >= 1.2).
+    pub scheduler: Option<Policy>,
+    pub netns: bool,
+    pub seccomp: bool,
+}
+
+/// Docker's default capability set plus what real-time threads need (CAP_SYS_NICE for
+/// sched_setattr, CAP_IPC_LOCK for mlockall).
+const CAPS: &[&str] = &[
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_FSETID",
+    "CAP_FOWNER",
+    "CAP_MKNOD",
+    "CAP_NET_RAW",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETFCAP",
+    "CAP_SETPCAP",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_SYS_CHROOT",
+    "CAP_KILL",
+    "CAP_AUDIT_WRITE",
+    "CAP_SYS_NICE",
+    "CAP_IPC_LOCK",
+];
+
+pub fn config_json(c: &ContainerConfig, runc_version: Option<(u32, u32, u32)>) -> Value {
+    let caps: Vec<&str> = CAPS.to_vec();
+    let mut process = json!({
+        "terminal": false,
+        "user": {"uid": 0, "gid": 0},
+        "args": c.args,
+        "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "TERM=xterm"],
+        "cwd": "/",
+        "capabilities": {"bounding": caps, "effective": caps, "permitted": caps, "ambient": caps},
+        "rlimits": [
+            {"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024},
+            {"type": "RLIMIT_RTPRIO", "hard": 99, "soft": 99},
+            {"type": "RLIMIT_MEMLOCK", "hard": u64::MAX, "soft": u64::MAX}
+        ],
+        "noNewPrivileges": true
+    });
+    if let (Some(policy), Some(v)) = (c.scheduler, runc_version) {
+        if v >= (1, 2, 0) {
+            process["scheduler"] = scheduler_json(policy);
+        }
+    }
+    let mut namespaces = vec![json!({"type": "pid"}), json!({"type": "ipc"}), json!({"type": "uts"}), json!({"type": "mount"})];
+    if c.netns {
+        namespaces.push(json!({"type": "network"}));
+    }
+    let mut cpu = json!({"cpus": c.cpus.to_string(), "mems": c.mems});
+    if let Some((runtime, period)) = c.rt {
+        cpu["realtimeRuntime"] = json!(runtime);
+        cpu["realtimePeriod"] = json!(period);
+    }
+    let mut linux = json!({
+        "cgroupsPath": c.cgroups_path,
+        "resources": {"devices": [{"allow": false, "access": "rwm"}], "cpu": cpu},
+        "namespaces": namespaces,
+        "maskedPaths": ["/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+            "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware", "/proc/scsi"],
+        "readonlyPaths": ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
+    });
+    if c.seccomp {
+        linux["seccomp"] = default_seccomp();
+    }
+    json!({
+        "ociVersion": "1.0.2",
+        "process": process,
+        "root": {"path": "rootfs", "readonly": true},
+        "hostname": c.id,
+        "mounts": [
+            {"destination": "/proc", "type": "proc", "source": "proc"},
+            {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+            {"destination": "/dev/pts", "type": "devpts", "source": "devpts", "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
+            {"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]},
+            {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": ["nosuid", "noexec", "nodev"]},
+            {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]},
+            {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777"]}
+        ],
+        "linux": linux
+    })
+}
+
+fn scheduler_json(p: Policy) -> Value {
+    match p {
+        Policy::Fifo { priority } => json!({"policy": "SCHED_FIFO", "priority": priority}),
+        Policy::Rr { priority } => json!({"policy": "SCHED_RR", "priority": priority}),
+        Policy::Deadline { runtime_ns, deadline_ns, period_ns } => json!({"policy": "SCHED_DEADLINE",
+            "runtime": runtime_ns, "deadline": deadline_ns, "period": period_ns, "flags": ["SCHED_FLAG_RESET_ON_FORK"]}),
+        Policy::Batch { nice } => json!({"policy": "SCHED_BATCH", "nice": nice}),
+        Policy::Idle => json!({"policy": "SCHED_IDLE"}),
+        Policy::Other { nice } => json!({"policy": "SCHED_OTHER", "nice": nice}),
+    }
+}
+
+/// An allow-list equivalent to Docker's default seccomp profile (moby profiles/seccomp/default.json):
+/// everything a normal program needs; kernel-module, keyring, clock-setting, reboot, mount, BPF and
+/// similar calls are refused with EPERM. sched_setattr/sched_setscheduler stay allowed (RT threads).
+pub fn default_seccomp() -> Value {
+    const ALLOWED: &str = "accept accept4 access adjtimex alarm bind brk capget capset chdir chmod chown chown32 \
+clock_adjtime clock_getres clock_gettime clock_nanosleep close close_range connect copy_file_range creat dup dup2 dup3 \
+epoll_create epoll_create1 epoll_ctl epoll_pwait epoll_pwait2 epoll_wait eventfd eventfd2 execve execveat exit exit_group \
+faccessat faccessat2 fadvise64 fallocate fanotify_mark fchdir fchmod fchmodat fchown fchownat fcntl fdatasync \
+fgetxattr flistxattr flock fork fremovexattr fsetxattr fstat fstatfs fsync ftruncate futex futex_waitv futimesat \
+get_robust_list get_thread_area getcpu getcwd getdents getdents64 getegid geteuid getgid getgroups getitimer \
+getpeername getpgid getpgrp getpid getppid getpriority getrandom getresgid getresuid getrlimit getrusage getsid \
+getsockname getsockopt gettid gettimeofday getuid getxattr inotify_add_watch inotify_init inotify_init1 \
+inotify_rm_watch io_cancel io_destroy io_getevents io_pgetevents io_setup io_submit ioctl ioprio_get ioprio_set \
+kill landlock_add_rule landlock_create_ruleset landlock_restrict_self lchown lgetxattr link linkat listen listxattr \
+llistxattr lremovexattr lseek lsetxattr lstat madvise membarrier memfd_create mincore mkdir mkdirat mknod mknodat \
+mlock mlock2 mlockall mmap mprotect mq_getsetattr mq_notify mq_open mq_timedreceive mq_timedsend mq_unlink mremap \
+msgctl msgget msgrcv msgsnd msync munlock munlockall munmap nanosleep newfstatat open openat openat2 pause pidfd_open \
+pidfd_send_signal pipe pipe2 poll ppoll prctl pread64 preadv preadv2 prlimit64 pselect6 pwrite64 pwritev pwritev2 \
+read readahead readlink readlinkat readv recv recvfrom recvmmsg recvmsg remap_file_pages removexattr rename renameat \
+renameat2 restart_syscall rmdir rseq rt_sigaction rt_sigpending rt_sigprocmask rt_sigqueueinfo rt_sigreturn \
+rt_sigsuspend rt_sigtimedwait rt_tgsigqueueinfo sched_get_priority_max sched_get_priority_min sched_getaffinity \
+sched_getattr sched_getparam sched_getscheduler sched_rr_get_interval sched_setaffinity sched_setattr sched_setparam \
+sched_setscheduler sched_yield select semctl semget semop semtimedop send sendfile sendmmsg sendmsg sendto \
+set_robust_list set_thread_area set_tid_address setfsgid setfsuid setgid setgroups setitimer setpgid setpriority \
+setregid setresgid setresuid setreuid setrlimit setsid setsockopt setuid setxattr shmat shmctl shmdt shmget shutdown \
+sigaltstack signalfd signalfd4 socket socketpair splice stat statfs statx symlink symlinkat sync sync_file_range \
+syncfs sysinfo tee tgkill time timer_create timer_delete timer_getoverrun timer_gettime timer_settime timerfd_create \
+timerfd_gettime timerfd_settime times tkill truncate umask uname unlink unlinkat utime utimensat utimes vfork \
+wait4 waitid waitpid write writev arch_prctl clone clone3 chroot";
+    let names: Vec<&str> = ALLOWED.split_whitespace().collect();
+    json!({
+        "defaultAction": "SCMP_ACT_ERRNO",
+        "defaultErrnoRet": 1,
+        "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32", "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"],
+        "syscalls": [{"names": names, "action": "SCMP_ACT_ALLOW"}]
+    })
+}
+
+/// Builds a minimal bundle from Debian's busybox-static (/bin/busybox): rootfs/bin/busybox and one
+/// symlink per applet. `config.json` is written later by apply.
+pub fn busybox_bundle(dir: &Path) -> Result<PathBuf> {
+    let busybox = ["/bin/busybox", "/usr/bin/busybox"].iter().map(PathBuf::from).find(|p| p.is_file()).ok_or_else(|| {
+        HostError::Unsupported {
+            what: "busybox not found".into(),
+            fix: "install Debian's busybox-static (apt-get install busybox-static)".into(),
+        }
+    })?;
+    let bin = dir.join("rootfs/bin");
+    let io = |e: std::io::Error| HostError::Create { path: bin.clone(), source: e };
+    std::fs::create_dir_all(&bin).map_err(io)?;
+    for d in ["proc", "sys", "dev", "tmp", "etc", "usr/bin", "sbin"] {
+        std::fs::create_dir_all(dir.join("rootfs").join(d)).map_err(io)?;
+    }
+    let target = bin.join("busybox");
+    std::fs::copy(&busybox, &target).map_err(io)?;
+    let list = Command::new(&target).arg("--list").output().map_err(io)?;
+    if !list.status.success() {
+        return Err(HostError::Unsupported {
+            what: format!("{} --list failed", busybox.display()),
+            fix: "install busybox-static (a statically linked busybox)".into(),
+        });
+    }
+    for applet in String::from_utf8_lossy(&list.stdout).split_whitespace() {
+        if applet == "busybox" {
+            continue;
+        }
+        let link = bin.join(applet);
+        if !link.exists() {
+            std::os::unix::fs::symlink("busybox", &link).map_err(io)?;
+        }
+    }
+    Ok(dir.to_path_buf())
+}
+
+pub fn write_config(bundle: &Path, config: &Value) -> Result<()> {
+    let path = bundle.join("config.json");
+    let text = serde_json::to_string_pretty(config).map_err(|e| HostError::other(e.to_string()))?;
+    std::fs::write(&path, text).map_err(|source| HostError::Write { path, value: "<config.json>".into(), source })
+}
+
+fn runc_cmd(runc: &Path, root: &Path) -> Command {
+    let mut c = Command::new(runc);
+    c.arg("--root").arg(root);
+    c
+}
+
+/// `runc create` then `runc start`; returns the container's init pid. Output goes to `log`.
+pub fn runc_run(runc: &Path, root: &Path, bundle: &Path, id: &str, log: &Path) -> Result<i32> {
+    let fail = |reason: String| HostError::Launch { what: format!("runc container {id}"), reason };
+    let pid_file = root.join(format!("{id}.pid"));
+    std::fs::create_dir_all(root).map_err(|e| fail(format!("creating {}: {e}", root.display())))?;
+    let logf = std::fs::File::create(log).map_err(|e| fail(format!("creating {}: {e}", log.display())))?;
+    let status = runc_cmd(runc, root)
+        .args(["create", "--bundle"])
+        .arg(bundle)
+        .arg("--pid-file")
+        .arg(&pid_file)
+        .arg(id)
+        .stdin(Stdio::null())
+        .stdout(logf.try_clone().map_err(|e| fail(e.to_string()))?)
+        .stderr(logf)
+        .status()
+        .map_err(|e| fail(format!("running {}: {e}", runc.display())))?;
+    if !status.success() {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        return Err(fail(format!("runc create failed ({status}): {}", text.trim())));
+    }
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or_else(|| fail(format!("runc wrote no pid file {}", pid_file.display())))?;
+    Ok(pid)
+}
+
+pub fn runc_start(runc: &Path, root: &Path, id: &str) -> Result<()> {
+    let out = runc_cmd(runc, root)
+        .args(["start", id])
+        .output()
+        .map_err(|e| HostError::Launch { what: format!("runc container {id}"), reason: e.to_string() })?;
+    if !out.status.success() {
+        return Err(HostError::Launch {
+            what: format!("runc container {id}"),
+            reason: format!("runc start failed: {}", String::from_utf8_lossy(&out.stderr).trim()),
+        });
+    }
+    Ok(())
+}
+
+/// Kills and deletes a container; a container that no longer exists is fine.
+pub fn runc_delete(runc: &Path, root: &Path, id: &str) -> Result<()> {
+    let _ = runc_cmd(runc, root).args(["kill", id, "KILL"]).output();
+    let out = runc_cmd(runc, root)
+        .args(["delete", "--force", id])
+        .output()
+        .map_err(|e| HostError::Launch { what: format!("runc delete {id}"), reason: e.to_string() })?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() || err.contains("does not exist") || err.contains("not exist") {
+        Ok(())
+    } else {
+        Err(HostError::Launch { what: format!("runc delete {id}"), reason: err.trim().to_string() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_parsing() {
+        assert_eq!(parse_runc_version("runc version 1.1.5+ds1\ncommit: x\n"), Some((1, 1, 5)));
+        assert_eq!(parse_runc_version("runc version 1.2.0-rc.1\n"), Some((1, 2, 0)));
+        assert_eq!(parse_runc_version("crun version 1.8\n"), None);
+    }
+
+    #[test]
+    fn config_carries_budget_caps_and_scheduler_only_when_supported() {
+        let c = ContainerConfig {
+            id: "t".into(),
+            args: vec!["sh".into()],
+            cgroups_path: "/rtslice/w/t".into(),
+            cpus: CpuList::parse("1").unwrap(),
+            mems: "0".into(),
+            rt: Some((300000, 1000000)),
+            scheduler: Some(Policy::Fifo { priority: 10 }),
+            netns: true,
+            seccomp: true,
+        };
+        let old = config_json(&c, Some((1, 1, 5)));
+        assert_eq!(old["linux"]["resources"]["cpu"]["realtimeRuntime"], 300000);
+        assert_eq!(old["linux"]["resources"]["cpu"]["cpus"], "1");
+        assert!(old["process"].get("scheduler").is_none());
+        assert!(old["process"]["capabilities"]["bounding"].as_array().unwrap().iter().any(|v| v == "CAP_SYS_NICE"));
+        assert!(old["linux"]["namespaces"].as_array().unwrap().iter().any(|n| n["type"] == "network"));
+        assert_eq!(old["linux"]["seccomp"]["defaultAction"], "SCMP_ACT_ERRNO");
+        let new = config_json(&c, Some((1, 2, 3)));
+        assert_eq!(new["process"]["scheduler"]["policy"], "SCHED_FIFO");
+        let names = default_seccomp()["syscalls"][0]["names"].as_array().unwrap().clone();
+        assert!(names.iter().any(|n| n == "sched_setattr"));
+        assert!(!names.iter().any(|n| n == "init_module" || n == "kexec_load" || n == "bpf"));
+    }
+}

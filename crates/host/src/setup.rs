@@ -1,0 +1,131 @@
+//! The host-level description of what to apply: concrete CPUs, budgets, thread rules, IRQ and network
+//! rules, and how each workload is launched. `apply` turns a `Plan` into a `Setup`; callers that
+//! build their own strategies (the bench runner) may construct a `Setup` directly.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpus::CpuList;
+use crate::sched::Policy;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Setup {
+    /// A label for status output (the spec's name).
+    pub name: String,
+    /// CPUs left to the rest of the system (used by shields and to keep housekeeping load-balanced).
+    pub housekeeping: CpuList,
+    pub workloads: Vec<WorkloadSetup>,
+    pub irqs: Vec<IrqRule>,
+    pub nets: Vec<NetRule>,
+    /// CPUs on which the fair_server's runtime is set to 0 (only CPUs holding reserved RT work).
+    pub fair_server_off: CpuList,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadSetup {
+    /// Path-safe name: [A-Za-z0-9_.-], not starting with '.'.
+    pub name: String,
+    pub cpus: CpuList,
+    /// Memory nodes ("0"); `None` = all nodes the parent has.
+    pub mems: Option<String>,
+    /// An exclusive scheduling partition (needed to pin SCHED_DEADLINE threads).
+    pub partition: bool,
+    /// Keep every other user task off these CPUs (soft isolation, like `cset shield`).
+    pub shield: bool,
+    /// Real-time reservation: `runtime_us` every `period_us` on each CPU of the workload.
+    pub reservation: Option<Reservation>,
+    /// Best-effort controls.
+    pub cfs: Option<Cfs>,
+    pub threads: Vec<ThreadRule>,
+    pub launch: Launch,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Reservation {
+    pub runtime_us: u64,
+    pub period_us: u64,
+}
+
+impl Reservation {
+    pub fn utilization(&self) -> f64 {
+        self.runtime_us as f64 / self.period_us as f64
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cfs {
+    /// CPU-time quota per period in µs; `None` = unlimited.
+    pub quota_us: Option<u64>,
+    pub period_us: Option<u64>,
+    /// v2-scale weight 1..10000 (100 = default).
+    pub weight: Option<u64>,
+    /// SCHED_IDLE-like group (cpu.idle=1).
+    pub idle: bool,
+}
+
+/// A rule for the threads of a workload whose name (comm) matches `name` (an anchored regex).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThreadRule {
+    pub name: String,
+    pub policy: Option<Policy>,
+    pub cpus: Option<CpuList>,
+    /// Share of the workload's reservation this rule's threads get when the reservation is enforced by
+    /// SCHED_DEADLINE (each matching thread gets `share × runtime × #cpus`). `None` = an equal split
+    /// over the workload's real-time rules.
+    pub budget_share: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Launch {
+    /// Nothing to start: only the cgroups and rules are set up (processes may be attached later).
+    #[default]
+    None,
+    /// A command started inside the workload's cgroups.
+    Command { argv: Vec<String>, env: Vec<(String, String)>, cwd: Option<PathBuf> },
+    /// An OCI bundle started through runc; rtslice writes its config.json.
+    Oci(OciLaunch),
+    /// Existing processes moved into the workload's cgroups (all their threads follow).
+    Attach { pids: Vec<i32> },
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OciLaunch {
+    /// Bundle directory holding `rootfs/`; rtslice writes `config.json` into it.
+    pub bundle: PathBuf,
+    pub args: Vec<String>,
+    /// A new network namespace (otherwise the host's).
+    pub netns: bool,
+    /// Docker's default seccomp allow-list; `false` = no seccomp filter.
+    pub seccomp: bool,
+    /// Container id; default `rtslice-<workload>`.
+    pub id: Option<String>,
+}
+
+/// IRQs whose action names (last column of /proc/interrupts) match `action` (regex) go to `cpus`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IrqRule {
+    pub action: String,
+    pub cpus: CpuList,
+}
+
+/// Receive/transmit packet steering masks for interfaces whose name matches `iface` (regex).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NetRule {
+    pub iface: String,
+    pub rps: Option<CpuList>,
+    pub xps: Option<CpuList>,
+}
+
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// Compiles a rule name as an anchored regex (thread names are matched whole).
+pub fn anchored(pattern: &str) -> std::result::Result<regex::Regex, String> {
+    regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| format!("bad thread/IRQ name pattern {pattern:?}: {e}"))
+}

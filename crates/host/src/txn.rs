@@ -1,0 +1,339 @@
+//! Transactions over the journal: each operation logs its intent (with the value it replaces), saves
+//! the state atomically, then acts. On failure the caller rolls back everything logged in this run,
+//! newest first. `undo` is also what `reset` runs over a whole journal.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::cpus::CpuList;
+use crate::error::{HostError, Result};
+use crate::fsio;
+use crate::journal::{inside_created, Change, ProcRef, State, StateDir};
+use crate::sched::{self, Policy};
+
+/// Fault injection for tests of rollback: the n-th change of a run (0-based) fails with EIO instead of
+/// being made, as if the kernel had refused it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Fault {
+    pub fail_change: Option<usize>,
+}
+
+pub struct Txn<'a> {
+    dir: &'a StateDir,
+    pub state: &'a mut State,
+    start: usize,
+    made: usize,
+    fault: Fault,
+}
+
+impl<'a> Txn<'a> {
+    pub fn begin(dir: &'a StateDir, state: &'a mut State, fault: Fault) -> Txn<'a> {
+        let start = state.changes.len();
+        Txn { dir, state, start, made: 0, fault }
+    }
+
+    pub fn save(&self) -> Result<()> {
+        self.dir.save(self.state)
+    }
+
+    fn log(&mut self, change: Change) -> Result<()> {
+        if self.fault.fail_change == Some(self.made) {
+            return Err(HostError::Write {
+                path: PathBuf::from(format!("<injected fault at change #{}: {}>", self.made, change.describe())),
+                value: String::new(),
+                source: std::io::Error::from_raw_os_error(libc::EIO),
+            });
+        }
+        self.made += 1;
+        self.state.changes.push(change);
+        self.save()
+    }
+
+    /// The change just logged did not happen: drop its intent.
+    fn unlog(&mut self) {
+        self.state.changes.pop();
+        let _ = self.save();
+    }
+
+    /// Writes a kernel file, journaling its previous content.
+    pub fn write(&mut self, path: &Path, value: &str) -> Result<()> {
+        let old = fsio::read_trim(path)?;
+        self.log(Change::Wrote { path: path.to_path_buf(), old, new: value.to_string() })?;
+        fsio::write(path, value).inspect_err(|_| self.unlog())
+    }
+
+    /// Writes only if the current value differs (keeps the journal short and avoids needless EBUSY).
+    pub fn write_if_changed(&mut self, path: &Path, value: &str) -> Result<()> {
+        let cur = fsio::read_trim(path)?;
+        if same_value(&cur, value) {
+            return Ok(());
+        }
+        self.write(path, value)
+    }
+
+    pub fn mkdir(&mut self, path: &Path, evacuate_to: &Path) -> Result<()> {
+        if path.exists() {
+            return Err(HostError::Create {
+                path: path.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "it already exists; a previous rtslice apply may not have been reset (run `rtslice reset`), \
+                     or another tool owns it",
+                ),
+            });
+        }
+        self.log(Change::Created { path: path.to_path_buf(), evacuate_to: evacuate_to.to_path_buf() })?;
+        fsio::mkdir(path).inspect_err(|_| self.unlog())
+    }
+
+    /// Moves a process into a cgroup (one hierarchy), journaling where it was.
+    pub fn move_process(&mut self, pid: i32, from_procs: &Path, to_procs: &Path) -> Result<()> {
+        let proc = ProcRef::of(pid).ok_or_else(|| HostError::Launch {
+            what: format!("pid {pid}"),
+            reason: "no such process".into(),
+        })?;
+        self.log(Change::MovedProcess { proc, from: from_procs.to_path_buf(), to: to_procs.to_path_buf() })?;
+        fsio::write(to_procs, &pid.to_string()).inspect_err(|_| self.unlog())
+    }
+
+    pub fn set_policy(&mut self, tid: i32, policy: Policy) -> Result<()> {
+        let old = sched::get_policy(tid)?;
+        if old == policy {
+            return Ok(());
+        }
+        let thread = ProcRef::of(tid).ok_or(HostError::Sched {
+            call: "sched_setattr",
+            tid,
+            source: std::io::Error::from_raw_os_error(libc::ESRCH),
+        })?;
+        self.log(Change::Sched { thread, old, new: policy })?;
+        sched::set_policy(tid, policy).inspect_err(|_| self.unlog())
+    }
+
+    pub fn set_affinity(&mut self, tid: i32, cpus: &CpuList) -> Result<()> {
+        let old = sched::get_affinity(tid)?;
+        if &old == cpus {
+            return Ok(());
+        }
+        let thread = ProcRef::of(tid).ok_or(HostError::Sched {
+            call: "sched_setaffinity",
+            tid,
+            source: std::io::Error::from_raw_os_error(libc::ESRCH),
+        })?;
+        self.log(Change::Affinity { thread, old, new: cpus.clone() })?;
+        sched::set_affinity(tid, cpus).inspect_err(|_| self.unlog())
+    }
+
+    /// Records something done outside this module (a launch, a container, the agent). Logged before the
+    /// action when possible by the caller, so a crash in between still undoes it.
+    pub fn record(&mut self, change: Change) -> Result<()> {
+        self.log(change)
+    }
+
+    /// Undoes this run's changes, newest first; returns what could not be undone.
+    pub fn rollback(self) -> Vec<String> {
+        let errors = undo_all(&mut self.state.changes, self.start);
+        let _ = self.dir.save(self.state);
+        errors
+    }
+}
+
+/// Undoes `changes[from..]` newest first, truncating the journal as it goes; errors are collected
+/// (the failed entries stay journaled so a later `reset` can retry them).
+pub fn undo_all(changes: &mut Vec<Change>, from: usize) -> Vec<String> {
+    let mut errors = Vec::new();
+    let mut failed = Vec::new();
+    while changes.len() > from {
+        let change = changes.pop().expect("len > from");
+        if let Change::Wrote { path, .. } = &change {
+            // Files inside directories this journal created vanish with them.
+            if inside_created(changes, path) {
+                continue;
+            }
+        }
+        if let Err(e) = undo(&change) {
+            errors.push(format!("{}: {e}", change.describe()));
+            failed.push(change);
+        }
+    }
+    failed.reverse();
+    changes.extend(failed);
+    errors
+}
+
+/// Normalizes kernel spellings ("0-1" vs "0,1", trailing newline) for comparison.
+pub fn same_value(current: &str, wanted: &str) -> bool {
+    let (c, w) = (current.trim(), wanted.trim());
+    if c == w {
+        return true;
+    }
+    if let (Ok(a), Ok(b)) = (CpuList::parse(c), CpuList::parse(w)) {
+        if !c.is_empty() && !w.is_empty() && c.chars().all(|x| x.is_ascii_digit() || x == ',' || x == '-') {
+            return a == b;
+        }
+    }
+    false
+}
+
+fn ignore_gone(r: Result<()>) -> Result<()> {
+    match r {
+        Err(HostError::Write { source, .. }) | Err(HostError::Remove { source, .. })
+            if source.raw_os_error() == Some(libc::ENOENT) =>
+        {
+            Ok(())
+        }
+        Err(HostError::Sched { source, .. }) if source.raw_os_error() == Some(libc::ESRCH) => Ok(()),
+        other => other,
+    }
+}
+
+pub fn undo(change: &Change) -> Result<()> {
+    match change {
+        Change::Wrote { path, old, .. } => {
+            if old.is_empty() && path.file_name().is_some_and(|n| n.to_string_lossy().ends_with("_cpus")) {
+                // rps_cpus/xps_cpus read back as a mask; an empty one is "0".
+                return ignore_gone(fsio::write(path, "0"));
+            }
+            let current = fsio::read_opt(path)?;
+            match current {
+                None => Ok(()),
+                Some(cur) if same_value(&cur, old) => Ok(()),
+                Some(_) => ignore_gone(fsio::write(path, old)),
+            }
+        }
+        Change::Created { path, evacuate_to } => remove_cgroup(path, evacuate_to),
+        Change::MovedProcess { proc, from, .. } => {
+            if proc.alive() {
+                ignore_gone(fsio::write(from, &proc.pid.to_string()))
+            } else {
+                Ok(())
+            }
+        }
+        Change::Sched { thread, old, .. } => {
+            if thread.alive() {
+                ignore_gone(sched::set_policy(thread.pid, *old))
+            } else {
+                Ok(())
+            }
+        }
+        Change::Affinity { thread, old, .. } => {
+            if thread.alive() {
+                ignore_gone(sched::set_affinity(thread.pid, old))
+            } else {
+                Ok(())
+            }
+        }
+        Change::Mounted { target } => {
+            let c = std::ffi::CString::new(target.as_os_str().as_encoded_bytes()).map_err(|e| HostError::other(e.to_string()))?;
+            // SAFETY: valid NUL-terminated path.
+            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EINVAL) {
+                    return Err(HostError::other(format!("umount {}: {e}", target.display())));
+                }
+            }
+            Ok(())
+        }
+        Change::Launched { proc, .. } | Change::Agent { proc } => {
+            kill_and_wait(*proc, matches!(change, Change::Launched { .. }));
+            Ok(())
+        }
+        Change::Container { id, runc_root, runc } => crate::oci::runc_delete(runc, runc_root, id),
+    }
+}
+
+/// Kills a process (and, for launched workloads, its process group: they run in their own session),
+/// then waits until it is gone.
+pub fn kill_and_wait(proc: ProcRef, group: bool) {
+    if !proc.alive() {
+        reap(proc.pid);
+        return;
+    }
+    // SAFETY: plain signal delivery to a process/group we started (identity checked above).
+    unsafe {
+        if group {
+            libc::kill(-proc.pid, libc::SIGKILL);
+        }
+        libc::kill(proc.pid, libc::SIGKILL);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while proc.alive() && Instant::now() < deadline {
+        reap(proc.pid);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    reap(proc.pid);
+}
+
+/// Reaps a zombie child of this process (no-op for others' children).
+fn reap(pid: i32) {
+    let mut status = 0;
+    // SAFETY: WNOHANG never blocks; ECHILD for non-children is fine.
+    unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+}
+
+/// Removes a cgroup: leftover tasks go to `evacuate_to` (the hierarchy's root cgroup.procs), then
+/// rmdir, retrying while exiting tasks still pin it.
+pub fn remove_cgroup(dir: &Path, evacuate_to: &Path) -> Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        // Children first (e.g. runc's container cgroup inside a workload group).
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            for e in rd.flatten() {
+                if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                    remove_cgroup(&e.path(), evacuate_to)?;
+                }
+            }
+        }
+        for pid in crate::cgroup::read_pids(&dir.join("cgroup.procs")) {
+            let _ = fsio::write(evacuate_to, &pid.to_string());
+        }
+        match fsio::rmdir(dir) {
+            Ok(()) => return Ok(()),
+            Err(HostError::Remove { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_compare_like_the_kernel_prints_them() {
+        assert!(same_value("0-1\n", "0,1"));
+        assert!(same_value("950000", "950000"));
+        assert!(!same_value("1", "0"));
+        assert!(!same_value("max 100000", "50000 100000"));
+    }
+
+    #[test]
+    fn rollback_restores_files_in_a_temp_tree_and_injected_faults_stop_the_run() {
+        // File logic only (no kernel): a temp dir stands in for a cgroup2 tree.
+        let root = tempfile::tempdir().unwrap();
+        let state_dir = tempfile::tempdir().unwrap();
+        let sd = StateDir::new(state_dir.path());
+        let knob = root.path().join("cpu.weight");
+        std::fs::write(&knob, "100\n").unwrap();
+        let procs = root.path().join("cgroup.procs");
+        std::fs::write(&procs, "").unwrap();
+        let mut state = State::new();
+        {
+            let mut txn = Txn::begin(&sd, &mut state, Fault { fail_change: Some(2) });
+            txn.write(&knob, "50").unwrap();
+            txn.mkdir(&root.path().join("child"), &procs).unwrap();
+            assert!(txn.write(&knob, "10").is_err(), "change #2 is the injected fault");
+            assert_eq!(std::fs::read_to_string(&knob).unwrap(), "50");
+            let errors = txn.rollback();
+            assert!(errors.is_empty(), "{errors:?}");
+        }
+        assert_eq!(std::fs::read_to_string(&knob).unwrap().trim(), "100");
+        assert!(!root.path().join("child").exists());
+        assert!(state.changes.is_empty());
+        assert!(sd.load().unwrap().unwrap().changes.is_empty(), "the saved journal is empty too");
+    }
+}
