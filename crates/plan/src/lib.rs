@@ -1,1 +1,628 @@
-//! rtslice-plan (being built; see docs/ARCHITECTURE.md).
+//! rtslice-plan: pure, deterministic admission control and placement.
+//!
+//! [`plan`] takes a validated [`Spec`] and the [`NodeFacts`] only the host knows, and returns a
+//! [`Plan`]: per-CPU real-time bandwidth accounting under the node's cap, worst/best/first-fit
+//! placement of multi-CPU reservations (study B), whole dedicated CPUs, best-effort on what is
+//! shared, thread/IRQ/RPS/XPS rules resolved to CPU ids, and for each refused workload the exact
+//! reason and, when only fragmentation blocks it, the smallest defragmentation found.
+//! No I/O, no clocks, no hash-order: the same input always gives the same plan. docs/plan.md
+//! explains the algorithms and the JSON schema.
+
+mod defrag;
+mod types;
+
+use std::time::Duration;
+
+use rtslice_spec::{format_cpu_list, Demand, NodeCpus, SchedPolicy, Slots, Spec, Workload};
+
+pub use types::*;
+
+/// Bandwidth in fixed point (parts per billion of one CPU): exact sums, exact comparisons, and so
+/// determinism and the "never above the cap" property hold without float tolerance games.
+pub(crate) type Bw = u64;
+pub(crate) const ONE: Bw = 1_000_000_000;
+
+pub(crate) fn bw_of(runtime: Duration, period: Duration) -> Bw {
+    // Round up: the accounting must never under-count what the kernel will enforce.
+    let num = runtime.as_nanos() * ONE as u128;
+    let den = period.as_nanos().max(1);
+    num.div_ceil(den).min(u64::MAX as u128) as Bw
+}
+
+pub(crate) fn bw_f64(b: Bw) -> f64 {
+    b as f64 / ONE as f64
+}
+
+pub(crate) fn pct(b: Bw) -> String {
+    let p = b as f64 * 100.0 / ONE as f64;
+    if (p - p.round()).abs() < 0.05 {
+        format!("{:.0}%", p)
+    } else {
+        format!("{:.1}%", p)
+    }
+}
+
+/// Accounting state of one CPU while planning.
+#[derive(Debug, Clone)]
+pub(crate) struct CpuState {
+    pub id: u32,
+    pub housekeeping: bool,
+    pub isolated: bool,
+    pub exclusive: Option<usize>,
+    /// (workload index, bandwidth), in admission order.
+    pub shares: Vec<(usize, Bw)>,
+    pub reserved: Bw,
+}
+
+pub(crate) struct State<'a> {
+    pub cap: Bw,
+    pub policy: Policy,
+    pub cpus: Vec<CpuState>,
+    pub names: Vec<&'a str>,
+    /// Per workload index: CPUs a defragmentation may move its shares to (None = not movable).
+    pub movable_to: Vec<Option<Vec<u32>>>,
+}
+
+impl State<'_> {
+    pub fn free(&self, c: &CpuState) -> Bw {
+        if c.housekeeping || c.exclusive.is_some() {
+            0
+        } else {
+            self.cap.saturating_sub(c.reserved)
+        }
+    }
+    fn idx(&self, cpu: u32) -> Option<usize> {
+        self.cpus.binary_search_by_key(&cpu, |c| c.id).ok()
+    }
+}
+
+/// What a workload asks for, normalized.
+enum Want {
+    Reservation { runtime: Duration, period: Duration, k: usize, fixed: Option<Vec<u32>> },
+    Dedicated { k: usize, fixed: Option<Vec<u32>> },
+    BestEffort { weight: u32, cap: Option<f64>, fixed: Option<Vec<u32>> },
+}
+
+/// Plans `spec` on a node described by `facts`. Never fails: what cannot be admitted is in
+/// `Plan::rejected` with the reason.
+pub fn plan(spec: &Spec, facts: &NodeFacts) -> Plan {
+    let mut warnings = Vec::new();
+    let node_cpus: Vec<u32> = match &spec.node.cpus {
+        NodeCpus::Discovered => sorted(facts.online.clone()),
+        NodeCpus::List(l) => {
+            let l = sorted(l.clone());
+            if !facts.online.is_empty() {
+                let offline: Vec<u32> = l.iter().copied().filter(|c| !facts.online.contains(c)).collect();
+                if !offline.is_empty() {
+                    warnings.push(format!(
+                        "spec CPUs {} are not online on this host (online: {}); applying this plan here will fail",
+                        format_cpu_list(&offline),
+                        format_cpu_list(&facts.online)
+                    ));
+                }
+            }
+            l
+        }
+    };
+    let housekeeping: Vec<u32> = spec.node.housekeeping.iter().copied().filter(|c| node_cpus.contains(c)).collect();
+    let isolcpus = sorted(facts.isolcpus.clone());
+    let cap = (spec.node.cap.clamp(0.0, 1.0) * ONE as f64).round() as Bw;
+    let mut st = State {
+        cap,
+        policy: spec.node.policy,
+        cpus: node_cpus
+            .iter()
+            .map(|&id| CpuState {
+                id,
+                housekeeping: housekeeping.contains(&id),
+                isolated: isolcpus.contains(&id),
+                exclusive: None,
+                shares: Vec::new(),
+                reserved: 0,
+            })
+            .collect(),
+        names: spec.workloads.iter().map(|w| w.name.as_str()).collect(),
+        movable_to: vec![None; spec.workloads.len()],
+    };
+
+    let n = spec.workloads.len();
+    let mut outcome: Vec<Option<Result<Vec<u32>, Rejection>>> = vec![None; n];
+    let mut wants: Vec<Option<Want>> = Vec::with_capacity(n);
+    for w in &spec.workloads {
+        wants.push(match spec.effective_demand(w) {
+            Some(d) => Some(want_of(&d, spec)),
+            None => None,
+        });
+    }
+    for (i, w) in spec.workloads.iter().enumerate() {
+        if wants[i].is_none() {
+            outcome[i] = Some(Err(reject(w, format!("flavor `{}` is not defined", w.flavor.as_deref().unwrap_or("")))));
+        }
+        if node_cpus.is_empty() {
+            outcome[i] = Some(Err(reject(
+                w,
+                "the node has no CPUs: the spec says `cpus: discovered` and no online CPUs were given".into(),
+            )));
+        }
+    }
+
+    // Order of admission (see docs/plan.md): requests naming their CPUs first, because they cannot go
+    // elsewhere; then dedicated counts (whole empty CPUs); then free reservations in spec order
+    // (study B's arrival order); best-effort last, on whatever stays shared.
+    let phase = |want: &Want| match want {
+        Want::Dedicated { fixed: Some(_), .. } => 0,
+        Want::Reservation { fixed: Some(_), .. } => 1,
+        Want::Dedicated { fixed: None, .. } => 2,
+        Want::Reservation { fixed: None, .. } => 3,
+        Want::BestEffort { .. } => 4,
+    };
+    // A dedicated count should not grab a CPU that a fixed reservation named (it came first there).
+    let named: Vec<u32> = wants
+        .iter()
+        .flatten()
+        .filter_map(|w| match w {
+            Want::Reservation { fixed: Some(f), .. } | Want::Dedicated { fixed: Some(f), .. } => Some(f.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    for p in 0..=4 {
+        for i in 0..n {
+            if outcome[i].is_some() {
+                continue;
+            }
+            let Some(want) = &wants[i] else { continue };
+            if phase(want) != p {
+                continue;
+            }
+            let w = &spec.workloads[i];
+            outcome[i] = Some(admit(&mut st, i, w, want, &named));
+        }
+    }
+
+    let mut workloads = Vec::new();
+    let mut rejected = Vec::new();
+    for (i, w) in spec.workloads.iter().enumerate() {
+        match outcome[i].take().expect("every workload was decided") {
+            Err(r) => rejected.push(r),
+            Ok(cpus) => {
+                let want = wants[i].as_ref().expect("admitted workloads have a demand");
+                match resolve(spec, w, want, &cpus, &st, i, &mut warnings) {
+                    Ok(wp) => workloads.push(wp),
+                    Err(reason) => {
+                        // Rules that cannot be resolved on the CPUs it got: give the CPUs back.
+                        release(&mut st, i);
+                        rejected.push(reject(w, reason));
+                    }
+                }
+            }
+        }
+    }
+
+    let per_cpu = st
+        .cpus
+        .iter()
+        .map(|c| CpuUse {
+            cpu: c.id,
+            housekeeping: c.housekeeping,
+            exclusive_to: c.exclusive.map(|i| st.names[i].to_string()),
+            reserved: bw_f64(c.reserved),
+            by: c.shares.iter().map(|&(i, b)| CpuShare { workload: st.names[i].to_string(), bandwidth: bw_f64(b) }).collect(),
+            free: bw_f64(st.free(c)),
+        })
+        .collect();
+
+    Plan {
+        api_version: rtslice_spec::API_VERSION.into(),
+        node: NodePlan {
+            name: spec.node.name.clone(),
+            cpus: node_cpus,
+            housekeeping,
+            isolcpus,
+            cap: bw_f64(cap),
+            policy: spec.node.policy,
+            per_cpu,
+        },
+        workloads,
+        rejected,
+        warnings,
+    }
+}
+
+fn sorted(mut v: Vec<u32>) -> Vec<u32> {
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+fn reject(w: &Workload, reason: String) -> Rejection {
+    Rejection { name: w.name.clone(), reason, defrag: None }
+}
+
+fn want_of(d: &Demand, spec: &Spec) -> Want {
+    match d {
+        Demand::Reservation(r) => {
+            let fixed = r.cpus.clone().map(sorted);
+            let k = fixed.as_ref().map(Vec::len).or(r.count.map(|c| c as usize)).unwrap_or(1);
+            Want::Reservation { runtime: r.runtime, period: r.period.unwrap_or(spec.node.default_period), k, fixed }
+        }
+        Demand::Dedicated(dd) => {
+            let fixed = dd.cpus.clone().map(sorted);
+            let k = fixed.as_ref().map(Vec::len).or(dd.count.map(|c| c as usize)).unwrap_or(1);
+            Want::Dedicated { k, fixed }
+        }
+        Demand::BestEffort(b) => Want::BestEffort { weight: b.weight.unwrap_or(100), cap: b.cap, fixed: b.cpus.clone().map(sorted) },
+    }
+}
+
+/// Lists CPUs with their free bandwidth for messages, at most 8 (big nodes would drown the reason).
+fn describe_free(st: &State, cpus: &[usize]) -> String {
+    let mut parts: Vec<String> = cpus.iter().take(8).map(|&ci| format!("CPU {}: {}", st.cpus[ci].id, pct(st.free(&st.cpus[ci])))).collect();
+    if cpus.len() > 8 {
+        parts.push(format!("… {} more", cpus.len() - 8));
+    }
+    parts.join(", ")
+}
+
+/// Why a CPU cannot take anything, for messages.
+fn why_not(st: &State, c: &CpuState) -> Option<String> {
+    if c.housekeeping {
+        Some(format!("CPU {} is housekeeping", c.id))
+    } else {
+        c.exclusive.map(|o| format!("CPU {} is exclusive to `{}`", c.id, st.names[o]))
+    }
+}
+
+fn admit(st: &mut State, i: usize, w: &Workload, want: &Want, named: &[u32]) -> Result<Vec<u32>, Rejection> {
+    let needs_isolated = w.isolation.isolcpus;
+    let exclusive = w.isolation.shield || matches!(want, Want::Dedicated { .. });
+    if needs_isolated && !st.cpus.iter().any(|c| c.isolated) {
+        return Err(reject(
+            w,
+            "requires isolcpus CPUs but none are isolated on this host; boot with isolcpus=<cpus> (e.g. isolcpus=4-7) or drop isolation.isolcpus".into(),
+        ));
+    }
+    match want {
+        Want::Dedicated { k, fixed: Some(f) } | Want::Reservation { k, fixed: Some(f), .. } => {
+            let _ = k;
+            let b = match want {
+                Want::Reservation { runtime, period, .. } => bw_of(*runtime, *period),
+                _ => ONE,
+            };
+            let mut problems = Vec::new();
+            let mut idxs = Vec::new();
+            for &cpu in f {
+                let Some(ci) = st.idx(cpu) else {
+                    problems.push(format!("CPU {cpu} is not on the node"));
+                    continue;
+                };
+                let c = &st.cpus[ci];
+                if let Some(why) = why_not(st, c) {
+                    problems.push(why);
+                } else if needs_isolated && !c.isolated {
+                    problems.push(format!("CPU {cpu} is not in isolcpus"));
+                } else if exclusive && !c.shares.is_empty() {
+                    problems.push(format!("CPU {cpu} already carries {} for {}", pct(c.reserved), sharers(st, c)));
+                } else if !exclusive && st.free(c) < b {
+                    problems.push(format!("CPU {cpu} has {} free, needs {}", pct(st.free(c)), pct(b)));
+                }
+                idxs.push(ci);
+            }
+            if !problems.is_empty() {
+                let what = if matches!(want, Want::Dedicated { .. }) {
+                    format!("dedicated CPUs {}", format_cpu_list(f))
+                } else {
+                    format!("{} on CPUs {} (cap {})", pct(b), format_cpu_list(f), pct(st.cap))
+                };
+                return Err(reject(w, format!("asks for {what}: {}", problems.join("; "))));
+            }
+            take(st, i, &idxs, b, exclusive);
+            Ok(f.clone())
+        }
+        Want::Dedicated { k, fixed: None } => {
+            // Whole CPUs nobody uses; avoid CPUs fixed requests named, then lowest ids first.
+            let mut cands: Vec<usize> = (0..st.cpus.len())
+                .filter(|&ci| {
+                    let c = &st.cpus[ci];
+                    why_not(st, c).is_none() && c.shares.is_empty() && (!needs_isolated || c.isolated)
+                })
+                .collect();
+            cands.sort_by_key(|&ci| (named.contains(&st.cpus[ci].id), st.cpus[ci].id));
+            if cands.len() < *k {
+                let empty = cands.iter().map(|&ci| st.cpus[ci].id).collect::<Vec<_>>();
+                return Err(reject(
+                    w,
+                    format!(
+                        "asks for {k} dedicated CPU(s){}; only {} CPU(s) are whole and free ({}){}",
+                        if needs_isolated { " in isolcpus" } else { "" },
+                        empty.len(),
+                        if empty.is_empty() { "none".into() } else { format_cpu_list(&empty) },
+                        occupancy_note(st)
+                    ),
+                ));
+            }
+            let chosen: Vec<usize> = cands[..*k].to_vec();
+            take(st, i, &chosen, ONE, true);
+            Ok(sorted(chosen.iter().map(|&ci| st.cpus[ci].id).collect()))
+        }
+        Want::Reservation { runtime, period, k, fixed: None } => {
+            let b = bw_of(*runtime, *period);
+            let eligible: Vec<usize> = (0..st.cpus.len())
+                .filter(|&ci| {
+                    let c = &st.cpus[ci];
+                    why_not(st, c).is_none() && (!needs_isolated || c.isolated) && (!exclusive || c.shares.is_empty())
+                })
+                .collect();
+            let mut fits: Vec<usize> = eligible.iter().copied().filter(|&ci| st.free(&st.cpus[ci]) >= b).collect();
+            if fits.len() < *k {
+                let mut by_free = eligible.clone();
+                by_free.sort_by_key(|&ci| (std::cmp::Reverse(st.free(&st.cpus[ci])), st.cpus[ci].id));
+                let scope = if needs_isolated {
+                    " isolated"
+                } else if exclusive {
+                    " empty (shield needs CPUs of its own)"
+                } else {
+                    " eligible"
+                };
+                let reason = format!(
+                    "asks for {} on each of {k} CPU(s) (runtime {} every {}); only {} of {}{scope} CPU(s) have that much free under the cap of {} ({})",
+                    pct(b),
+                    rtslice_spec::units::format_duration(*runtime),
+                    rtslice_spec::units::format_duration(*period),
+                    fits.len(),
+                    eligible.len(),
+                    pct(st.cap),
+                    if by_free.is_empty() { "no eligible CPU".to_string() } else { describe_free(st, &by_free) }
+                );
+                let mut rej = reject(w, reason);
+                if !exclusive {
+                    rej.defrag = defrag::propose(st, &eligible, b, *k);
+                }
+                return Err(rej);
+            }
+            match st.policy {
+                Policy::WorstFit => fits.sort_by_key(|&ci| (std::cmp::Reverse(st.free(&st.cpus[ci])), st.cpus[ci].id)),
+                Policy::BestFit => fits.sort_by_key(|&ci| (st.free(&st.cpus[ci]), st.cpus[ci].id)),
+                Policy::FirstFit => fits.sort_by_key(|&ci| st.cpus[ci].id),
+            }
+            let chosen: Vec<usize> = fits[..*k].to_vec();
+            // Remember the order chosen (study B lists "CPUs 3, 2, 0"); the cpuset itself is sorted.
+            take(st, i, &chosen, b, exclusive);
+            if !exclusive && !needs_isolated {
+                st.movable_to[i] = Some(eligible.iter().map(|&ci| st.cpus[ci].id).collect());
+            }
+            Ok(chosen.iter().map(|&ci| st.cpus[ci].id).collect())
+        }
+        Want::BestEffort { fixed, .. } => {
+            let shared: Vec<u32> = st
+                .cpus
+                .iter()
+                .filter(|c| why_not(st, c).is_none() && (!needs_isolated || c.isolated))
+                .map(|c| c.id)
+                .collect();
+            let cpus: Vec<u32> = match fixed {
+                Some(f) => {
+                    let unavailable: Vec<String> = f
+                        .iter()
+                        .filter(|c| !shared.contains(c))
+                        .map(|&c| st.idx(c).and_then(|ci| why_not(st, &st.cpus[ci])).unwrap_or(format!("CPU {c} is not on the node")))
+                        .collect();
+                    if !unavailable.is_empty() {
+                        return Err(reject(w, format!("best-effort on CPUs {}: {}", format_cpu_list(f), unavailable.join("; "))));
+                    }
+                    f.clone()
+                }
+                None => shared,
+            };
+            if cpus.is_empty() {
+                return Err(reject(w, format!("best-effort needs a shared CPU, but none is left{}", occupancy_note(st))));
+            }
+            Ok(cpus)
+        }
+    }
+}
+
+fn sharers(st: &State, c: &CpuState) -> String {
+    let mut names: Vec<&str> = c.shares.iter().map(|&(i, _)| st.names[i]).collect();
+    names.dedup();
+    names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+}
+
+fn occupancy_note(st: &State) -> String {
+    let hk: Vec<u32> = st.cpus.iter().filter(|c| c.housekeeping).map(|c| c.id).collect();
+    let ex: Vec<String> =
+        st.cpus.iter().filter_map(|c| c.exclusive.map(|o| format!("{}→`{}`", c.id, st.names[o]))).collect();
+    let mut parts = Vec::new();
+    if !hk.is_empty() {
+        parts.push(format!("housekeeping {}", format_cpu_list(&hk)));
+    }
+    if !ex.is_empty() {
+        parts.push(format!("exclusive {}", ex.join(", ")));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join("; "))
+    }
+}
+
+fn take(st: &mut State, i: usize, idxs: &[usize], b: Bw, exclusive: bool) {
+    for &ci in idxs {
+        let c = &mut st.cpus[ci];
+        c.shares.push((i, b));
+        c.reserved += b;
+        if exclusive {
+            c.exclusive = Some(i);
+        }
+    }
+}
+
+fn release(st: &mut State, i: usize) {
+    for c in &mut st.cpus {
+        let before = c.shares.len();
+        c.shares.retain(|&(w, _)| w != i);
+        if c.shares.len() != before {
+            c.reserved = c.shares.iter().map(|&(_, b)| b).sum();
+        }
+        if c.exclusive == Some(i) {
+            c.exclusive = None;
+        }
+    }
+}
+
+/// Turns an admitted workload into its WorkloadPlan: allocation, thread/IRQ/net rules on concrete CPUs.
+fn resolve(
+    spec: &Spec,
+    w: &Workload,
+    want: &Want,
+    chosen: &[u32],
+    st: &State,
+    _i: usize,
+    warnings: &mut Vec<String>,
+) -> Result<WorkloadPlan, String> {
+    let cpus = sorted(chosen.to_vec());
+    let (allocation, budget) = match want {
+        Want::Reservation { runtime, period, .. } => (
+            Allocation::Reservation {
+                runtime: *runtime,
+                period: *period,
+                per_cpu: chosen.iter().map(|&cpu| CpuReservation { cpu, runtime: *runtime, period: *period }).collect(),
+            },
+            Some((*runtime, *period)),
+        ),
+        Want::Dedicated { .. } => {
+            // SCHED_DEADLINE on a dedicated CPU can use up to the cap (the kernel's RT/DL limit).
+            let period = spec.node.default_period;
+            let runtime = Duration::from_nanos((period.as_nanos() as u128 * st.cap as u128 / ONE as u128) as u64);
+            (Allocation::Dedicated { cpus: cpus.clone() }, Some((runtime, period)))
+        }
+        Want::BestEffort { weight, cap, .. } => (Allocation::BestEffort { weight: *weight, cap: *cap }, None),
+    };
+    let slot_cpus = |slots: &Slots, what: &str| -> Result<Option<Vec<u32>>, String> {
+        match slots {
+            Slots::Any => Ok(None),
+            Slots::List(l) => {
+                let mut out = Vec::new();
+                for &s in l {
+                    match cpus.get(s as usize) {
+                        Some(&c) => out.push(c),
+                        None => {
+                            return Err(format!(
+                                "{what} asks for slot {s}, but the workload got {} CPU(s) ({})",
+                                cpus.len(),
+                                format_cpu_list(&cpus)
+                            ))
+                        }
+                    }
+                }
+                Ok(Some(sorted(out)))
+            }
+        }
+    };
+
+    // Deadline budget split: explicit runtimes stand; shares take their part of the workload's
+    // per-CPU budget; the remaining rules split what is left equally.
+    let share_total: f64 = w
+        .threads
+        .iter()
+        .filter_map(|r| match r.policy {
+            SchedPolicy::Deadline { runtime: None, share, .. } => share,
+            _ => None,
+        })
+        .sum();
+    let unsplit = w
+        .threads
+        .iter()
+        .filter(|r| matches!(r.policy, SchedPolicy::Deadline { runtime: None, share: None, .. }))
+        .count();
+    let mut threads = Vec::new();
+    let mut dl_bw_total = 0.0;
+    for (ri, r) in w.threads.iter().enumerate() {
+        let what = format!("thread rule {ri} (`{}`)", r.pattern);
+        let sched = match &r.policy {
+            SchedPolicy::Other { nice } => ThreadSched::Other { nice: nice.unwrap_or(0) },
+            SchedPolicy::Batch { nice } => ThreadSched::Batch { nice: nice.unwrap_or(0) },
+            SchedPolicy::Idle => ThreadSched::Idle,
+            SchedPolicy::Fifo { priority } => ThreadSched::Fifo { priority: *priority },
+            SchedPolicy::Rr { priority } => ThreadSched::Rr { priority: *priority },
+            SchedPolicy::Deadline { runtime, deadline, period, share } => {
+                let (rt, per) = match (runtime, budget) {
+                    (Some(rt), _) => (*rt, period.or(budget.map(|b| b.1)).unwrap_or(spec.node.default_period)),
+                    (None, None) => {
+                        return Err(format!(
+                            "{what} is SCHED_DEADLINE without a runtime, but a best-effort workload has no budget to split; give `runtime`"
+                        ))
+                    }
+                    (None, Some((wrt, wper))) => {
+                        let part = match share {
+                            Some(s) => *s,
+                            None => (1.0 - share_total).max(0.0) / unsplit.max(1) as f64,
+                        };
+                        let per = period.unwrap_or(wper);
+                        let bw = wrt.as_secs_f64() / wper.as_secs_f64() * part;
+                        (Duration::from_nanos((per.as_nanos() as f64 * bw).floor() as u64), per)
+                    }
+                };
+                if rt < Duration::from_nanos(1024) {
+                    return Err(format!("{what} resolves to a SCHED_DEADLINE runtime of {}ns, below the kernel's 1024ns minimum", rt.as_nanos()));
+                }
+                let dl = deadline.unwrap_or(per);
+                if rt > dl || dl > per {
+                    return Err(format!(
+                        "{what}: runtime {} ≤ deadline {} ≤ period {} does not hold",
+                        rtslice_spec::units::format_duration(rt),
+                        rtslice_spec::units::format_duration(dl),
+                        rtslice_spec::units::format_duration(per)
+                    ));
+                }
+                dl_bw_total += rt.as_secs_f64() / per.as_secs_f64();
+                ThreadSched::Deadline { runtime: rt, deadline: dl, period: per }
+            }
+        };
+        let tc = match slot_cpus(&r.slots, &what)? {
+            None => ThreadCpus::Anywhere,
+            Some(c) => ThreadCpus::Cpus(c),
+        };
+        threads.push(ThreadPin { pattern: r.pattern.clone(), sched, cpus: tc });
+    }
+    if let Some((rt, per)) = budget {
+        let avail = rt.as_secs_f64() / per.as_secs_f64() * cpus.len() as f64;
+        if dl_bw_total > avail + 1e-9 {
+            warnings.push(format!(
+                "`{}`: its SCHED_DEADLINE rules ask for {:.1}% of a CPU per matched thread, more than its budget of {:.1}%; the kernel will refuse some threads",
+                w.name,
+                dl_bw_total * 100.0,
+                avail * 100.0
+            ));
+        }
+    }
+    let mut irqs = Vec::new();
+    for (ri, r) in w.irqs.iter().enumerate() {
+        let c = slot_cpus(&r.slots, &format!("IRQ rule {ri} (`{}`)", r.pattern))?.unwrap_or_else(|| cpus.clone());
+        irqs.push(IrqPin { pattern: r.pattern.clone(), cpus: c });
+    }
+    let mut net = Vec::new();
+    for (ri, r) in w.net.iter().enumerate() {
+        let what = format!("net rule {ri} (`{}`)", r.interface);
+        let rps = match &r.rps {
+            Some(s) => Some(slot_cpus(s, &what)?.unwrap_or_else(|| cpus.clone())),
+            None => None,
+        };
+        let xps = match &r.xps {
+            Some(s) => Some(slot_cpus(s, &what)?.unwrap_or_else(|| cpus.clone())),
+            None => None,
+        };
+        net.push(NetPin { interface: r.interface.clone(), rps_cpus: rps, xps_cpus: xps });
+    }
+    Ok(WorkloadPlan {
+        name: w.name.clone(),
+        cpus,
+        allocation,
+        isolation: w.isolation.clone(),
+        launch: w.launch.clone(),
+        memory: spec.effective_memory(w),
+        threads,
+        irqs,
+        net,
+    })
+}

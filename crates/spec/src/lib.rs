@@ -1,4 +1,20 @@
 //! rtslice-spec: the declarative description of a node and its workloads (`apiVersion: rtslice/v1`).
 //! Pure: parsing and validation only, no I/O beyond the text it is handed.
+//!
+//! Entry point: [`parse`] turns YAML text into a validated [`Spec`] or reports every error found
+//! (file, line, column, field path, reason). docs/spec.md is the reference for the format.
 
+pub mod cpulist;
+mod error;
+mod types;
 pub mod units;
+mod decode;
+
+pub use cpulist::{format_cpu_list, format_cpu_mask, parse_cpu_list};
+pub use error::{SpecError, SpecErrors};
+pub use types::*;
+
+/// Parses and validates a spec. `file` is only used in error messages.
+pub fn parse(text: &str, file: &str) -> Result<Spec, SpecErrors> {
+    decode::parse(text, file)
+}

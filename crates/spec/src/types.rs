@@ -1,0 +1,462 @@
+//! The spec's data model. Field names here are the YAML keys (camelCase); see docs/spec.md.
+//! Everything is plain data with pub fields, so other crates (bench, model) can build specs in Rust.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpulist::serde_cpus;
+use crate::units::serde_duration;
+
+/// The only spec version this crate reads.
+pub const API_VERSION: &str = "rtslice/v1";
+/// Default per-CPU real-time bandwidth cap (study B's 95%, the kernel's default RT throttling ratio).
+pub const DEFAULT_CAP: f64 = 0.95;
+/// Default reservation period when neither the workload nor its flavor gives one.
+pub const DEFAULT_PERIOD: Duration = Duration::from_millis(100);
+/// The kernel accepts RT/deadline periods between these bounds (sched_rt_period_us / dl checks).
+pub const MIN_PERIOD: Duration = Duration::from_micros(100);
+pub const MAX_PERIOD: Duration = Duration::from_micros(4_194_304);
+
+/// A whole spec file: one node and the workloads that should share it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Spec {
+    /// Always [`API_VERSION`].
+    pub api_version: String,
+    #[serde(default)]
+    pub node: Node,
+    /// Named profiles (like OpenStack flavors); workloads refer to them by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub flavors: BTreeMap<String, Flavor>,
+    #[serde(default)]
+    pub workloads: Vec<Workload>,
+}
+
+impl Default for Spec {
+    fn default() -> Self {
+        Spec { api_version: API_VERSION.into(), node: Node::default(), flavors: BTreeMap::new(), workloads: Vec::new() }
+    }
+}
+
+/// Which CPUs the node offers.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum NodeCpus {
+    /// The online CPUs of the host the plan is made for (the CLI reads /sys/devices/system/cpu/online).
+    #[default]
+    Discovered,
+    /// Exactly these CPU ids.
+    List(Vec<u32>),
+}
+
+impl Serialize for NodeCpus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            NodeCpus::Discovered => s.serialize_str("discovered"),
+            NodeCpus::List(c) => serde_cpus::serialize(c, s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for NodeCpus {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = NodeCpus;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("\"discovered\" or a CPU list")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<NodeCpus, E> {
+                if v == "discovered" {
+                    Ok(NodeCpus::Discovered)
+                } else {
+                    serde_cpus::CpusVisitor.visit_str(v).map(NodeCpus::List)
+                }
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<NodeCpus, A::Error> {
+                serde_cpus::CpusVisitor.visit_seq(seq).map(NodeCpus::List)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// How the planner picks CPUs for a multi-CPU reservation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// The CPUs with the most free bandwidth (study B); spreads load, leaves room everywhere.
+    #[default]
+    WorstFit,
+    /// The CPUs with the least free bandwidth that still fit; packs, keeps whole CPUs free.
+    BestFit,
+    /// The lowest-numbered CPUs that fit.
+    FirstFit,
+}
+
+impl Policy {
+    pub const ALL: [Policy; 3] = [Policy::WorstFit, Policy::BestFit, Policy::FirstFit];
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::WorstFit => "worst-fit",
+            Policy::BestFit => "best-fit",
+            Policy::FirstFit => "first-fit",
+        }
+    }
+}
+
+/// The machine the workloads share.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Node {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub cpus: NodeCpus,
+    /// CPUs kept for the OS, kernel threads and unpinned IRQs: never given to reserved or dedicated work.
+    #[serde(default, with = "serde_cpus")]
+    pub housekeeping: Vec<u32>,
+    /// Per-CPU cap on the sum of reserved bandwidth (0 < cap ≤ 1).
+    #[serde(default = "default_cap")]
+    pub cap: f64,
+    /// Period of reservations that give only a runtime.
+    #[serde(default = "default_period", with = "serde_duration")]
+    pub default_period: Duration,
+    #[serde(default)]
+    pub policy: Policy,
+}
+
+fn default_cap() -> f64 {
+    DEFAULT_CAP
+}
+fn default_period() -> Duration {
+    DEFAULT_PERIOD
+}
+
+impl Default for Node {
+    fn default() -> Self {
+        Node {
+            name: None,
+            cpus: NodeCpus::Discovered,
+            housekeeping: Vec::new(),
+            cap: DEFAULT_CAP,
+            default_period: DEFAULT_PERIOD,
+            policy: Policy::WorstFit,
+        }
+    }
+}
+
+/// A named profile: `vcpus` CPUs, each with `runtime` every `period` (study B's
+/// `hw:cpu.rt_runtime_us`/`hw:cpu.rt_period_us`). Without a runtime the flavor is best-effort.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Flavor {
+    pub vcpus: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+    pub runtime: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+    pub period: Option<Duration>,
+    /// Memory in bytes (`4096MB` in YAML).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+}
+
+/// Per-workload overrides of flavor fields (study B's scheduler hints); a hint wins over the flavor.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Hints {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vcpus: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+    pub runtime: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+    pub period: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+}
+
+impl Hints {
+    pub fn is_empty(&self) -> bool {
+        self == &Hints::default()
+    }
+}
+
+/// One thing to run (or already running) with its CPU demand and rules.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Workload {
+    /// Unique; `[A-Za-z0-9][A-Za-z0-9_.-]*` (it names cgroups).
+    pub name: String,
+    /// How to start it; `None` = only create its slice (cgroup) and place nothing in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<Launch>,
+    /// Take the demand from this flavor (exclusive with `demand`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flavor: Option<String>,
+    #[serde(default, skip_serializing_if = "Hints::is_empty")]
+    pub hints: Hints,
+    /// CPU demand; when neither `demand` nor `flavor` is given the workload is best-effort.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demand: Option<Demand>,
+    /// Memory limit in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    #[serde(default, skip_serializing_if = "Isolation::is_default")]
+    pub isolation: Isolation,
+    /// Thread rules, first match wins (like a firewall).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<ThreadRule>,
+    /// IRQ steering: IRQs whose action name (as in /proc/interrupts) matches go to CPU slots.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub irqs: Vec<IrqRule>,
+    /// RPS/XPS masks of (virtual) NICs serving this workload.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub net: Vec<NetRule>,
+}
+
+/// How a workload is started or found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum Launch {
+    /// Run `command[0]` with `command[1..]` as arguments.
+    Command {
+        command: Vec<String>,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        env: BTreeMap<String, String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cwd: Option<String>,
+    },
+    /// Run an OCI bundle (a directory with config.json and rootfs) with runc.
+    Oci {
+        #[serde(rename = "oci")]
+        bundle: String,
+    },
+    /// Adopt a running process (all its threads).
+    Pid { pid: u32 },
+    /// Adopt every process of an existing cgroup (path under the cgroup mount or absolute).
+    Cgroup {
+        #[serde(rename = "cgroup")]
+        path: String,
+    },
+}
+
+/// What CPU time a workload asks for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum Demand {
+    /// `runtime` every `period` on each of `count` CPUs (bandwidth runtime/period per CPU).
+    Reservation(Reservation),
+    /// Whole CPUs, exclusively: they leave the shared pool.
+    Dedicated(Dedicated),
+    /// Whatever is left on the shared CPUs, weighted, optionally capped.
+    BestEffort(BestEffort),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Reservation {
+    #[serde(with = "serde_duration")]
+    pub runtime: Duration,
+    /// Default: the node's `defaultPeriod`.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+    pub period: Option<Duration>,
+    /// Number of CPUs (default 1, or the length of `cpus`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+    /// Exactly these CPUs instead of letting the planner choose.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_cpus::option")]
+    pub cpus: Option<Vec<u32>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Dedicated {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_cpus::option")]
+    pub cpus: Option<Vec<u32>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BestEffort {
+    /// Relative weight 1–10000 (cgroup v2 `cpu.weight`; 100 is the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+    /// At most this many CPUs' worth of time (`0.5` = half a CPU, `2` = two CPUs; CFS quota).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap: Option<f64>,
+    /// Restrict to these CPUs (must be shared, non-housekeeping CPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_cpus::option")]
+    pub cpus: Option<Vec<u32>>,
+}
+
+/// Isolation of a workload's CPUs (study A's strategies).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Isolation {
+    /// Shielding: an exclusive cpuset keeps every other task off this workload's CPUs.
+    #[serde(default)]
+    pub shield: bool,
+    /// Hard isolation: the workload's CPUs must be in the kernel's `isolcpus=` list.
+    #[serde(default)]
+    pub isolcpus: bool,
+    /// Wide affinity: set every thread's affinity to the whole CPU set (also threads not matched by rules).
+    #[serde(default)]
+    pub wide_affinity: bool,
+}
+
+impl Isolation {
+    pub fn is_default(&self) -> bool {
+        self == &Isolation::default()
+    }
+}
+
+/// Which CPUs of the workload's set a thread, IRQ or queue may use: indices ("slots") into the
+/// workload's sorted CPU set, or anywhere in it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Slots {
+    #[default]
+    Any,
+    /// Slot 0 is the workload's lowest CPU; with CPUs {4,5,6,7}, slot 3 is CPU 7.
+    List(Vec<u32>),
+}
+
+impl Serialize for Slots {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Slots::Any => s.serialize_str("any"),
+            Slots::List(l) => serde_cpus::serialize(l, s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Slots {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Slots;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("\"any\" or slot indices (\"0-1\", 2, [0, 3])")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Slots, E> {
+                if v == "any" {
+                    Ok(Slots::Any)
+                } else {
+                    serde_cpus::CpusVisitor.visit_str(v).map(Slots::List)
+                }
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Slots, E> {
+                serde_cpus::CpusVisitor.visit_u64(v).map(Slots::List)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Slots, A::Error> {
+                serde_cpus::CpusVisitor.visit_seq(seq).map(Slots::List)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Scheduling class for threads matched by a rule. YAML: `policy: fifo` + `priority: 90`, etc.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "policy", rename_all = "lowercase")]
+pub enum SchedPolicy {
+    Other {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nice: Option<i32>,
+    },
+    Batch {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nice: Option<i32>,
+    },
+    Idle,
+    /// Priority 1–99.
+    Fifo { priority: u32 },
+    Rr { priority: u32 },
+    /// SCHED_DEADLINE. Either an explicit `runtime` (per thread), or a `share` of the workload's
+    /// per-CPU reservation runtime; rules with neither split what is left equally.
+    /// `period` defaults to the workload's period, `deadline` to the period.
+    Deadline {
+        #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+        runtime: Option<Duration>,
+        #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+        deadline: Option<Duration>,
+        #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+        period: Option<Duration>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        share: Option<f64>,
+    },
+}
+
+impl Default for SchedPolicy {
+    fn default() -> Self {
+        SchedPolicy::Other { nice: None }
+    }
+}
+
+/// Threads whose name (comm, 15 chars max, as in /proc/PID/task/TID/comm) matches `pattern`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadRule {
+    /// Regular expression (Rust regex syntax), unanchored unless you write ^…$.
+    #[serde(rename = "match")]
+    pub pattern: String,
+    #[serde(flatten)]
+    pub policy: SchedPolicy,
+    #[serde(default)]
+    pub slots: Slots,
+}
+
+/// IRQs whose action name matches `pattern` (e.g. `^eth1-TxRx-` or an SR-IOV VF's `iavf-.*`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IrqRule {
+    #[serde(rename = "match")]
+    pub pattern: String,
+    #[serde(default)]
+    pub slots: Slots,
+}
+
+/// Receive/transmit packet steering for interfaces whose name matches `interface` (a regex).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetRule {
+    pub interface: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rps: Option<Slots>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xps: Option<Slots>,
+}
+
+impl Spec {
+    /// The demand a workload really has: its `demand`, or its flavor with hints applied,
+    /// or best-effort when it gives neither. `None` if it names an unknown flavor
+    /// (parse() already reported that).
+    pub fn effective_demand(&self, w: &Workload) -> Option<Demand> {
+        if let Some(d) = &w.demand {
+            return Some(d.clone());
+        }
+        let Some(flavor_name) = &w.flavor else {
+            return Some(Demand::BestEffort(BestEffort::default()));
+        };
+        let f = self.flavors.get(flavor_name)?;
+        let vcpus = w.hints.vcpus.unwrap_or(f.vcpus);
+        match w.hints.runtime.or(f.runtime) {
+            Some(runtime) => Some(Demand::Reservation(Reservation {
+                runtime,
+                period: w.hints.period.or(f.period),
+                count: Some(vcpus),
+                cpus: None,
+            })),
+            None => Some(Demand::BestEffort(BestEffort { weight: None, cap: Some(vcpus as f64), cpus: None })),
+        }
+    }
+
+    /// Memory of a workload: its own, else its hint, else its flavor's.
+    pub fn effective_memory(&self, w: &Workload) -> Option<u64> {
+        w.memory
+            .or(w.hints.memory)
+            .or_else(|| w.flavor.as_ref().and_then(|f| self.flavors.get(f)).and_then(|f| f.memory))
+    }
+}
