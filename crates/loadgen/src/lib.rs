@@ -16,6 +16,7 @@ pub mod experiment;
 pub mod netns;
 pub mod plot;
 pub mod proto;
+pub mod reserve;
 pub mod server;
 pub mod stats;
 pub mod validate;
@@ -79,4 +80,10 @@ pub type Result<T> = std::result::Result<T, LoadgenError>;
 pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> LoadgenError {
     let what = what.into();
     move |source| LoadgenError::Io { what, source }
+}
+
+/// True when running as root (namespaces and reservations need it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
 }
