@@ -4,6 +4,7 @@
 
 pub mod cgroup;
 pub mod cpus;
+pub mod doctor;
 pub mod error;
 pub mod fsio;
 pub mod irq;
@@ -20,3 +21,4 @@ pub use journal::{StateDir, DEFAULT_STATE_DIR};
 pub use record::Mechanism;
 pub use sched::Policy;
 pub use setup::{Cfs, IrqRule, Launch, NetRule, OciLaunch, Reservation, Setup, ThreadRule, WorkloadSetup};
+pub use doctor::{doctor, HostReport};

@@ -1,8 +1,39 @@
 use std::process::ExitCode;
 
-#[derive(clap::Args)]
-pub struct Args {}
+use rtslice_host::doctor::Level;
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`rtslice doctor` is not built yet")
+#[derive(clap::Args)]
+pub struct Args {
+    /// Machine-readable report (JSON)
+    #[arg(long)]
+    json: bool,
+    /// Exit with 1 when a warning or missing feature is found
+    #[arg(long)]
+    strict: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let report = rtslice_host::doctor();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("rtslice doctor — kernel {}, {} CPUs [{}]", report.kernel, report.cpus_online.len(), report.cpus_online);
+        for f in &report.findings {
+            let tag = match f.level {
+                Level::Ok => "ok  ",
+                Level::Info => "info",
+                Level::Warn => "WARN",
+                Level::Missing => "MISS",
+            };
+            println!("[{tag}] {:<14} {}", f.topic, f.detail);
+            if !f.fix.is_empty() {
+                println!("       {:<14} fix: {}", "", f.fix);
+            }
+        }
+        println!("reservation mechanism in force by default: {} — {}", report.default_mechanism, report.default_mechanism.describe());
+    }
+    if args.strict && report.problems().next().is_some() {
+        return Ok(ExitCode::from(super::EXIT_REJECTED));
+    }
+    Ok(ExitCode::SUCCESS)
 }

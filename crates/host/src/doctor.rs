@@ -1,0 +1,545 @@
+//! `doctor`: what this host offers for latency-critical work, each problem with a fix.
+//! Read-only: it never mounts, writes or changes anything.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cgroup::{self, Backend, CgroupLayout, CgroupMode};
+use crate::cpus::CpuList;
+use crate::fsio;
+use crate::record::Mechanism;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Ok,
+    Info,
+    Warn,
+    Missing,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub topic: String,
+    pub level: Level,
+    pub detail: String,
+    /// What to do about it (empty when nothing needs doing).
+    pub fix: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CpuTopo {
+    pub cpu: u32,
+    pub core: Option<u32>,
+    pub package: Option<u32>,
+    pub smt_siblings: String,
+    /// CPUs sharing this CPU's last-level cache.
+    pub llc_shared: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostReport {
+    pub kernel: String,
+    pub cpus_online: CpuList,
+    pub cgroup: CgroupLayout,
+    pub backend: Option<Backend>,
+    /// Reservation mechanisms this host can enforce, best first.
+    pub mechanisms: Vec<Mechanism>,
+    /// The one `apply` uses by default.
+    pub default_mechanism: Mechanism,
+    pub rt_runtime_us: Option<i64>,
+    pub rt_period_us: Option<u64>,
+    pub isolated: CpuList,
+    pub nohz_full: CpuList,
+    pub preemption: String,
+    pub topology: Vec<CpuTopo>,
+    pub fair_server: Vec<(u32, Option<u64>, Option<u64>)>,
+    pub irqbalance_pids: Vec<i32>,
+    pub runc: Option<(PathBuf, String)>,
+    pub crun: Option<(PathBuf, String)>,
+    pub findings: Vec<Finding>,
+}
+
+impl HostReport {
+    pub fn problems(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|f| matches!(f.level, Level::Warn | Level::Missing))
+    }
+}
+
+fn finding(topic: &str, level: Level, detail: impl Into<String>, fix: impl Into<String>) -> Finding {
+    Finding { topic: topic.into(), level, detail: detail.into(), fix: fix.into() }
+}
+
+pub fn online_cpus() -> CpuList {
+    fsio::read_trim("/sys/devices/system/cpu/online").ok().and_then(|s| CpuList::parse(&s).ok()).unwrap_or_else(|| {
+        // SAFETY: sysconf has no preconditions.
+        let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u32;
+        CpuList::from_cpus(0..n)
+    })
+}
+
+/// Mechanisms the host can enforce, best first (HCBS > SCHED_DEADLINE partition > RT groups).
+pub fn mechanisms(layout: &CgroupLayout) -> Vec<Mechanism> {
+    let mut m = Vec::new();
+    if cgroup::hcbs_available(layout) {
+        m.push(Mechanism::Hcbs);
+    }
+    match layout.backend() {
+        Ok(Backend::V1 { cpuset, cpu }) => {
+            if cpuset.join("cpuset.sched_load_balance").exists() {
+                m.push(Mechanism::Deadline);
+            }
+            if cpu.join("cpu.rt_runtime_us").exists() {
+                m.push(Mechanism::RtGroup);
+            }
+        }
+        Ok(Backend::V2 { root }) => {
+            // Partitions need cpuset.cpus.partition on non-root groups; the root lacks the file, so
+            // check that the kernel version has it (5.11+) through any child or assume yes.
+            let _ = root;
+            m.push(Mechanism::Deadline);
+        }
+        Err(_) => {}
+    }
+    m
+}
+
+fn kernel_config() -> Option<String> {
+    let out = Command::new("zcat").arg("/proc/config.gz").output().ok()?;
+    if out.status.success() {
+        return Some(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    let release = fsio::read_trim("/proc/sys/kernel/osrelease").ok()?;
+    std::fs::read_to_string(format!("/boot/config-{release}")).ok()
+}
+
+fn config_has(config: &Option<String>, key: &str) -> Option<bool> {
+    config.as_ref().map(|c| c.lines().any(|l| l == format!("{key}=y")))
+}
+
+fn preemption(config: &Option<String>) -> String {
+    // The live dynamic mode is in debugfs (often locked down); else the build-time choice.
+    for p in ["/sys/kernel/debug/sched/preempt"] {
+        if let Ok(s) = fsio::read_trim(p) {
+            if let Some(start) = s.find('(') {
+                let end = s[start..].find(')').map(|e| start + e).unwrap_or(s.len());
+                return format!("{} (dynamic, from debugfs)", &s[start + 1..end]);
+            }
+        }
+    }
+    let version = fsio::read_trim("/proc/sys/kernel/version").unwrap_or_default();
+    if version.contains("PREEMPT_RT") || config_has(config, "CONFIG_PREEMPT_RT") == Some(true) {
+        return "full real-time (PREEMPT_RT)".into();
+    }
+    for (key, name) in [
+        ("CONFIG_PREEMPT_NONE", "none"),
+        ("CONFIG_PREEMPT_VOLUNTARY", "voluntary"),
+        ("CONFIG_PREEMPT_LAZY", "lazy"),
+        ("CONFIG_PREEMPT", "full"),
+    ] {
+        if config_has(config, key) == Some(true) {
+            let dynamic = if config_has(config, "CONFIG_PREEMPT_DYNAMIC") == Some(true) {
+                " (build default; PREEMPT_DYNAMIC: boot with preempt=full to change)"
+            } else {
+                ""
+            };
+            return format!("{name}{dynamic}");
+        }
+    }
+    if version.contains("PREEMPT") {
+        "full or dynamic (from uname)".into()
+    } else {
+        "unknown".into()
+    }
+}
+
+fn topology(cpus: &CpuList) -> Vec<CpuTopo> {
+    cpus.iter()
+        .map(|cpu| {
+            let base = PathBuf::from(format!("/sys/devices/system/cpu/cpu{cpu}"));
+            let num = |f: &str| fsio::read_trim(base.join("topology").join(f)).ok().and_then(|s| s.parse().ok());
+            let smt = fsio::read_trim(base.join("topology/thread_siblings_list")).unwrap_or_default();
+            // The last-level cache is the cache index with the highest level.
+            let mut llc = (0u32, String::new());
+            if let Ok(rd) = std::fs::read_dir(base.join("cache")) {
+                for e in rd.flatten() {
+                    let level: u32 = fsio::read_trim(e.path().join("level")).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+                    if level > llc.0 {
+                        llc = (level, fsio::read_trim(e.path().join("shared_cpu_list")).unwrap_or_default());
+                    }
+                }
+            }
+            CpuTopo { cpu, core: num("core_id"), package: num("physical_package_id"), smt_siblings: smt, llc_shared: llc.1 }
+        })
+        .collect()
+}
+
+fn fair_servers(cpus: &CpuList) -> (Vec<(u32, Option<u64>, Option<u64>)>, Option<String>) {
+    let base = Path::new("/sys/kernel/debug/sched/fair_server");
+    if !Path::new("/sys/kernel/debug/sched").exists() {
+        return (Vec::new(), Some("debugfs is not mounted".into()));
+    }
+    if !base.exists() {
+        return (Vec::new(), Some("this kernel has no fair_server (before 6.12)".into()));
+    }
+    let mut err = None;
+    let v = cpus
+        .iter()
+        .map(|c| {
+            let mut read = |f: &str| match std::fs::read_to_string(base.join(format!("cpu{c}/{f}"))) {
+                Ok(s) => s.trim().parse().ok(),
+                Err(e) => {
+                    err.get_or_insert_with(|| format!("reading fair_server: {e} (kernel lockdown restricts debugfs?)"));
+                    None
+                }
+            };
+            (c, read("runtime"), read("period"))
+        })
+        .collect();
+    (v, err)
+}
+
+fn perf_hw_counters() -> Result<(), std::io::Error> {
+    // perf_event_attr VER0 is 64 bytes; we need type, size, config (cycles) and disabled.
+    #[repr(C)]
+    struct Attr {
+        type_: u32,
+        size: u32,
+        config: u64,
+        rest: [u64; 6],
+    }
+    let mut attr = Attr { type_: 0, size: 64, config: 0, rest: [0; 6] };
+    attr.rest[2] = 1; // flags word: disabled=1
+    // SAFETY: attr is a valid perf_event_attr prefix of the declared size; the returned fd is closed.
+    let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, &mut attr as *mut Attr, 0, -1, -1, 0u64) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd was just returned by the kernel.
+    unsafe { libc::close(fd as i32) };
+    Ok(())
+}
+
+fn tool_version(name: &str) -> Option<(PathBuf, String)> {
+    let path = crate::oci::find_in_path(name)?;
+    let out = Command::new(&path).arg("--version").output().ok()?;
+    let first = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").to_string();
+    Some((path, first))
+}
+
+/// Builds the report. Never fails: what cannot be read becomes a finding.
+pub fn doctor() -> HostReport {
+    let mut f = Vec::new();
+    let kernel = fsio::read_trim("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let config = kernel_config();
+    let cpus = online_cpus();
+    let layout = CgroupLayout::detect().unwrap_or(CgroupLayout {
+        mode: CgroupMode::V2,
+        v1: Default::default(),
+        v2: None,
+        v2_controllers: vec![],
+    });
+    let backend = layout.backend();
+    let where_ = |c: &str| -> String {
+        if let Some(p) = layout.v1.get(c) {
+            format!("{c}: v1 {}", p.display())
+        } else if layout.v2_controllers.iter().any(|x| x == c) {
+            format!("{c}: v2 {}", layout.v2.as_ref().map(|p| p.display().to_string()).unwrap_or_default())
+        } else {
+            format!("{c}: not mounted")
+        }
+    };
+    let placement = ["cpuset", "cpu", "cpuacct", "memory"].iter().map(|c| where_(c)).collect::<Vec<_>>().join("; ");
+    let mode = match layout.mode {
+        CgroupMode::V1 => "v1",
+        CgroupMode::Hybrid => "hybrid (v1 controllers + a cgroup2 mount)",
+        CgroupMode::V2 => "v2 (unified)",
+    };
+    let v2_note = match (&layout.v2, layout.mode) {
+        (Some(p), CgroupMode::Hybrid) => {
+            format!("; cgroup2 at {} holds [{}]", p.display(), layout.v2_controllers.join(" "))
+        }
+        _ => String::new(),
+    };
+    match &backend {
+        Ok(b) => f.push(finding(
+            "cgroups",
+            Level::Ok,
+            format!("{mode}; {placement}{v2_note}; rtslice drives {}", if b.is_v1() { "v1" } else { "v2" }),
+            "",
+        )),
+        Err(e) => f.push(finding("cgroups", Level::Missing, format!("{mode}; {placement}"), e.clone())),
+    }
+
+    // RT group scheduling and HCBS.
+    let rt_group = layout.v1.get("cpu").map(|p| p.join("cpu.rt_runtime_us")).filter(|p| p.exists());
+    let hcbs = cgroup::hcbs_available(&layout);
+    match (&rt_group, hcbs) {
+        (_, true) => f.push(finding("rt-groups", Level::Ok, "HCBS present: cgroup v2 cpu.rt.max reservations", "")),
+        (Some(p), false) => f.push(finding(
+            "rt-groups",
+            Level::Info,
+            format!(
+                "legacy RT group scheduling (CONFIG_RT_GROUP_SCHED) at {}: root budget {} µs; new groups start at 0 and \
+                 parents need budget before children",
+                p.display(),
+                fsio::read_trim(p).unwrap_or_default()
+            ),
+            "",
+        )),
+        (None, false) => f.push(finding(
+            "rt-groups",
+            Level::Info,
+            "no RT group scheduling (normal on cgroup v2); reservations use SCHED_DEADLINE per thread",
+            "",
+        )),
+    }
+
+    // SCHED_DEADLINE / RT bandwidth.
+    let rt_runtime_us = fsio::read_trim("/proc/sys/kernel/sched_rt_runtime_us").ok().and_then(|s| s.parse().ok());
+    let rt_period_us = fsio::read_trim("/proc/sys/kernel/sched_rt_period_us").ok().and_then(|s| s.parse().ok());
+    match (rt_runtime_us, rt_period_us) {
+        (Some(r), Some(p)) if r < 0 => f.push(finding(
+            "rt-bandwidth",
+            Level::Warn,
+            format!("sched_rt_runtime_us = -1 (no RT throttling; SCHED_DEADLINE admission disabled) over {p} µs"),
+            "echo 950000 > /proc/sys/kernel/sched_rt_runtime_us to restore admission control",
+        )),
+        (Some(r), Some(p)) => f.push(finding(
+            "rt-bandwidth",
+            Level::Ok,
+            format!(
+                "RT/DEADLINE bandwidth cap {r}/{p} µs = {:.0}% per CPU (SCHED_DEADLINE admission uses it)",
+                r as f64 * 100.0 / p as f64
+            ),
+            "",
+        )),
+        _ => f.push(finding("rt-bandwidth", Level::Missing, "cannot read /proc/sys/kernel/sched_rt_*", "")),
+    }
+    let mechanisms = mechanisms(&layout);
+    let default_mechanism = mechanisms.first().copied().unwrap_or(Mechanism::None);
+    f.push(finding(
+        "reservations",
+        if mechanisms.is_empty() { Level::Missing } else { Level::Ok },
+        format!(
+            "available: [{}]; apply uses {} by default ({})",
+            mechanisms.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(", "),
+            default_mechanism,
+            default_mechanism.describe()
+        ),
+        if mechanisms.is_empty() { "mount the cpuset and cpu controllers" } else { "" },
+    ));
+
+    // Isolation.
+    let cmdline = fsio::read_trim("/proc/cmdline").unwrap_or_default();
+    let isolated = fsio::read_trim("/sys/devices/system/cpu/isolated").ok().and_then(|s| CpuList::parse(&s).ok()).unwrap_or_default();
+    let nohz_full = fsio::read_trim("/sys/devices/system/cpu/nohz_full")
+        .ok()
+        .and_then(|s| CpuList::parse(s.trim_matches(|c: char| c == '(' || c == ')' || c.is_alphabetic())).ok())
+        .unwrap_or_default();
+    let rcu_nocbs = cmdline.split_whitespace().find(|w| w.starts_with("rcu_nocbs=")).unwrap_or("");
+    f.push(finding(
+        "isolation",
+        if isolated.is_empty() && nohz_full.is_empty() { Level::Info } else { Level::Ok },
+        format!(
+            "isolcpus: [{isolated}], nohz_full: [{nohz_full}], {}",
+            if rcu_nocbs.is_empty() { "no rcu_nocbs".to_string() } else { rcu_nocbs.to_string() }
+        ),
+        if isolated.is_empty() && nohz_full.is_empty() {
+            "optional hard isolation: boot with isolcpus=managed_irq,domain,<cpus> nohz_full=<cpus> rcu_nocbs=<cpus>; \
+             rtslice shields (cpusets) need no reboot"
+        } else {
+            ""
+        },
+    ));
+    if config_has(&config, "CONFIG_NO_HZ_FULL") == Some(false) {
+        f.push(finding("nohz_full", Level::Info, "kernel built without CONFIG_NO_HZ_FULL: ticks continue on busy CPUs", ""));
+    }
+
+    // Topology.
+    let topo = topology(&cpus);
+    let smt = topo.iter().any(|t| CpuList::parse(&t.smt_siblings).map(|s| s.len() > 1).unwrap_or(false));
+    f.push(finding(
+        "topology",
+        if smt { Level::Warn } else { Level::Ok },
+        format!(
+            "{} online CPUs [{}]; SMT {}; LLC groups: {}",
+            cpus.len(),
+            cpus,
+            if smt { "on" } else { "off" },
+            {
+                let mut g: Vec<String> = topo.iter().map(|t| t.llc_shared.clone()).collect();
+                g.sort();
+                g.dedup();
+                g.join(" | ")
+            }
+        ),
+        if smt { "give latency-critical threads whole cores (both SMT siblings) or disable SMT" } else { "" },
+    ));
+
+    let preemption = preemption(&config);
+    let weak = preemption.starts_with("none") || preemption.starts_with("voluntary");
+    f.push(finding(
+        "preemption",
+        if weak { Level::Warn } else { Level::Ok },
+        format!("preemption model: {preemption}"),
+        if weak {
+            "kernel code is not preempted by RT threads: expect ms-scale latencies; boot with preempt=full (PREEMPT_DYNAMIC) or use a PREEMPT_RT kernel"
+        } else {
+            ""
+        },
+    ));
+
+    let (fair_server, fs_err) = fair_servers(&cpus);
+    match fs_err {
+        None => f.push(finding(
+            "fair_server",
+            Level::Info,
+            format!(
+                "fair_server per CPU (runtime/period ns): {}; it lets CFS preempt RT tasks",
+                fair_server.iter().map(|(c, r, p)| format!("cpu{c} {}/{}", r.unwrap_or(0), p.unwrap_or(0))).collect::<Vec<_>>().join(", ")
+            ),
+            "on CPUs holding only reserved RT work, apply can set its runtime to 0 (fair_server_off)",
+        )),
+        Some(e) => f.push(finding(
+            "fair_server",
+            if e.contains("before 6.12") { Level::Info } else { Level::Warn },
+            e.clone(),
+            if e.contains("not mounted") {
+                "mount -t debugfs none /sys/kernel/debug (apply mounts it when it needs it)"
+            } else if e.contains("lockdown") {
+                "debugfs is locked down: fair_server cannot be tuned on this host (boot without lockdown to tune it)"
+            } else {
+                ""
+            },
+        )),
+    }
+
+    let irqbalance_pids = crate::irq::pids_named("irqbalance");
+    f.push(finding(
+        "irqbalance",
+        if irqbalance_pids.is_empty() { Level::Ok } else { Level::Warn },
+        if irqbalance_pids.is_empty() { "not running".to_string() } else { format!("running (pid {:?})", irqbalance_pids) },
+        if irqbalance_pids.is_empty() {
+            ""
+        } else {
+            "irqbalance moves IRQs back: set IRQBALANCE_BANNED_CPULIST=<reserved cpus> in /etc/default/irqbalance and restart it"
+        },
+    ));
+
+    // Observability.
+    let tracefs = std::fs::read_to_string("/proc/mounts").map(|m| m.contains(" tracefs ")).unwrap_or(false);
+    f.push(finding(
+        "tracefs",
+        if tracefs { Level::Ok } else { Level::Warn },
+        if tracefs { "mounted" } else { "not mounted" },
+        if tracefs { "" } else { "mount -t tracefs nodev /sys/kernel/tracing" },
+    ));
+    let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
+    f.push(finding(
+        "bpf",
+        if btf { Level::Ok } else { Level::Missing },
+        if btf { "BTF at /sys/kernel/btf/vmlinux: CO-RE BPF programs load" } else { "no kernel BTF" },
+        if btf { "" } else { "use a kernel built with CONFIG_DEBUG_INFO_BTF=y" },
+    ));
+    match perf_hw_counters() {
+        Ok(()) => f.push(finding("perf", Level::Ok, "hardware counters available (cycles)", "")),
+        Err(e) => f.push(finding(
+            "perf",
+            Level::Info,
+            format!("hardware counters unsupported ({e})"),
+            "counters need bare metal or a VM with a virtual PMU",
+        )),
+    }
+    let resctrl = std::fs::read_to_string("/proc/filesystems").map(|s| s.contains("resctrl")).unwrap_or(false);
+    f.push(finding(
+        "resctrl",
+        Level::Info,
+        if resctrl { "resctrl available (CAT/CMT cache partitioning)" } else { "no resctrl (no CAT/CMT)" },
+        "",
+    ));
+    let proc_events = config_has(&config, "CONFIG_PROC_EVENTS");
+    f.push(finding(
+        "proc-connector",
+        if proc_events == Some(false) { Level::Warn } else { Level::Ok },
+        match proc_events {
+            Some(true) => "CONFIG_PROC_EVENTS=y: the agent reacts to new threads by netlink events",
+            Some(false) => "no process connector: the agent falls back to polling",
+            None => "kernel config not readable; the agent tries the process connector and falls back to polling",
+        },
+        "",
+    ));
+
+    let runc = tool_version("runc");
+    let crun = tool_version("crun");
+    match &runc {
+        Some((p, v)) => {
+            let ver = crate::oci::parse_runc_version(v);
+            let sched = ver.is_some_and(|v| v >= (1, 2, 0));
+            f.push(finding(
+                "runc",
+                Level::Ok,
+                format!(
+                    "{} at {}: {}",
+                    v,
+                    p.display(),
+                    if sched {
+                        "process.scheduler supported"
+                    } else {
+                        "no process.scheduler (< 1.2): rtslice sets container threads' policies itself"
+                    }
+                ),
+                "",
+            ))
+        }
+        None => f.push(finding("runc", Level::Missing, "runc not found: OCI launches unavailable", "apt-get install runc")),
+    }
+    if let Some((p, v)) = &crun {
+        f.push(finding(
+            "crun",
+            Level::Info,
+            format!("{v} at {}{}", p.display(), if layout.mode == CgroupMode::Hybrid { " (does not work on hybrid layouts)" } else { "" }),
+            "",
+        ));
+    }
+
+    HostReport {
+        kernel,
+        cpus_online: cpus,
+        cgroup: layout.clone(),
+        backend: backend.ok(),
+        mechanisms,
+        default_mechanism,
+        rt_runtime_us,
+        rt_period_us,
+        isolated,
+        nohz_full,
+        preemption,
+        topology: topo,
+        fair_server,
+        irqbalance_pids,
+        runc,
+        crun,
+        findings: f,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doctor_reports_this_host() {
+        let r = doctor();
+        assert!(!r.cpus_online.is_empty());
+        assert!(r.findings.iter().any(|f| f.topic == "cgroups"));
+        assert_eq!(r.topology.len(), r.cpus_online.len());
+        // Every problem carries a fix.
+        for p in r.problems() {
+            assert!(!p.fix.is_empty() || p.topic == "rt-bandwidth", "{p:?}");
+        }
+        serde_json::to_string(&r).unwrap();
+    }
+}
