@@ -422,12 +422,11 @@ fn spec(cx: &mut Ctx, root: &Node) -> Option<Spec> {
             }
         }
     }
-    let node = match f.get("node") {
+    // A node with errors is still used (as far as it parsed) to check the workloads against it.
+    let (node, node_ok) = match f.get("node") {
         Some(n) => node(cx, n, "node"),
-        None => Some(Node_::default()),
+        None => (Node_::default(), true),
     };
-    let node_ok = node.is_some();
-    let node = node.unwrap_or_default();
     let mut flavors = BTreeMap::new();
     if let Some(n) = f.get("flavors") {
         if let Val::Map(pairs) = &n.val {
@@ -465,8 +464,10 @@ fn spec(cx: &mut Ctx, root: &Node) -> Option<Spec> {
     Some(Spec { api_version: API_VERSION.into(), node, flavors, workloads })
 }
 
-fn node(cx: &mut Ctx, n: &Node, path: &str) -> Option<Node_> {
-    let f = cx.fields(n, path, &["name", "cpus", "housekeeping", "cap", "defaultPeriod", "policy"])?;
+fn node(cx: &mut Ctx, n: &Node, path: &str) -> (Node_, bool) {
+    let Some(f) = cx.fields(n, path, &["name", "cpus", "housekeeping", "cap", "defaultPeriod", "policy"]) else {
+        return (Node_::default(), false);
+    };
     let mut out = Node_::default();
     let before = cx.errors.len();
     if let Some(v) = f.get("name") {
@@ -521,7 +522,8 @@ fn node(cx: &mut Ctx, n: &Node, path: &str) -> Option<Node_> {
             }
         }
     }
-    (cx.errors.len() == before).then_some(out)
+    let ok = cx.errors.len() == before;
+    (out, ok)
 }
 
 // `Node` (the YAML tree) and the spec's node share a name; alias the spec one here.

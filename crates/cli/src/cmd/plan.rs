@@ -1,8 +1,225 @@
+//! `rtslice plan SPEC [--json]`: admission control and placement, touching nothing.
+//! Exit codes: 0 all admitted, 1 something rejected, 2 invalid spec (errors on stderr).
+
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-#[derive(clap::Args)]
-pub struct Args {}
+use anyhow::Context;
+use rtslice_plan::{Allocation, NodeFacts, Plan, ThreadCpus, ThreadSched};
+use rtslice_spec::{format_cpu_list, parse_cpu_list, units::format_duration, Launch};
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`rtslice plan` is not built yet")
+use super::{EXIT_INVALID, EXIT_REJECTED};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The spec file (YAML, `apiVersion: rtslice/v1`); `-` reads standard input
+    pub spec: PathBuf,
+    /// Print the plan as JSON (schema: docs/plan.md) instead of tables
+    #[arg(long)]
+    pub json: bool,
+    /// Plan for these online CPUs instead of this host's (/sys/devices/system/cpu/online), e.g. `0-7`
+    #[arg(long, value_name = "CPULIST")]
+    pub online: Option<String>,
+    /// Plan with these isolcpus instead of this host's (/sys/devices/system/cpu/isolated)
+    #[arg(long, value_name = "CPULIST")]
+    pub isolcpus: Option<String>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let (text, name) = read_spec(&args.spec)?;
+    let spec = match rtslice_spec::parse(&text, &name) {
+        Ok(s) => s,
+        Err(errors) => {
+            eprintln!("{errors}");
+            eprintln!("rtslice: {} error(s) in {name}; nothing planned (see docs/spec.md)", errors.len());
+            return Ok(ExitCode::from(EXIT_INVALID));
+        }
+    };
+    let facts = match host_facts(args.online.as_deref(), args.isolcpus.as_deref()) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("rtslice: {e:#}");
+            return Ok(ExitCode::from(EXIT_INVALID));
+        }
+    };
+    let plan = rtslice_plan::plan(&spec, &facts);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&plan)?);
+    } else {
+        print!("{}", render(&plan));
+    }
+    for w in &plan.warnings {
+        eprintln!("rtslice: warning: {w}");
+    }
+    Ok(if plan.rejected.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_REJECTED) })
+}
+
+/// Reads a spec file (or stdin for `-`); the name is what error messages show.
+pub fn read_spec(path: &Path) -> anyhow::Result<(String, String)> {
+    if path.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).context("reading the spec from standard input")?;
+        return Ok((text, "<stdin>".into()));
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read spec {}: check the path and permissions", path.display()))?;
+    Ok((text, path.display().to_string()))
+}
+
+/// What the planner needs from this host: online and isolated CPUs (overridable for planning elsewhere).
+pub fn host_facts(online: Option<&str>, isolcpus: Option<&str>) -> anyhow::Result<NodeFacts> {
+    let read = |path: &str| -> anyhow::Result<Vec<u32>> {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        parse_cpu_list(text.trim()).with_context(|| format!("unexpected content in {path}"))
+    };
+    let online = match online {
+        Some(s) => parse_cpu_list(s).context("--online")?,
+        None => read("/sys/devices/system/cpu/online")?,
+    };
+    let isolcpus = match isolcpus {
+        Some(s) => parse_cpu_list(s).context("--isolcpus")?,
+        None => read("/sys/devices/system/cpu/isolated")?,
+    };
+    Ok(NodeFacts { online, isolcpus })
+}
+
+/// The human view: per-CPU map, then per-workload resources and rules, then rejections.
+pub fn render(plan: &Plan) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let n = &plan.node;
+    let _ = writeln!(
+        out,
+        "node {}: CPUs {}, housekeeping {}, isolcpus {}, cap {:.0}%, policy {}",
+        n.name.as_deref().unwrap_or("(unnamed)"),
+        format_cpu_list(&n.cpus),
+        dash(&n.housekeeping),
+        dash(&n.isolcpus),
+        n.cap * 100.0,
+        n.policy.name()
+    );
+    let _ = writeln!(out, "\n{:>4}  {:>9}  {:>6}  by", "CPU", "reserved", "free");
+    for c in &n.per_cpu {
+        let by = if c.housekeeping {
+            "(housekeeping)".to_string()
+        } else if let Some(owner) = &c.exclusive_to {
+            let dedicated = plan.workload(owner).is_some_and(|w| matches!(w.allocation, Allocation::Dedicated { .. }));
+            if dedicated {
+                format!("{owner} (dedicated)")
+            } else {
+                format!("{owner} (shielded)")
+            }
+        } else if c.by.is_empty() {
+            "-".to_string()
+        } else {
+            c.by.iter().map(|s| format!("{} {:.0}%", s.workload, s.bandwidth * 100.0)).collect::<Vec<_>>().join(", ")
+        };
+        let _ = writeln!(out, "{:>4}  {:>8.1}%  {:>5.1}%  {by}", c.cpu, c.reserved * 100.0, c.free * 100.0);
+    }
+    if !plan.workloads.is_empty() {
+        let _ = writeln!(out, "\nadmitted:");
+    }
+    for w in &plan.workloads {
+        let alloc = match &w.allocation {
+            Allocation::Reservation { runtime, period, per_cpu } => format!(
+                "reservation {} / {} ({:.1}%) on CPUs {}",
+                format_duration(*runtime),
+                format_duration(*period),
+                w.bandwidth() * 100.0,
+                per_cpu.iter().map(|r| r.cpu.to_string()).collect::<Vec<_>>().join(",")
+            ),
+            Allocation::Dedicated { cpus } => format!("dedicated CPUs {}", format_cpu_list(cpus)),
+            Allocation::BestEffort { weight, cap } => format!(
+                "best-effort weight {weight}{}",
+                cap.map(|c| format!(", cap {c} CPU(s)")).unwrap_or_default()
+            ),
+        };
+        let mut iso = Vec::new();
+        if w.isolation.shield {
+            iso.push("shield");
+        }
+        if w.isolation.isolcpus {
+            iso.push("isolcpus");
+        }
+        if w.isolation.wide_affinity {
+            iso.push("wide affinity");
+        }
+        let _ = writeln!(
+            out,
+            "  {}: cpuset {}; {alloc}{}",
+            w.name,
+            format_cpu_list(&w.cpus),
+            if iso.is_empty() { String::new() } else { format!("; {}", iso.join(", ")) }
+        );
+        if let Some(l) = &w.launch {
+            let how = match l {
+                Launch::Command { command, .. } => format!("run {}", command.join(" ")),
+                Launch::Oci { bundle } => format!("runc bundle {bundle}"),
+                Launch::Pid { pid } => format!("attach pid {pid}"),
+                Launch::Cgroup { path } => format!("attach cgroup {path}"),
+            };
+            let _ = writeln!(out, "      launch: {how}");
+        }
+        for t in &w.threads {
+            let sched = match &t.sched {
+                ThreadSched::Other { nice } => format!("other nice {nice}"),
+                ThreadSched::Batch { nice } => format!("batch nice {nice}"),
+                ThreadSched::Idle => "idle".into(),
+                ThreadSched::Fifo { priority } => format!("fifo {priority}"),
+                ThreadSched::Rr { priority } => format!("rr {priority}"),
+                ThreadSched::Deadline { runtime, deadline, period } => format!(
+                    "deadline {}/{}/{}",
+                    format_duration(*runtime),
+                    format_duration(*deadline),
+                    format_duration(*period)
+                ),
+            };
+            let cpus = match &t.cpus {
+                ThreadCpus::Anywhere => format!("anywhere in {}", format_cpu_list(&w.cpus)),
+                ThreadCpus::Cpus(c) => format!("CPU {}", format_cpu_list(c)),
+            };
+            let _ = writeln!(out, "      thread /{}/ -> {sched}, {cpus}", t.pattern);
+        }
+        for i in &w.irqs {
+            let _ = writeln!(out, "      irq /{}/ -> CPU {}", i.pattern, format_cpu_list(&i.cpus));
+        }
+        for q in &w.net {
+            let rps = q.rps_cpus.as_ref().map(|c| format!(" rps {}", format_cpu_list(c))).unwrap_or_default();
+            let xps = q.xps_cpus.as_ref().map(|c| format!(" xps {}", format_cpu_list(c))).unwrap_or_default();
+            let _ = writeln!(out, "      net /{}/ ->{rps}{xps}", q.interface);
+        }
+    }
+    if !plan.rejected.is_empty() {
+        let _ = writeln!(out, "\nrejected:");
+    }
+    for r in &plan.rejected {
+        let _ = writeln!(out, "  {}: {}", r.name, r.reason);
+        if let Some(d) = &r.defrag {
+            let _ = writeln!(
+                out,
+                "      defragmentation would fit it on CPU {} after {} move(s) (not applied):",
+                format_cpu_list(&d.then_cpus),
+                d.moves.len()
+            );
+            for m in &d.moves {
+                let _ = writeln!(
+                    out,
+                    "        move {}'s {:.0}% share from CPU {} to CPU {}",
+                    m.workload,
+                    m.bandwidth * 100.0,
+                    m.from_cpu,
+                    m.to_cpu
+                );
+            }
+        }
+    }
+    out
+}
+
+fn dash(cpus: &[u32]) -> String {
+    if cpus.is_empty() {
+        "-".into()
+    } else {
+        format_cpu_list(cpus)
+    }
 }
