@@ -153,9 +153,23 @@ pub struct ThreadSlot {
     #[serde(rename = "match")]
     pub pattern: String,
     pub slot: u32,
-    /// Run this thread SCHED_FIFO under thread-style strategies.
+    /// Scheduling class the rule gives: `other` (default), `fifo` or `rr`. Real-time threads
+    /// are the ones a reservation serves.
+    #[serde(default = "policy_other")]
+    pub policy: String,
+    /// Priority for fifo/rr (1–99).
     #[serde(default)]
-    pub rt: bool,
+    pub priority: u32,
+}
+
+impl ThreadSlot {
+    pub fn rt(&self) -> bool {
+        self.policy == "fifo" || self.policy == "rr"
+    }
+}
+
+fn policy_other() -> String {
+    "other".into()
 }
 
 /// A variant of a block: changes replicas or arguments of its workloads (a sweep point).
@@ -451,6 +465,12 @@ fn validate_block(b: BlockFile, at: &str, problems: &mut Vec<String>) -> Block {
         for t in &w.threads {
             if let Err(e) = regex_lite_check(&t.pattern) {
                 problems.push(format!("  {wat}.threads: `{}`: {e}", t.pattern));
+            }
+            match t.policy.as_str() {
+                "other" => {}
+                "fifo" | "rr" if (1..=99).contains(&t.priority) => {}
+                "fifo" | "rr" => problems.push(format!("  {wat}.threads: `{}`: priority must be 1–99", t.pattern)),
+                p => problems.push(format!("  {wat}.threads: `{}`: policy `{p}` is not other, fifo or rr", t.pattern)),
             }
         }
     }

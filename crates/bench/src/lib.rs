@@ -13,3 +13,5 @@ pub use strategy::Strategy;
 pub mod aggregate;
 pub mod plots;
 pub mod results;
+pub mod report;
+pub mod specgen;

@@ -135,7 +135,8 @@ pub struct HostFacts {
 pub struct ThreadPin {
     pub pattern: String,
     pub cpu: u32,
-    pub rt: bool,
+    pub policy: String,
+    pub priority: u32,
 }
 
 /// Where one workload instance goes under a strategy.
@@ -180,25 +181,32 @@ pub const DEFAULT_RESERVATION: f64 = 0.6;
 /// Thread slots of the emulator profiles, mirroring study A's TA layout (τ1 alone, τ2 alone,
 /// τ3+τ4 together, non-RT threads together — where the NIC IRQs go under IA-TA).
 pub fn profile_threads(profile: &str) -> Vec<ThreadSlot> {
-    let s = |p: &str, slot: u32, rt: bool| ThreadSlot { pattern: p.to_string(), slot, rt };
+    // Classes and priorities are the ones the real stacks (and rtslice's emulator profiles) use, so
+    // pinning a thread never changes how it is scheduled, only where.
+    let s = |p: &str, slot: u32, policy: &str, priority: u32| ThreadSlot {
+        pattern: p.to_string(),
+        slot,
+        policy: policy.to_string(),
+        priority,
+    };
     match profile {
-        "oai-lte" => vec![
-            s("^ru-thread$", 0, true),
-            s("^lte-softmodem$", 1, true),
-            s("^(fep_processing|feptx_thread)$", 2, true),
-            s("^TASK_", 3, false),
+        "oai-lte" | "oai" => vec![
+            s("^ru-thread$", 0, "fifo", 97),
+            s("^lte-softmodem$", 1, "fifo", 97),
+            s("^(fep_processing|feptx_thread)$", 2, "fifo", 97),
+            s("^TASK_", 3, "other", 0),
         ],
-        "srsenb" => vec![
-            s("^TXRX$", 0, true),
-            s("^WORKER[0-9]+$", 1, true),
-            s("^STACK$", 2, true),
-            s("^(?:[^TWS]|T[^X]|W[^O]|S[^T]).*", 3, false),
+        "srsenb" | "srsran" => vec![
+            s("^TXRX$", 0, "fifo", 97),
+            s("^WORKER[0-9]+$", 1, "fifo", 96),
+            s("^STACK$", 2, "fifo", 94),
+            s(".", 3, "other", 0),
         ],
-        "nr-gnb" => vec![
-            s("^ru_thread$", 0, true),
-            s("^L1_(rx|tx)_thread$", 1, true),
-            s("^Tpool", 2, true),
-            s("^TASK_", 3, false),
+        "nr-gnb" | "oai-nr" | "gnb" => vec![
+            s("^ru_thread$", 0, "rr", 97),
+            s("^L1_(rx|tx)_thread$", 1, "rr", 97),
+            s("^Tpool", 2, "rr", 97),
+            s("^TASK_", 3, "other", 0),
         ],
         _ => vec![],
     }
@@ -254,7 +262,7 @@ pub fn layout(strategy: Strategy, workloads: &[(WorkloadSpec, u32)], host: &Host
     let housekeeping: Vec<u32> = if strategy.needs_housekeeping() || n >= 4 { host.cpus[..1].to_vec() } else { vec![] };
     let region: Vec<u32> = match strategy {
         Strategy::Isolcpus => host.isolated.clone(),
-        _ if n >= 4 && !strategy.needs_housekeeping() => host.cpus[n / 2..].to_vec(),
+        _ if n >= 4 => host.cpus[n / 2..].to_vec(),
         _ => host.cpus.iter().copied().filter(|c| !housekeeping.contains(c)).collect(),
     };
     // Expand replicas into instances.
@@ -284,7 +292,7 @@ pub fn layout(strategy: Strategy, workloads: &[(WorkloadSpec, u32)], host: &Host
             .filter_map(|i| sliced.iter().position(|s| s == i).map(|p| slices[p].clone()))
             .flatten()
             .collect();
-        let rest: Vec<u32> = all_cpus.iter().copied().filter(|c| !taken.contains(c)).collect();
+        let rest: Vec<u32> = all_cpus.iter().copied().filter(|c| !taken.contains(c) && (n < 4 || !housekeeping.contains(c))).collect();
         if rest.is_empty() {
             housekeeping.clone()
         } else {
@@ -324,7 +332,7 @@ pub fn layout(strategy: Strategy, workloads: &[(WorkloadSpec, u32)], host: &Host
                 p.cpus = Some(set.clone());
                 p.threads = workload_threads(w)
                     .into_iter()
-                    .map(|t| ThreadPin { cpu: set[t.slot as usize % set.len()], pattern: t.pattern, rt: t.rt })
+                    .map(|t| ThreadPin { cpu: set[t.slot as usize % set.len()], pattern: t.pattern, policy: t.policy, priority: t.priority })
                     .collect();
             }
             Strategy::Shield => {
@@ -345,8 +353,8 @@ pub fn layout(strategy: Strategy, workloads: &[(WorkloadSpec, u32)], host: &Host
                 // Real-time threads run inside the reservation; the rest stays best effort.
                 p.threads = workload_threads(w)
                     .into_iter()
-                    .filter(|t| t.rt)
-                    .map(|t| ThreadPin { cpu: set[t.slot as usize % set.len()], pattern: t.pattern, rt: true })
+                    .filter(|t| t.rt())
+                    .map(|t| ThreadPin { cpu: set[t.slot as usize % set.len()], pattern: t.pattern, policy: t.policy, priority: t.priority })
                     .collect();
             }
         }

@@ -1,0 +1,190 @@
+//! Turns a strategy's [`Layout`] into an rtslice spec (the same format users write), adopting the
+//! already started workload processes by PID. The runner plans it (admission control) and applies
+//! it with the host backend; nothing here touches the host.
+
+use std::time::Duration;
+
+use rtslice_spec::{
+    BestEffort, Dedicated, Demand, Isolation, IrqRule, Launch, NetRule, Node, NodeCpus, Reservation, SchedPolicy, Slots, Spec,
+    ThreadRule, Workload,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::strategy::{Layout, Placement, Strategy};
+
+/// Which IRQs and interfaces the IRQ-steering strategies move to the workload's last CPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Steering {
+    /// Regexes on IRQ action names (/proc/interrupts), e.g. a NIC's queue IRQs.
+    #[serde(default = "default_irqs")]
+    pub irqs: Vec<String>,
+    /// Regexes on interface names whose RPS/XPS masks are set (virtual NICs have no IRQs of their
+    /// own: their receive work runs in softirq where RPS puts it).
+    #[serde(default = "default_interfaces")]
+    pub interfaces: Vec<String>,
+}
+
+/// virtio-net queue IRQs are named `virtioN-input.Q` / `virtioN-output.Q`; physical NICs
+/// commonly `ethX-TxRx-Q` or `<driver>-<if>-TxRx-Q`.
+pub fn default_irqs() -> Vec<String> {
+    vec![r"^virtio[0-9]+-(input|output)\.[0-9]+$".into(), r"-TxRx-[0-9]+$".into()]
+}
+
+/// The veth pairs of `rtslice noise kernel` and of the bench's own ping target.
+pub fn default_interfaces() -> Vec<String> {
+    vec![r"^rts".into()]
+}
+
+impl Default for Steering {
+    fn default() -> Self {
+        Steering { irqs: default_irqs(), interfaces: default_interfaces() }
+    }
+}
+
+/// Period of reservations the bench creates: one LTE TTI, so a throttled vBS loses at most one
+/// subframe's worth of time before its budget is replenished.
+pub const RESERVATION_PERIOD: Duration = Duration::from_millis(1);
+
+fn slot_of(set: &[u32], cpu: u32) -> u32 {
+    set.iter().position(|c| *c == cpu).unwrap_or(0) as u32
+}
+
+fn policy(p: &str, priority: u32) -> SchedPolicy {
+    match p {
+        "fifo" => SchedPolicy::Fifo { priority },
+        "rr" => SchedPolicy::Rr { priority },
+        _ => SchedPolicy::Other { nice: None },
+    }
+}
+
+/// Builds the spec for `layout`, with each placement's process given by `pid_of(instance name)`.
+/// Returns None for the `none` strategy: the stock host is the baseline and nothing is applied.
+pub fn spec_for(layout: &Layout, host_cpus: &[u32], steering: &Steering, pid_of: &dyn Fn(&str) -> Option<u32>) -> Option<Spec> {
+    if layout.strategy == Strategy::None {
+        return None;
+    }
+    // On small hosts the layout's housekeeping CPU is where best-effort neighbours must be able to
+    // go; declaring it housekeeping would leave them no CPU at all.
+    let housekeeping = if host_cpus.len() >= 4 { layout.housekeeping.clone() } else { vec![] };
+    let shared: Vec<u32> = host_cpus.iter().copied().filter(|c| !housekeeping.contains(c)).collect();
+    let node = Node { name: Some("rtslice-bench".into()), cpus: NodeCpus::List(host_cpus.to_vec()), housekeeping, ..Node::default() };
+    let mut spec = Spec { node, ..Spec::default() };
+    for p in &layout.placements {
+        spec.workloads.push(workload(layout.strategy, p, &shared, steering, pid_of(&p.name)));
+    }
+    Some(spec)
+}
+
+fn workload(strategy: Strategy, p: &Placement, shared: &[u32], steering: &Steering, pid: Option<u32>) -> Workload {
+    let set: Vec<u32> = p.cpus.clone().unwrap_or_else(|| shared.to_vec());
+    let mut w = Workload { name: p.name.clone(), launch: pid.map(|pid| Launch::Pid { pid }), ..Workload::default() };
+    // A shield or isolated CPUs belong to the workload alone: the planner takes them whole.
+    w.demand = Some(if p.dedicated || p.shield || p.isolcpus {
+        Demand::Dedicated(Dedicated { count: None, cpus: Some(set.clone()) })
+    } else if let Some(share) = p.reservation {
+        let period = RESERVATION_PERIOD;
+        Demand::Reservation(Reservation {
+            runtime: Duration::from_nanos((period.as_nanos() as f64 * share).round() as u64),
+            period: Some(period),
+            count: None,
+            cpus: Some(set.clone()),
+        })
+    } else {
+        Demand::BestEffort(BestEffort { weight: None, cap: None, cpus: p.cpus.clone() })
+    });
+    w.isolation = Isolation {
+        shield: p.shield,
+        isolcpus: p.isolcpus,
+        wide_affinity: matches!(strategy, Strategy::Wide | Strategy::IrqWide) && p.cpus.is_some(),
+    };
+    w.threads = p
+        .threads
+        .iter()
+        .map(|t| ThreadRule { pattern: t.pattern.clone(), policy: policy(&t.policy, t.priority), slots: Slots::List(vec![slot_of(&set, t.cpu)]) })
+        .collect();
+    if let Some(cpu) = p.irq_cpu {
+        let slots = Slots::List(vec![slot_of(&set, cpu)]);
+        w.irqs = steering.irqs.iter().map(|r| IrqRule { pattern: r.clone(), slots: slots.clone() }).collect();
+        w.net = steering
+            .interfaces
+            .iter()
+            .map(|i| NetRule { interface: i.clone(), rps: Some(slots.clone()), xps: Some(slots.clone()) })
+            .collect();
+    }
+    w
+}
+
+/// The spec as YAML text in the documented format (what `rtslice apply` reads).
+pub fn to_yaml(spec: &Spec) -> Result<String, String> {
+    // Through a JSON value: serde_yaml would write Rust enums as YAML tags (`!reservation`),
+    // which the spec format does not use.
+    let v = serde_json::to_value(spec).map_err(|e| e.to_string())?;
+    serde_yaml_ng::to_string(&v).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::{EmulateSpec, Role, WorkloadSpec};
+    use crate::strategy::{layout, HostFacts, ALL};
+
+    fn vbs() -> WorkloadSpec {
+        WorkloadSpec {
+            name: "vbs".into(),
+            emulate: Some(EmulateSpec { profile: "oai-lte".into(), args: vec![] }),
+            command: None,
+            ping: None,
+            loadgen: None,
+            output: None,
+            role: Role::Measured,
+            share: 1,
+            replicas: 1,
+            threads: vec![],
+            reservation: None,
+        }
+    }
+
+    fn neighbour() -> WorkloadSpec {
+        WorkloadSpec { name: "nb".into(), emulate: None, command: Some(vec!["stress-ng".into()]), role: Role::Neighbour, ..vbs() }
+    }
+
+    /// Every strategy's spec must survive the spec crate's own parser and the planner must admit it
+    /// on the host size it was made for — on 2 CPUs (this machine) and on study A's 8.
+    #[test]
+    fn generated_specs_parse_and_are_admitted() {
+        for n in [2u32, 4, 8] {
+            let host = HostFacts { cpus: (0..n).collect(), isolated: vec![n - 1] };
+            for s in ALL {
+                let l = layout(*s, &[(vbs(), 1), (neighbour(), 1)], &host).unwrap();
+                let Some(spec) = spec_for(&l, &host.cpus, &Steering::default(), &|_| Some(4242)) else {
+                    assert_eq!(*s, Strategy::None);
+                    continue;
+                };
+                let yaml = to_yaml(&spec).unwrap();
+                let parsed = rtslice_spec::parse(&yaml, "generated.yaml").unwrap_or_else(|e| panic!("{s} on {n} CPUs:\n{yaml}\n{e}"));
+                assert_eq!(parsed.workloads.len(), 2);
+                let facts = rtslice_plan::NodeFacts { online: host.cpus.clone(), isolcpus: host.isolated.clone() };
+                let plan = rtslice_plan::plan(&parsed, &facts);
+                assert!(plan.all_admitted(), "{s} on {n} CPUs: {:?}\n{yaml}", plan.rejected);
+                let vb = plan.workload("vbs").unwrap();
+                if let Some(cpus) = &l.placements[0].cpus {
+                    assert_eq!(&vb.cpus, cpus, "{s} on {n} CPUs");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn thread_strategy_keeps_rt_classes() {
+        let host = HostFacts { cpus: vec![0, 1], isolated: vec![] };
+        let l = layout(Strategy::IrqThread, &[(vbs(), 1)], &host).unwrap();
+        let spec = spec_for(&l, &host.cpus, &Steering::default(), &|_| Some(1)).unwrap();
+        let w = &spec.workloads[0];
+        assert_eq!(w.threads[0].policy, SchedPolicy::Fifo { priority: 97 });
+        assert_eq!(w.threads[0].slots, Slots::List(vec![0]));
+        assert_eq!(w.threads[1].slots, Slots::List(vec![1]));
+        assert!(!w.irqs.is_empty() && !w.net.is_empty());
+        assert_eq!(w.launch, Some(Launch::Pid { pid: 1 }));
+    }
+}
