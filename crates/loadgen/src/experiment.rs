@@ -174,6 +174,16 @@ impl Experiment {
             None => None,
             Some(v) => Some(rtslice_spec::units::parse_bitrate(v).map_err(|e| err(format!("linkBandwidth: {e}")))?),
         };
+        if let Some(bw) = link_bandwidth_bps {
+            let nu = bw / 8.0 / raw.request_bytes.max(1) as f64;
+            if let Some(t) = interarrival.iter().find(|t| 1.0 / t.as_secs_f64() >= nu) {
+                return Err(err(format!(
+                    "interarrival {t:?} sends {:.0} requests/s, more than the link carries (ν = σ/E[z] = {nu:.0}/s): \
+                     the network queue would be unstable; raise linkBandwidth or lengthen the period",
+                    1.0 / t.as_secs_f64()
+                )));
+            }
+        }
         Ok(Experiment {
             name: raw.name,
             load: raw.load,
@@ -234,10 +244,28 @@ mod tests {
             (GOOD.replace("rt-group", "hcbs"), "mechanism"),
             (GOOD.replace("[500us, 1ms]", "[]"), "interarrival"),
             (format!("{GOOD}colour: red\n"), "colour"),
+            (format!("{GOOD}linkBandwidth: 1Mbit\n"), "link carries"),
         ];
         for (text, word) in cases {
             let e = Experiment::parse(&text, "x.yaml").unwrap_err().to_string();
             assert!(e.starts_with("x.yaml") && e.contains(word), "{e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod shipped {
+    /// The experiment files shipped with the crate stay valid.
+    #[test]
+    fn shipped_experiments_parse() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/experiments");
+        let mut n = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            super::Experiment::parse(&text, &path.display().to_string()).unwrap();
+            n += 1;
+        }
+        assert!(n >= 3);
     }
 }
