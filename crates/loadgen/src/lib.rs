@@ -13,6 +13,7 @@
 pub mod client;
 pub mod dist;
 pub mod experiment;
+pub mod hrtick;
 pub mod netns;
 pub mod plot;
 pub mod proto;

@@ -94,6 +94,8 @@ pub struct ValidateOptions {
     pub client_fifo: Option<i32>,
     /// Tag for namespace names (unique per concurrent run).
     pub tag: String,
+    /// Switch the scheduler's HRTICK/HRTICK_DL features for the run (None: leave them as they are).
+    pub hrtick: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -139,23 +141,11 @@ pub struct HostNotes {
 }
 
 pub fn host_notes() -> HostNotes {
-    let features = std::fs::read_to_string("/sys/kernel/debug/sched/features").ok();
-    let has = |name: &str| {
-        features.as_ref().and_then(|f| {
-            let words: Vec<&str> = f.split_whitespace().collect();
-            if words.contains(&name) {
-                Some(true)
-            } else if words.contains(&format!("NO_{name}").as_str()) {
-                Some(false)
-            } else {
-                None
-            }
-        })
-    };
+    let (hrtick, hrtick_dl) = crate::hrtick::read();
     HostNotes {
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
-        hrtick: has("HRTICK"),
-        hrtick_dl: has("HRTICK_DL"),
+        hrtick,
+        hrtick_dl,
         online_cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
     }
 }
@@ -192,6 +182,9 @@ fn client_config(exp: &Experiment, server: SocketAddr, ns: &str, ia: Dist, compu
 /// Runs the whole experiment. `progress` gets one line per step.
 pub fn validate(exp: &Experiment, opts: &ValidateOptions, launcher: &dyn Launcher, progress: &mut dyn FnMut(&str)) -> Result<Report> {
     let started = Instant::now();
+    // Make the features readable for the report even when not switching them.
+    let _ = crate::hrtick::ensure_debugfs();
+    let _hrtick = opts.hrtick.map(crate::hrtick::HrtickGuard::set).transpose()?;
     let shaping = exp.link_bandwidth_bps.map(|rate_bps| Shaping { rate_bps });
     let pair = NetnsPair::create(&opts.tag, shaping)?;
     let server_addr = SocketAddr::V4(SocketAddrV4::new(pair.server_addr, SERVER_PORT));
@@ -222,6 +215,8 @@ pub fn validate(exp: &Experiment, opts: &ValidateOptions, launcher: &dyn Launche
     )
     .ok_or_else(|| LoadgenError::Invalid("no point produced a measurement".into()))?;
     let model = predict_bandwidth(&scenario(exp, exp.interarrival[0], one_way_delay_s), exp.bandwidth, exp.phi)?.model.to_string();
+    // Read while the run's setting is still in force.
+    let host = host_notes();
     Ok(Report {
         experiment: exp.clone(),
         quick: opts.quick,
@@ -231,7 +226,7 @@ pub fn validate(exp: &Experiment, opts: &ValidateOptions, launcher: &dyn Launche
         probe,
         points,
         accuracy,
-        host: host_notes(),
+        host,
         wall_s: started.elapsed().as_secs_f64(),
     })
 }

@@ -21,6 +21,7 @@ fn quick_validation_in_namespaces() {
         server_command: vec![env!("CARGO_BIN_EXE_rtslice-lg-server").to_string()],
         client_fifo: None,
         tag: format!("t{}", std::process::id() % 100_000),
+        hrtick: None,
     };
     let mut lines = Vec::new();
     let report = validate(&exp, &opts, &PlainLauncher, &mut |l| lines.push(l.to_string())).unwrap();
