@@ -45,6 +45,10 @@ impl Node {
         }
     }
 
+    pub(crate) fn scalar_text_pub(&self) -> Option<String> {
+        self.scalar_text()
+    }
+
     /// The scalar as the user wrote it (for unit parsing and messages).
     fn scalar_text(&self) -> Option<String> {
         match &self.val {

@@ -9,9 +9,13 @@ mod error;
 mod types;
 pub mod units;
 mod decode;
+mod emit;
+pub mod tosca;
 
 pub use cpulist::{format_cpu_list, format_cpu_mask, parse_cpu_list};
+pub use emit::to_yaml;
 pub use error::{SpecError, SpecErrors};
+pub use tosca::{import_tosca, ToscaImport};
 pub use types::*;
 
 /// Parses and validates a spec. `file` is only used in error messages.

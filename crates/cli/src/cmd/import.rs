@@ -1,8 +1,50 @@
+//! `rtslice import tosca FILE`: print a spec made from a TOSCA NFV template (study B's VDU form).
+//! What cannot be mapped is listed on stderr and as comments on top of the spec.
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use super::EXIT_INVALID;
+
 #[derive(clap::Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Turn VDUs with nfv_compute num_cpus / mem_size / cpu_allocation (cpu.rt_runtime_us,
+    /// cpu.rt_period_us) into spec workloads; prints the spec on stdout
+    Tosca {
+        /// The TOSCA template (YAML); `-` reads standard input
+        file: PathBuf,
+        /// Fail (exit 2) when anything could not be mapped, instead of only reporting it
+        #[arg(long)]
+        strict: bool,
+    },
+}
 
 pub fn run(command: Command) -> anyhow::Result<ExitCode> {
-    match command {}
+    match command {
+        Command::Tosca { file, strict } => {
+            let (text, name) = super::plan::read_spec(&file)?;
+            let imported = match rtslice_spec::import_tosca(&text, &name) {
+                Ok(i) => i,
+                Err(errors) => {
+                    eprintln!("{errors}");
+                    eprintln!("rtslice: {} error(s) in {name}; nothing imported", errors.len());
+                    return Ok(ExitCode::from(EXIT_INVALID));
+                }
+            };
+            let mut out = format!("# Imported from {name} by `rtslice import tosca`.\n");
+            if !imported.unmapped.is_empty() {
+                out.push_str("# Not mapped (no counterpart in an rtslice spec):\n");
+                for u in &imported.unmapped {
+                    out.push_str(&format!("#   line {}: {}: {}\n", u.line, u.path, u.reason));
+                    eprintln!("rtslice: {u}");
+                }
+            }
+            out.push_str(&rtslice_spec::to_yaml(&imported.spec));
+            print!("{out}");
+            if strict && !imported.unmapped.is_empty() {
+                return Ok(ExitCode::from(EXIT_INVALID));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }
