@@ -1,1 +1,33 @@
-//! rtslice-emu (being built; see docs/ARCHITECTURE.md).
+//! rtslice-emu: a virtualized base station that computes for real.
+//!
+//! Threads named and scheduled as in OpenAirInterface (LTE eNB, NR gNB) and srsRAN 4G's srsENB, an
+//! absolute-time TTI clock, real PHY work per TTI (FFT, channel estimation, equalisation, LDPC
+//! min-sum decoding with SNR-dependent iterations, encoding, modulation, IFFT), HARQ deadlines,
+//! NACKs, lost subframes, throughput counted only for transport blocks delivered in time, and a
+//! user plane that forwards decoded payload over a real UDP socket.
+//!
+//! Library use: `rtslice_emu::run(Config::new(Profile::OaiLte)) -> Result<Summary, EmuError>`.
+//! Process use: `rtslice emulate --json ...` prints the same `Summary` as one JSON object.
+
+pub mod calib;
+pub mod chain;
+pub mod ldpc;
+pub mod os;
+pub mod phy;
+pub mod profile;
+mod runner;
+
+pub use calib::{Calibration, CostBreakdown, LdpcPoint, TtiWork};
+pub use os::Class;
+pub use profile::{Defaults, Profile, Role, ThreadSpec};
+pub use runner::{run, Config, Misses, SchedMode, Summary, ThreadReport, UserPlane, UserPlaneReport};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmuError {
+    #[error("invalid emulator configuration: {0}")]
+    Invalid(String),
+    #[error("a load of {requested:.1}% of one core is more than this carrier can demand ({max:.1}% with {hint})")]
+    LoadTooHigh { requested: f64, max: f64, hint: String },
+    #[error("{0}")]
+    Io(String),
+}

@@ -1,0 +1,1190 @@
+//! The running cell: threads of a profile, the TTI clock, the task graph, deadlines and the summary.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::Duration;
+
+use rustfft::num_complex::Complex32;
+use serde::{Deserialize, Serialize};
+
+use crate::calib::{Calibration, CostBreakdown, TtiWork};
+use crate::chain::{pack_bits, Carrier, Phy, Scratch, UlSubframe};
+use crate::ldpc::DecoderWork;
+use crate::os::{self, Class};
+use crate::phy::SYMBOLS;
+use crate::profile::{Profile, Role, ThreadSpec};
+use crate::EmuError;
+
+/// Distinct synthesised uplink TTIs the "radio" cycles through (different payload, channel, noise).
+const UL_BUFFERS: usize = 8;
+
+/// How scheduling classes are chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchedMode {
+    /// As the real stack: its RT threads get their class and priority.
+    Profile,
+    /// The profile's RT threads get this class instead (priorities kept); non-RT threads stay
+    /// SCHED_OTHER. `Force(Other)` runs everything under CFS (for CFS-quota experiments).
+    Force(Class),
+}
+
+/// The user plane's socket pair.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UserPlane {
+    /// Network namespace (name under /var/run/netns) for the receiving ("core") socket.
+    pub netns: Option<String>,
+    /// Address of the receiving socket; default 127.0.0.1 on an ephemeral port.
+    pub bind: Option<SocketAddr>,
+}
+
+/// Everything a run needs. `Config::new(profile)` gives the profile's defaults.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub profile: Profile,
+    pub duration: Duration,
+    /// Carrier bandwidth in PRBs (default: the profile's).
+    pub prb: Option<usize>,
+    /// Fraction of the carrier scheduled per TTI (traffic demand), 0 < t ≤ 1.
+    pub traffic: Option<f64>,
+    /// Target load in percent of one core; picks the scheduled PRBs from the calibration.
+    /// Used when set, and by default when neither `prb` nor `traffic` is given.
+    pub load_percent: Option<f64>,
+    pub mcs: Option<u8>,
+    pub antennas: Option<usize>,
+    pub snr_db: f64,
+    pub sched: SchedMode,
+    pub cpus: Option<Vec<usize>>,
+    /// Processing budget in TTIs (default: LTE 3, NR 4).
+    pub budget_ttis: Option<u32>,
+    /// NR numerology µ (slot = 1 ms / 2^µ); ignored for LTE profiles.
+    pub numerology: u8,
+    pub workers: Option<usize>,
+    pub max_iterations: u32,
+    pub userplane: UserPlane,
+    /// Print one line per second on stderr.
+    pub live: bool,
+    pub calibration: Option<Calibration>,
+    /// Set to stop early (Ctrl-C); the summary covers the TTIs run.
+    pub stop: Option<Arc<AtomicBool>>,
+}
+
+impl Config {
+    pub fn new(profile: Profile) -> Config {
+        Config {
+            profile,
+            duration: Duration::from_secs(10),
+            prb: None,
+            traffic: None,
+            load_percent: None,
+            mcs: None,
+            antennas: None,
+            snr_db: 25.0,
+            sched: SchedMode::Profile,
+            cpus: None,
+            budget_ttis: None,
+            numerology: 1,
+            workers: None,
+            max_iterations: 8,
+            userplane: UserPlane::default(),
+            live: false,
+            calibration: None,
+            stop: None,
+        }
+    }
+}
+
+/// Per-thread facts at the end of a run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ThreadReport {
+    pub name: String,
+    pub tid: i32,
+    pub role: Role,
+    pub class_requested: Class,
+    pub priority_requested: i32,
+    pub class: Class,
+    pub priority: i32,
+    pub cpu_s: f64,
+    pub cpu_percent: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Misses {
+    /// Uplink decoded after the HARQ deadline (→ NACK / retransmission).
+    pub ul_late: u64,
+    /// Downlink ready after its air time (→ lost subframe).
+    pub dl_late: u64,
+    /// Uplink TTIs never processed: no free worker / queue full / clock overrun beyond the budget.
+    pub ul_dropped: u64,
+    /// Downlink TTIs never built for the same reasons.
+    pub dl_dropped: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct UserPlaneReport {
+    pub packets_sent: u64,
+    pub bytes_sent: u64,
+    pub packets_received: u64,
+    pub bytes_received: u64,
+    pub receiver: String,
+}
+
+/// The result of a run; `--json` prints exactly this.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub profile: String,
+    pub duration_s: f64,
+    pub tti_us: f64,
+    pub budget_us: f64,
+    pub prb: usize,
+    pub prb_scheduled: usize,
+    pub mcs: u8,
+    pub antennas: usize,
+    pub snr_db: f64,
+    pub fft_size: usize,
+    pub tbs_bits: usize,
+    pub code_blocks: usize,
+    pub load_target_percent: Option<f64>,
+    pub load_predicted_percent: f64,
+    pub predicted_cost: CostBreakdown,
+    pub ttis: u64,
+    /// TTIs with any miss (late or dropped, either direction).
+    pub deadline_misses: u64,
+    pub misses: Misses,
+    /// Uplink NACKs: decode failures + late + dropped uplink.
+    pub nacks: u64,
+    pub decode_failures: u64,
+    pub nack_ratio: f64,
+    /// Lost downlink subframes: late + dropped.
+    pub lost_subframes: u64,
+    /// UL + DL bits of transport blocks delivered in time, per second.
+    pub throughput_bps: f64,
+    pub ul_throughput_bps: f64,
+    pub dl_throughput_bps: f64,
+    /// What every TTI in time would give.
+    pub offered_bps: f64,
+    pub proc_mean_us: f64,
+    pub proc_p50_us: f64,
+    pub proc_p99_us: f64,
+    pub proc_p9999_us: f64,
+    pub proc_max_us: f64,
+    pub slack_min_us: f64,
+    pub clock_wakeup_p99_us: f64,
+    pub clock_wakeup_max_us: f64,
+    pub ldpc_iterations_mean: f64,
+    pub cpu_percent_total: f64,
+    pub threads: Vec<ThreadReport>,
+    pub userplane: UserPlaneReport,
+    pub warnings: Vec<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events from the pipeline to the collector.
+
+enum Event {
+    /// The clock woke for TTI `n` (its samples complete at `avail`).
+    Tick { avail: u64, wake: u64 },
+    Ul { n: u64, avail: u64, done: Option<u64>, ok: bool, iterations: u32, code_blocks: u32 },
+    Dl { n: u64, avail: u64, done: Option<u64> },
+}
+
+#[derive(Default)]
+struct Partial {
+    ul: Option<(Option<u64>, bool, u32, u32)>,
+    dl: Option<Option<u64>>,
+    avail: u64,
+}
+
+#[derive(Default)]
+struct Totals {
+    ttis: u64,
+    missed: u64,
+    misses: Misses,
+    nacks: u64,
+    decode_failures: u64,
+    ul_bits: u64,
+    dl_bits: u64,
+    iterations: u64,
+    code_blocks: u64,
+    proc_us: Vec<f32>,
+    slack_min_ns: i64,
+    wake_us: Vec<f32>,
+}
+
+struct Collector {
+    budget_ns: u64,
+    tbs: u64,
+    partial: BTreeMap<u64, Partial>,
+    total: Totals,
+    window: Totals,
+}
+
+impl Collector {
+    fn new(budget_ns: u64, tbs: u64) -> Collector {
+        Collector {
+            budget_ns,
+            tbs,
+            partial: BTreeMap::new(),
+            total: Totals { slack_min_ns: i64::MAX, ..Totals::default() },
+            window: Totals { slack_min_ns: i64::MAX, ..Totals::default() },
+        }
+    }
+
+    fn add(&mut self, ev: Event) {
+        match ev {
+            Event::Tick { wake, avail, .. } => {
+                let us = wake.saturating_sub(avail) as f32 / 1e3;
+                self.total.wake_us.push(us);
+                self.window.wake_us.push(us);
+            }
+            Event::Ul { n, avail, done, ok, iterations, code_blocks } => {
+                let p = self.partial.entry(n).or_default();
+                p.avail = avail;
+                p.ul = Some((done, ok, iterations, code_blocks));
+                self.try_finish(n);
+            }
+            Event::Dl { n, avail, done } => {
+                let p = self.partial.entry(n).or_default();
+                p.avail = avail;
+                p.dl = Some(done);
+                self.try_finish(n);
+            }
+        }
+    }
+
+    fn try_finish(&mut self, n: u64) {
+        let ready = self.partial.get(&n).is_some_and(|p| p.ul.is_some() && p.dl.is_some());
+        if !ready {
+            return;
+        }
+        let p = self.partial.remove(&n).expect("checked above");
+        let (ul_done, ok, iterations, cbs) = p.ul.expect("checked");
+        let dl_done = p.dl.expect("checked");
+        let deadline = p.avail + self.budget_ns;
+        for t in [&mut self.total, &mut self.window] {
+            t.ttis += 1;
+            let ul_late = ul_done.is_some_and(|d| d > deadline);
+            let dl_late = dl_done.is_some_and(|d| d > deadline);
+            t.misses.ul_late += ul_late as u64;
+            t.misses.dl_late += dl_late as u64;
+            t.misses.ul_dropped += ul_done.is_none() as u64;
+            t.misses.dl_dropped += dl_done.is_none() as u64;
+            t.missed += (ul_late || dl_late || ul_done.is_none() || dl_done.is_none()) as u64;
+            let decode_fail = ul_done.is_some() && !ok;
+            t.decode_failures += decode_fail as u64;
+            let nack = ul_done.is_none() || ul_late || !ok;
+            t.nacks += nack as u64;
+            if !nack {
+                t.ul_bits += self.tbs;
+            }
+            if dl_done.is_some() && !dl_late {
+                t.dl_bits += self.tbs;
+            }
+            t.iterations += iterations as u64;
+            t.code_blocks += cbs as u64;
+            if let (Some(u), Some(d)) = (ul_done, dl_done) {
+                let done = u.max(d);
+                t.proc_us.push(done.saturating_sub(p.avail) as f32 / 1e3);
+                t.slack_min_ns = t.slack_min_ns.min(deadline as i64 - done as i64);
+            }
+        }
+    }
+}
+
+fn percentile(sorted: &[f32], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)] as f64
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared state of the running cell.
+
+struct Job {
+    n: u64,
+    avail: u64,
+    buf: usize,
+    grid: Vec<Complex32>,
+}
+
+/// Raw pointer to the half of a grid a front-end helper transforms while its owner waits.
+struct HalfGrid {
+    ptr: *mut Complex32,
+    len: usize,
+    buf: usize,
+    done: SyncSender<()>,
+}
+// SAFETY: the owner blocks on `done` until the helper has finished with the slice, and the two
+// halves are disjoint, so the memory is never accessed concurrently.
+unsafe impl Send for HalfGrid {}
+
+struct Cell {
+    phy: Phy,
+    ul: Vec<UlSubframe>,
+    tti_ns: u64,
+    budget_ns: u64,
+    total_ttis: u64,
+    stop: AtomicBool,
+    external_stop: Option<Arc<AtomicBool>>,
+    events: Mutex<Sender<Event>>,
+    grids: Mutex<Vec<Vec<Complex32>>>,
+    busy_workers: AtomicUsize,
+    threads: Mutex<Vec<ThreadReport>>,
+    up_sent: AtomicUsize,
+    up_bytes_sent: AtomicUsize,
+    up_received: AtomicUsize,
+    up_bytes_received: AtomicUsize,
+}
+
+impl Cell {
+    fn grid(&self) -> Vec<Complex32> {
+        self.grids
+            .lock()
+            .expect("grid pool")
+            .pop()
+            .unwrap_or_else(|| vec![Complex32::new(0.0, 0.0); self.phy.grid_len()])
+    }
+    fn put_grid(&self, g: Vec<Complex32>) {
+        self.grids.lock().expect("grid pool").push(g);
+    }
+    fn send(&self, ev: Event) {
+        let _ = self.events.lock().expect("event sender").send(ev);
+    }
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.external_stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+}
+
+/// Channel ends handed to the threads of a profile.
+#[derive(Default)]
+struct Wiring {
+    fep: Option<Receiver<HalfGrid>>,
+    fep_tx: Option<Sender<HalfGrid>>,
+    l1: Option<Receiver<Job>>,
+    l1_tx: Option<SyncSender<Job>>,
+    dl: Option<Receiver<Job>>,
+    dl_tx: Option<Sender<Job>>,
+    l1tx: Option<Receiver<(u64, u64)>>,
+    l1tx_tx: Option<SyncSender<(u64, u64)>>,
+    pool: Option<Arc<Mutex<Receiver<Job>>>>,
+    pool_tx: Option<Sender<Job>>,
+    cb_pool: Option<Arc<Mutex<Receiver<CbJob>>>>,
+    cb_pool_tx: Option<Sender<CbJob>>,
+    stack: Option<Receiver<Vec<u8>>>,
+    stack_tx: Option<Sender<Vec<u8>>>,
+    up: Option<Receiver<Vec<u8>>>,
+    up_tx: Option<Sender<Vec<u8>>>,
+}
+
+struct CbJob {
+    cb: usize,
+    buf: usize,
+    llr: Arc<Vec<f32>>,
+    reply: Sender<(u32, bool, Vec<u8>)>,
+}
+
+fn resolve_class(mode: SchedMode, spec: &ThreadSpec) -> Class {
+    match mode {
+        SchedMode::Profile => spec.class,
+        SchedMode::Force(c) if spec.class != Class::Other => c,
+        SchedMode::Force(_) => Class::Other,
+    }
+}
+
+/// Names the thread, applies affinity and class (falling back to SCHED_OTHER with a note when the
+/// kernel refuses an RT class), and registers it. Returns the registry index.
+fn thread_setup(cell: &Cell, spec: &ThreadSpec, class: Class, cpus: &Option<Vec<usize>>) -> usize {
+    let _ = os::set_thread_name(&spec.name);
+    let mut note = None;
+    if let Some(c) = cpus {
+        if let Err(e) = os::set_thread_affinity(c) {
+            note = Some(format!("affinity {c:?} refused: {e}"));
+        }
+    }
+    let mut applied = class;
+    if class != Class::Other {
+        if let Err(e) = os::set_thread_class(class, spec.priority) {
+            applied = Class::Other;
+            note = Some(format!(
+                "{} {} refused ({e}): needs CAP_SYS_NICE and an RT budget in this cpu cgroup \
+                 (cpu.rt_runtime_us > 0); running SCHED_OTHER",
+                class.as_str(),
+                spec.priority
+            ));
+        }
+    }
+    let mut reg = cell.threads.lock().expect("thread registry");
+    reg.push(ThreadReport {
+        name: spec.name.clone(),
+        tid: os::gettid(),
+        role: spec.role,
+        class_requested: class,
+        priority_requested: if class == Class::Other { 0 } else { spec.priority },
+        class: applied,
+        priority: if applied == Class::Other { 0 } else { spec.priority },
+        cpu_s: 0.0,
+        cpu_percent: 0.0,
+        note,
+    });
+    reg.len() - 1
+}
+
+fn thread_finish(cell: &Cell, idx: usize) {
+    let cpu = os::thread_cpu_ns() as f64 / 1e9;
+    if let Some(t) = cell.threads.lock().expect("thread registry").get_mut(idx) {
+        t.cpu_s = cpu;
+    }
+}
+
+/// Runs the emulated cell to completion and returns its summary.
+pub fn run(cfg: Config) -> Result<Summary, EmuError> {
+    let d = cfg.profile.defaults();
+    let lte = cfg.profile != Profile::NrGnb;
+    if !lte && cfg.numerology > 3 {
+        return Err(EmuError::Invalid(format!("numerology µ={} is outside 0..=3", cfg.numerology)));
+    }
+    let tti_ns = if lte { 1_000_000 } else { 1_000_000 >> cfg.numerology };
+    let budget_ttis = cfg.budget_ttis.unwrap_or(d.budget_ttis).max(1);
+    let budget_ns = tti_ns * budget_ttis as u64;
+    let workers = cfg.workers.unwrap_or(if cfg.profile == Profile::Srsenb { budget_ttis as usize } else { d.workers });
+    if cfg.profile != Profile::OaiLte && workers == 0 {
+        return Err(EmuError::Invalid(format!("{} needs at least one worker", cfg.profile.name())));
+    }
+    if !(cfg.snr_db.is_finite()) {
+        return Err(EmuError::Invalid("SNR must be a finite number of dB".into()));
+    }
+    if cfg.max_iterations == 0 || cfg.max_iterations > 100 {
+        return Err(EmuError::Invalid("LDPC iteration cap must be within 1..=100".into()));
+    }
+    let mut warnings = Vec::new();
+    if let Some(cpus) = &cfg.cpus {
+        let allowed = os::allowed_cpus();
+        if cpus.is_empty() || cpus.iter().any(|c| !allowed.contains(c)) {
+            return Err(EmuError::Invalid(format!(
+                "--cpus {cpus:?} is not within the CPUs this process may use {allowed:?}"
+            )));
+        }
+    }
+    let mut carrier = Carrier {
+        prb: cfg.prb.unwrap_or(d.prb),
+        prb_scheduled: 0,
+        mcs: cfg.mcs.unwrap_or(d.mcs),
+        antennas: cfg.antennas.unwrap_or(d.antennas),
+        snr_db: cfg.snr_db,
+        max_iterations: cfg.max_iterations,
+    };
+    if carrier.prb == 0 || carrier.prb > 275 {
+        return Err(EmuError::Invalid(format!("{} PRB is outside 1..=275", carrier.prb)));
+    }
+    let load_target = cfg.load_percent.or(if cfg.prb.is_none() && cfg.traffic.is_none() { Some(d.load_percent) } else { None });
+    let calibration = match cfg.calibration.clone() {
+        Some(c) => c,
+        None => {
+            let (c, measured, path) = Calibration::load_or_measure();
+            if measured && cfg.live {
+                eprintln!(
+                    "rtslice emulate: calibrated this host's kernels ({}){}",
+                    c.build,
+                    path.map(|p| format!(", stored in {}", p.display())).unwrap_or_default()
+                );
+            }
+            c
+        }
+    };
+    // Decoder iterations at this SNR and MCS, measured on a small allocation: the one input to the
+    // cost prediction that depends on the channel.
+    let probe_prb = carrier.prb.min(10);
+    let probe = Phy::new(Carrier { prb_scheduled: probe_prb, ..carrier.clone() })?;
+    let iterations_mean = mean_iterations(&probe);
+    if let Some(load) = load_target {
+        if !(load > 0.0 && load <= 10_000.0) {
+            return Err(EmuError::Invalid(format!("load {load}% must be above 0")));
+        }
+        let budget_us = tti_ns as f64 / 1e3 * load / 100.0;
+        let shape = carrier.clone();
+        let cost = |n: usize| calibration.predict(&TtiWork::estimate(&shape, n, iterations_mean)).total_us;
+        let full = cost(carrier.prb);
+        if full < budget_us * 0.97 {
+            return Err(EmuError::LoadTooHigh {
+                requested: load,
+                max: 100.0 * full * 1e3 / tti_ns as f64,
+                hint: format!(
+                    "{} PRB, MCS {}, {} antenna(s) fully scheduled; raise --prb, --mcs or --antennas",
+                    carrier.prb, carrier.mcs, carrier.antennas
+                ),
+            });
+        }
+        let best = (1..=carrier.prb).min_by(|&a, &b| (cost(a) - budget_us).abs().total_cmp(&(cost(b) - budget_us).abs()));
+        carrier.prb_scheduled = best.unwrap_or(1);
+        if cost(carrier.prb_scheduled) > budget_us * 1.5 {
+            warnings.push(format!(
+                "the smallest allocation (1 PRB) costs {:.0} µs per TTI, above the {load}% target",
+                cost(1)
+            ));
+        }
+    } else {
+        let t = cfg.traffic.unwrap_or(1.0);
+        if !(t > 0.0 && t <= 1.0) {
+            return Err(EmuError::Invalid(format!("traffic {t} must be within (0, 1]")));
+        }
+        carrier.prb_scheduled = ((carrier.prb as f64 * t).round() as usize).clamp(1, carrier.prb);
+    }
+    let phy = Phy::new(carrier.clone())?;
+    let predicted = calibration.predict(&TtiWork::of(&phy, iterations_mean));
+    let ul: Vec<UlSubframe> = (0..UL_BUFFERS as u64).map(|s| phy.generate_ul(1000 + s)).collect();
+    let total_ttis = (cfg.duration.as_nanos() / tti_ns as u128).max(1) as u64;
+    let tbs = phy.tbs as u64;
+
+    let (ev_tx, ev_rx) = mpsc::channel();
+    let cell = Arc::new(Cell {
+        phy,
+        ul,
+        tti_ns,
+        budget_ns,
+        total_ttis,
+        stop: AtomicBool::new(false),
+        external_stop: cfg.stop.clone(),
+        events: Mutex::new(ev_tx),
+        grids: Mutex::new(Vec::new()),
+        busy_workers: AtomicUsize::new(0),
+        threads: Mutex::new(Vec::new()),
+        up_sent: AtomicUsize::new(0),
+        up_bytes_sent: AtomicUsize::new(0),
+        up_received: AtomicUsize::new(0),
+        up_bytes_received: AtomicUsize::new(0),
+    });
+
+    let specs = cfg.profile.threads(workers);
+    let mut w = Wiring::default();
+    let queue = budget_ttis as usize;
+    let (tx, rx) = mpsc::channel();
+    w.fep_tx = Some(tx);
+    w.fep = Some(rx);
+    let (tx, rx) = mpsc::sync_channel(queue);
+    w.l1_tx = Some(tx);
+    w.l1 = Some(rx);
+    let (tx, rx) = mpsc::channel();
+    w.dl_tx = Some(tx);
+    w.dl = Some(rx);
+    let (tx, rx) = mpsc::sync_channel(queue);
+    w.l1tx_tx = Some(tx);
+    w.l1tx = Some(rx);
+    let (tx, rx) = mpsc::channel();
+    w.pool_tx = Some(tx);
+    w.pool = Some(Arc::new(Mutex::new(rx)));
+    let (tx, rx) = mpsc::channel();
+    w.cb_pool_tx = Some(tx);
+    w.cb_pool = Some(Arc::new(Mutex::new(rx)));
+    let (tx, rx) = mpsc::channel();
+    w.stack_tx = Some(tx);
+    w.stack = Some(rx);
+    let (tx, rx) = mpsc::channel();
+    w.up_tx = Some(tx);
+    w.up = Some(rx);
+    // In srsENB the stack thread forwards to the tunnel; in OAI L1 hands bytes to GTP-U directly.
+    let l2_tx = if cfg.profile == Profile::Srsenb { w.stack_tx.clone() } else { w.up_tx.clone() };
+
+    let barrier = Arc::new(Barrier::new(specs.len() + 1));
+    let (addr_tx, addr_rx) = mpsc::channel::<Result<SocketAddr, String>>();
+    let mut handles = Vec::new();
+    for spec in specs.iter().cloned() {
+        let cell = cell.clone();
+        let barrier = barrier.clone();
+        let class = resolve_class(cfg.sched, &spec);
+        let cpus = cfg.cpus.clone();
+        let up = cfg.userplane.clone();
+        let profile = cfg.profile;
+        let role = spec.role;
+        // Each role holds only the senders it uses, so channels close in pipeline order at the end.
+        let clock = role == Role::Clock;
+        let nr = profile == Profile::NrGnb;
+        let fep_tx = if clock { w.fep_tx.clone() } else { None };
+        let l1_tx = if clock { w.l1_tx.clone() } else { None };
+        let l1tx_tx = if clock { w.l1tx_tx.clone() } else { None };
+        let pool_tx = if clock { w.pool_tx.clone() } else { None };
+        let dl_tx = if role == Role::L1 { w.dl_tx.clone() } else { None };
+        let cb_pool_tx = if role == Role::L1 { w.cb_pool_tx.clone() } else { None };
+        let up_tx = if role == Role::Stack { w.up_tx.clone() } else { None };
+        let l2 = if matches!(role, Role::L1 | Role::Worker) { l2_tx.clone() } else { None };
+        let pool = if role == Role::Worker && !nr { w.pool.clone() } else { None };
+        let cb_pool = if role == Role::Worker && nr { w.cb_pool.clone() } else { None };
+        let addr_tx = if role == Role::UserPlaneRx { Some(addr_tx.clone()) } else { None };
+        let fep = if role == Role::FrontEnd { w.fep.take() } else { None };
+        let l1 = if role == Role::L1 { w.l1.take() } else { None };
+        let dl = if role == Role::DlBackEnd { w.dl.take() } else { None };
+        let l1tx = if role == Role::L1Tx { w.l1tx.take() } else { None };
+        let stack = if role == Role::Stack { w.stack.take() } else { None };
+        let upq = if role == Role::UserPlaneTx { w.up.take() } else { None };
+        let h = std::thread::Builder::new()
+            .name(spec.name.clone())
+            .spawn(move || {
+                let idx = thread_setup(&cell, &spec, class, &cpus);
+                barrier.wait();
+                match role {
+                    Role::Clock => clock_loop(&cell, profile, fep_tx, l1_tx, l1tx_tx, pool_tx),
+                    Role::FrontEnd => fep_loop(&cell, fep.expect("fep channel")),
+                    Role::L1 => l1_loop(&cell, profile, l1.expect("l1 channel"), dl_tx, cb_pool_tx, l2),
+                    Role::DlBackEnd => dl_loop(&cell, dl.expect("dl channel")),
+                    Role::L1Tx => l1tx_loop(&cell, l1tx.expect("l1tx channel")),
+                    Role::Worker if profile == Profile::NrGnb => cb_worker_loop(&cell, cb_pool.expect("cb pool")),
+                    Role::Worker => worker_loop(&cell, pool.expect("pool"), l2),
+                    Role::Stack => stack_loop(&cell, stack.expect("stack channel"), up_tx),
+                    Role::UserPlaneTx => up_tx_loop(&cell, upq.expect("user-plane channel"), addr_rx_shared()),
+                    Role::UserPlaneRx => up_rx_loop(&cell, &up, addr_tx.expect("address channel")),
+                    Role::Control => control_loop(&cell, spec.period_ms),
+                }
+                thread_finish(&cell, idx);
+            })
+            .map_err(|e| EmuError::Io(format!("cannot start thread {}: {e}", spec_name_hint(&e))))?;
+        handles.push(h);
+    }
+    drop(w);
+    drop(l2_tx);
+    drop(addr_tx);
+    // The receiving socket must exist before the sender starts; hand its address over.
+    let receiver = match addr_rx.recv_timeout(Duration::from_secs(5)) {
+        Ok(Ok(a)) => {
+            set_addr_shared(Some(a));
+            a.to_string()
+        }
+        Ok(Err(e)) => {
+            warnings.push(format!("user plane disabled: {e}"));
+            set_addr_shared(None);
+            String::new()
+        }
+        Err(_) => {
+            set_addr_shared(None);
+            String::new()
+        }
+    };
+    barrier.wait();
+
+    let start_cpu = process_cpu_ns();
+    let start = os::now_ns();
+    let mut col = Collector::new(budget_ns, tbs);
+    let mut next_line = start + 1_000_000_000;
+    let mut second = 0;
+    loop {
+        match ev_rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(ev) => col.add(ev),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        // All pipeline threads hold a sender through `cell`; stop when every thread has finished.
+        if handles.iter().all(|h| h.is_finished()) {
+            while let Ok(ev) = ev_rx.try_recv() {
+                col.add(ev);
+            }
+            break;
+        }
+        let now = os::now_ns();
+        if now >= next_line {
+            second += 1;
+            if cfg.live {
+                eprintln!("{}", live_line(second, &mut col.window, tti_ns));
+            }
+            col.window = Totals { slack_min_ns: i64::MAX, ..Totals::default() };
+            next_line += 1_000_000_000;
+        }
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    let elapsed_s = (os::now_ns() - start) as f64 / 1e9;
+    let cpu_total = (process_cpu_ns() - start_cpu) as f64 / 1e9;
+    // TTIs still waiting for one direction (threads ended mid-TTI on Ctrl-C) are not counted.
+    let t = &mut col.total;
+    t.proc_us.sort_by(f32::total_cmp);
+    t.wake_us.sort_by(f32::total_cmp);
+    let span_s = (t.ttis as f64 * tti_ns as f64 / 1e9).max(1e-9);
+    let threads: Vec<ThreadReport> = cell
+        .threads
+        .lock()
+        .expect("thread registry")
+        .iter()
+        .cloned()
+        .map(|mut r| {
+            r.cpu_percent = 100.0 * r.cpu_s / elapsed_s.max(1e-9);
+            if let Some(n) = &r.note {
+                warnings.push(format!("{}: {n}", r.name));
+            }
+            r
+        })
+        .collect();
+    let offered = 2.0 * tbs as f64 * 1e9 / tti_ns as f64;
+    Ok(Summary {
+        profile: cfg.profile.name().to_string(),
+        duration_s: span_s,
+        tti_us: tti_ns as f64 / 1e3,
+        budget_us: budget_ns as f64 / 1e3,
+        prb: carrier.prb,
+        prb_scheduled: carrier.prb_scheduled,
+        mcs: carrier.mcs,
+        antennas: carrier.antennas,
+        snr_db: carrier.snr_db,
+        fft_size: cell.phy.nfft,
+        tbs_bits: cell.phy.tbs,
+        code_blocks: cell.phy.cbs.len(),
+        load_target_percent: load_target,
+        load_predicted_percent: 100.0 * predicted.total_us * 1e3 / tti_ns as f64,
+        predicted_cost: predicted,
+        ttis: t.ttis,
+        deadline_misses: t.missed,
+        misses: t.misses.clone(),
+        nacks: t.nacks,
+        decode_failures: t.decode_failures,
+        nack_ratio: if t.ttis > 0 { t.nacks as f64 / t.ttis as f64 } else { 0.0 },
+        lost_subframes: t.misses.dl_late + t.misses.dl_dropped,
+        throughput_bps: (t.ul_bits + t.dl_bits) as f64 / span_s,
+        ul_throughput_bps: t.ul_bits as f64 / span_s,
+        dl_throughput_bps: t.dl_bits as f64 / span_s,
+        offered_bps: offered,
+        proc_mean_us: if t.proc_us.is_empty() { 0.0 } else { t.proc_us.iter().map(|&x| x as f64).sum::<f64>() / t.proc_us.len() as f64 },
+        proc_p50_us: percentile(&t.proc_us, 0.5),
+        proc_p99_us: percentile(&t.proc_us, 0.99),
+        proc_p9999_us: percentile(&t.proc_us, 0.9999),
+        proc_max_us: t.proc_us.last().copied().unwrap_or(0.0) as f64,
+        slack_min_us: if t.slack_min_ns == i64::MAX { 0.0 } else { t.slack_min_ns as f64 / 1e3 },
+        clock_wakeup_p99_us: percentile(&t.wake_us, 0.99),
+        clock_wakeup_max_us: t.wake_us.last().copied().unwrap_or(0.0) as f64,
+        ldpc_iterations_mean: if t.code_blocks > 0 { t.iterations as f64 / t.code_blocks as f64 } else { 0.0 },
+        cpu_percent_total: 100.0 * cpu_total / elapsed_s.max(1e-9),
+        threads,
+        userplane: UserPlaneReport {
+            packets_sent: cell.up_sent.load(Ordering::Relaxed) as u64,
+            bytes_sent: cell.up_bytes_sent.load(Ordering::Relaxed) as u64,
+            packets_received: cell.up_received.load(Ordering::Relaxed) as u64,
+            bytes_received: cell.up_bytes_received.load(Ordering::Relaxed) as u64,
+            receiver,
+        },
+        warnings,
+    })
+}
+
+fn spec_name_hint(e: &std::io::Error) -> String {
+    format!("({e}); the process may have hit its thread limit")
+}
+
+fn live_line(second: u64, w: &mut Totals, tti_ns: u64) -> String {
+    w.proc_us.sort_by(f32::total_cmp);
+    let secs = (w.ttis as f64 * tti_ns as f64 / 1e9).max(1e-9);
+    format!(
+        "[{second:>4}s] ttis {:>5}  misses {:>4} (ul late {}, dl late {}, dropped {})  nack {:>4}  thr {:>7.2} Mbit/s  proc p50 {:>6.0} p99 {:>6.0} max {:>6.0} µs  iters {:.1}",
+        w.ttis,
+        w.missed,
+        w.misses.ul_late,
+        w.misses.dl_late,
+        w.misses.ul_dropped.max(w.misses.dl_dropped),
+        w.nacks,
+        (w.ul_bits + w.dl_bits) as f64 / secs / 1e6,
+        percentile(&w.proc_us, 0.5),
+        percentile(&w.proc_us, 0.99),
+        w.proc_us.last().copied().unwrap_or(0.0),
+        if w.code_blocks > 0 { w.iterations as f64 / w.code_blocks as f64 } else { 0.0 },
+    )
+}
+
+fn process_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid pointer to a timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn mean_iterations(phy: &Phy) -> f64 {
+    let mut scratch = Scratch::default();
+    let mut grid = vec![Complex32::new(0.0, 0.0); phy.grid_len()];
+    let mut sum = 0u32;
+    let mut n = 0u32;
+    for seed in 0..3 {
+        let sf = phy.generate_ul(77 + seed);
+        phy.ul_fft(&sf.time, &mut grid, 0..SYMBOLS, &mut scratch);
+        let r = phy.ul_decode(&grid, &sf, &mut scratch, &mut Vec::new());
+        sum += r.iterations_sum;
+        n += r.code_blocks;
+    }
+    if n == 0 { 1.0 } else { sum as f64 / n as f64 }
+}
+
+// The user-plane receiver's address, set once before the threads pass the start barrier.
+static UP_ADDR: Mutex<Option<Option<SocketAddr>>> = Mutex::new(None);
+fn set_addr_shared(a: Option<SocketAddr>) {
+    *UP_ADDR.lock().expect("addr") = Some(a);
+}
+fn addr_rx_shared() -> Option<SocketAddr> {
+    UP_ADDR.lock().expect("addr").flatten()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Thread bodies.
+
+fn clock_loop(
+    cell: &Cell,
+    profile: Profile,
+    fep_tx: Option<Sender<HalfGrid>>,
+    l1_tx: Option<SyncSender<Job>>,
+    l1tx_tx: Option<SyncSender<(u64, u64)>>,
+    pool_tx: Option<Sender<Job>>,
+) {
+    let mut scratch = Scratch::default();
+    let (done_tx, done_rx) = mpsc::sync_channel::<()>(1);
+    let workers = cell.threads.lock().map(|t| t.iter().filter(|r| r.role == Role::Worker).count()).unwrap_or(1);
+    // Start on a round time a little ahead, so every thread is waiting when the first TTI arrives.
+    let t0 = os::now_ns() + 20 * cell.tti_ns;
+    let half = SYMBOLS / 2;
+    for n in 0..cell.total_ttis {
+        if cell.stopping() {
+            break;
+        }
+        // Samples of TTI n are complete at the end of its air time.
+        let avail = t0 + (n + 1) * cell.tti_ns;
+        os::sleep_until_ns(avail);
+        let wake = os::now_ns();
+        cell.send(Event::Tick { avail, wake });
+        let buf = (n % cell.ul.len() as u64) as usize;
+        let drop_both = |cell: &Cell| {
+            cell.send(Event::Ul { n, avail, done: None, ok: false, iterations: 0, code_blocks: 0 });
+            cell.send(Event::Dl { n, avail, done: None });
+        };
+        if wake > avail + cell.budget_ns {
+            // The clock itself is beyond the budget: the radio buffer overran, samples are gone.
+            drop_both(cell);
+            continue;
+        }
+        match profile {
+            Profile::OaiLte => {
+                // ru-thread transforms the first half of the symbols while fep_processing does the
+                // second half, then hands the subframe to lte-softmodem.
+                let mut grid = cell.grid();
+                let split = cell.phy.symbol_offset(half);
+                let (a, b) = grid.split_at_mut(split);
+                let sent = fep_tx.as_ref().is_some_and(|f| {
+                    f.send(HalfGrid { ptr: b.as_mut_ptr(), len: b.len(), buf, done: done_tx.clone() }).is_ok()
+                });
+                cell.phy.ul_fft(&cell.ul[buf].time, a, 0..half, &mut scratch);
+                if sent {
+                    let _ = done_rx.recv();
+                } else {
+                    cell.phy.ul_fft(&cell.ul[buf].time, b, half..SYMBOLS, &mut scratch);
+                }
+                let job = Job { n, avail, buf, grid };
+                if let Some(tx) = &l1_tx {
+                    match tx.try_send(job) {
+                        Ok(()) => {}
+                        Err(TrySendError::Full(job)) | Err(TrySendError::Disconnected(job)) => {
+                            cell.put_grid(job.grid);
+                            drop_both(cell);
+                        }
+                    }
+                }
+            }
+            Profile::Srsenb => {
+                // TXRX hands the TTI to an idle worker; with none idle the samples are dropped.
+                if cell.busy_workers.load(Ordering::Acquire) >= workers {
+                    drop_both(cell);
+                    continue;
+                }
+                cell.busy_workers.fetch_add(1, Ordering::AcqRel);
+                let job = Job { n, avail, buf, grid: Vec::new() };
+                if let Some(tx) = &pool_tx {
+                    if tx.send(job).is_err() {
+                        drop_both(cell);
+                    }
+                }
+            }
+            Profile::NrGnb => {
+                // ru_thread runs the whole front end, then feeds L1_rx and triggers L1_tx.
+                let mut grid = cell.grid();
+                cell.phy.ul_fft(&cell.ul[buf].time, &mut grid, 0..SYMBOLS, &mut scratch);
+                if let Some(tx) = &l1_tx {
+                    if let Err(TrySendError::Full(job)) | Err(TrySendError::Disconnected(job)) =
+                        tx.try_send(Job { n, avail, buf, grid })
+                    {
+                        cell.put_grid(job.grid);
+                        cell.send(Event::Ul { n, avail, done: None, ok: false, iterations: 0, code_blocks: 0 });
+                    }
+                }
+                if let Some(tx) = &l1tx_tx {
+                    if tx.try_send((n, avail)).is_err() {
+                        cell.send(Event::Dl { n, avail, done: None });
+                    }
+                }
+            }
+        }
+    }
+    // Dropping the senders lets the pipeline drain and end.
+    cell.stop.store(true, Ordering::Relaxed);
+}
+
+fn fep_loop(cell: &Cell, rx: Receiver<HalfGrid>) {
+    let mut scratch = Scratch::default();
+    let half = SYMBOLS / 2;
+    while let Ok(job) = rx.recv() {
+        // SAFETY: see `HalfGrid`: the owner waits for `done` and does not touch this half meanwhile.
+        let part = unsafe { std::slice::from_raw_parts_mut(job.ptr, job.len) };
+        cell.phy.ul_fft(&cell.ul[job.buf].time, part, half..SYMBOLS, &mut scratch);
+        let _ = job.done.send(());
+    }
+}
+
+/// Uplink decode of one job on this thread (OAI LTE lte-softmodem), or with code blocks fanned out
+/// to the pool (OAI NR L1_rx_thread).
+fn l1_loop(
+    cell: &Cell,
+    profile: Profile,
+    rx: Receiver<Job>,
+    dl_tx: Option<Sender<Job>>,
+    cb_pool: Option<Sender<CbJob>>,
+    l2: Option<Sender<Vec<u8>>>,
+) {
+    let mut scratch = Scratch::default();
+    while let Ok(mut job) = rx.recv() {
+        let mut payload = Vec::new();
+        let (ok, iterations, cbs) = if profile == Profile::NrGnb {
+            cell.phy.ul_equalize(&job.grid, &mut scratch);
+            let llr = Arc::new(std::mem::take(&mut scratch.llr));
+            let (rtx, rrx) = mpsc::channel();
+            let ncb = cell.phy.cbs.len();
+            for cb in 0..ncb {
+                if let Some(p) = &cb_pool {
+                    let _ = p.send(CbJob { cb, buf: job.buf, llr: llr.clone(), reply: rtx.clone() });
+                }
+            }
+            drop(rtx);
+            let mut ok = true;
+            let mut it = 0;
+            let mut got = 0;
+            while let Ok((i, good, bytes)) = rrx.recv() {
+                ok &= good;
+                it += i;
+                got += 1;
+                payload.extend(bytes);
+            }
+            scratch.llr = Arc::try_unwrap(llr).unwrap_or_default();
+            (ok && got == ncb, it, ncb as u32)
+        } else {
+            let r = cell.phy.ul_decode(&job.grid, &cell.ul[job.buf], &mut scratch, &mut payload);
+            (r.ok, r.iterations_sum, r.code_blocks)
+        };
+        let done = os::now_ns();
+        cell.send(Event::Ul { n: job.n, avail: job.avail, done: Some(done), ok, iterations, code_blocks: cbs });
+        if ok && done <= job.avail + cell.budget_ns {
+            if let Some(l2) = &l2 {
+                let _ = l2.send(payload);
+            }
+        }
+        if profile == Profile::OaiLte {
+            // lte-softmodem also builds the downlink subframe; feptx_thread does the IFFT.
+            cell.phy.dl_build(job.n, &mut job.grid, &mut scratch);
+            match &dl_tx {
+                Some(tx) => {
+                    if let Err(e) = tx.send(job) {
+                        cell.put_grid(e.0.grid);
+                    }
+                }
+                None => cell.put_grid(job.grid),
+            }
+        } else {
+            cell.put_grid(job.grid);
+        }
+    }
+}
+
+fn dl_loop(cell: &Cell, rx: Receiver<Job>) {
+    let mut scratch = Scratch::default();
+    while let Ok(mut job) = rx.recv() {
+        cell.phy.dl_ifft(&mut job.grid, &mut scratch);
+        cell.send(Event::Dl { n: job.n, avail: job.avail, done: Some(os::now_ns()) });
+        cell.put_grid(job.grid);
+    }
+}
+
+fn l1tx_loop(cell: &Cell, rx: Receiver<(u64, u64)>) {
+    let mut scratch = Scratch::default();
+    while let Ok((n, avail)) = rx.recv() {
+        let mut grid = cell.grid();
+        cell.phy.dl_build(n, &mut grid, &mut scratch);
+        cell.phy.dl_ifft(&mut grid, &mut scratch);
+        cell.send(Event::Dl { n, avail, done: Some(os::now_ns()) });
+        cell.put_grid(grid);
+    }
+}
+
+fn take_job<T>(pool: &Mutex<Receiver<T>>) -> Option<T> {
+    pool.lock().ok()?.recv().ok()
+}
+
+/// srsENB WORKERn: the whole TTI (FFT, decode, DL build, IFFT) on one thread.
+fn worker_loop(cell: &Cell, pool: Arc<Mutex<Receiver<Job>>>, l2: Option<Sender<Vec<u8>>>) {
+    let mut scratch = Scratch::default();
+    let mut grid = vec![Complex32::new(0.0, 0.0); cell.phy.grid_len()];
+    while let Some(job) = take_job(&pool) {
+        let sf = &cell.ul[job.buf];
+        cell.phy.ul_fft(&sf.time, &mut grid, 0..SYMBOLS, &mut scratch);
+        let mut payload = Vec::new();
+        let r = cell.phy.ul_decode(&grid, sf, &mut scratch, &mut payload);
+        let done = os::now_ns();
+        cell.send(Event::Ul { n: job.n, avail: job.avail, done: Some(done), ok: r.ok, iterations: r.iterations_sum, code_blocks: r.code_blocks });
+        if r.ok && done <= job.avail + cell.budget_ns {
+            if let Some(l2) = &l2 {
+                let _ = l2.send(payload);
+            }
+        }
+        cell.phy.dl_build(job.n, &mut grid, &mut scratch);
+        cell.phy.dl_ifft(&mut grid, &mut scratch);
+        cell.send(Event::Dl { n: job.n, avail: job.avail, done: Some(os::now_ns()) });
+        cell.busy_workers.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// OAI NR Tpool worker: one code block per job.
+fn cb_worker_loop(cell: &Cell, pool: Arc<Mutex<Receiver<CbJob>>>) {
+    let mut work = DecoderWork::default();
+    while let Some(job) = take_job(&pool) {
+        let (d, ok) = cell.phy.decode_cb(job.cb, &job.llr, &cell.ul[job.buf].info[job.cb], &mut work);
+        let mut bytes = Vec::new();
+        if ok {
+            pack_bits(&work.hard, &mut bytes);
+        }
+        let _ = job.reply.send((d.iterations, ok, bytes));
+    }
+}
+
+/// srsENB STACK: MAC/RLC work on delivered uplink PDUs (reassembly checksum), then to the tunnel.
+fn stack_loop(cell: &Cell, rx: Receiver<Vec<u8>>, up: Option<Sender<Vec<u8>>>) {
+    let _ = cell;
+    while let Ok(pdu) = rx.recv() {
+        let crc = crc32(&pdu);
+        let mut sdu = pdu;
+        sdu.extend_from_slice(&crc.to_be_bytes());
+        if let Some(up) = &up {
+            let _ = up.send(sdu);
+        }
+    }
+}
+
+/// GTP-U towards the core: each delivered payload in datagrams of at most 1,400 bytes behind an
+/// 8-byte GTPv1-U header (flags 0x30, type 255 = G-PDU, length, TEID).
+fn up_tx_loop(cell: &Cell, rx: Receiver<Vec<u8>>, addr: Option<SocketAddr>) {
+    let sock = addr.and_then(|a| {
+        let local = if a.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
+        let s = UdpSocket::bind(local).ok()?;
+        s.connect(a).ok()?;
+        Some(s)
+    });
+    let mut dgram = Vec::with_capacity(1408);
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(payload) => {
+                let Some(s) = &sock else { continue };
+                for chunk in payload.chunks(1400) {
+                    dgram.clear();
+                    dgram.extend_from_slice(&[0x30, 0xFF]);
+                    dgram.extend_from_slice(&(chunk.len() as u16).to_be_bytes());
+                    dgram.extend_from_slice(&0x0000_0001u32.to_be_bytes());
+                    dgram.extend_from_slice(chunk);
+                    if s.send(&dgram).is_ok() {
+                        cell.up_sent.fetch_add(1, Ordering::Relaxed);
+                        cell.up_bytes_sent.fetch_add(dgram.len(), Ordering::Relaxed);
+                    }
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            // Every producer (L1, workers, stack) has ended: the pipeline is drained.
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+}
+
+fn up_rx_loop(cell: &Cell, up: &UserPlane, addr_tx: Sender<Result<SocketAddr, String>>) {
+    let sock = (|| -> Result<UdpSocket, String> {
+        if let Some(ns) = &up.netns {
+            enter_netns(ns)?;
+        }
+        let bind = up.bind.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+        let s = UdpSocket::bind(bind).map_err(|e| format!("cannot bind the user-plane socket to {bind}: {e}"))?;
+        s.set_read_timeout(Some(Duration::from_millis(100))).map_err(|e| e.to_string())?;
+        Ok(s)
+    })();
+    let sock = match sock {
+        Ok(s) => {
+            let _ = addr_tx.send(s.local_addr().map_err(|e| e.to_string()));
+            s
+        }
+        Err(e) => {
+            let _ = addr_tx.send(Err(e));
+            return;
+        }
+    };
+    drop(addr_tx);
+    let mut buf = vec![0u8; 65536];
+    let mut idle_after_stop = 0;
+    loop {
+        match sock.recv(&mut buf) {
+            Ok(n) => {
+                cell.up_received.fetch_add(1, Ordering::Relaxed);
+                cell.up_bytes_received.fetch_add(n, Ordering::Relaxed);
+            }
+            Err(_) => {
+                if cell.stop.load(Ordering::Relaxed) {
+                    idle_after_stop += 1;
+                    if idle_after_stop >= 2 {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Moves the calling thread into network namespace `name` (/var/run/netns/<name>, as `ip netns`).
+fn enter_netns(name: &str) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let path = format!("/var/run/netns/{name}");
+    let f = std::fs::File::open(&path).map_err(|e| format!("cannot open {path}: {e} (create it with `ip netns add {name}`)"))?;
+    // SAFETY: valid fd; CLONE_NEWNET only changes this thread's network namespace.
+    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    if rc != 0 {
+        return Err(format!("setns({path}): {} (needs CAP_SYS_ADMIN)", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Control-plane task: wakes every `period_ms` (absolute time) and builds and checks a message.
+fn control_loop(cell: &Cell, period_ms: u64) {
+    let period = period_ms.max(1) * 1_000_000;
+    let mut next = os::now_ns() + period;
+    let mut seq = 0u64;
+    while !cell.stopping() {
+        // Sleep in slices so that the end of the run is noticed within 50 ms.
+        let now = os::now_ns();
+        if now < next {
+            os::sleep_until_ns(next.min(now + 50_000_000));
+            continue;
+        }
+        next += period;
+        seq += 1;
+        let msg = serde_json::json!({ "procedure": "status", "seq": seq, "cells": [{ "id": 1, "ues": seq % 8 }] });
+        let bytes = serde_json::to_vec(&msg).unwrap_or_default();
+        std::hint::black_box(crc32(&bytes));
+    }
+}
+
+/// CRC-32 (IEEE), bitwise: what RLC/GTP layers spend on integrity per byte.
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= b as u32;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
