@@ -1,0 +1,199 @@
+//! The shipped examples, planned by the real `rtslice` binary: exit codes, cpusets, pins, JSON schema.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn rtslice(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rtslice")).args(args).current_dir(root()).output().expect("run rtslice")
+}
+
+/// Plans an example as JSON on an 8-CPU host (the examples' node), whatever this machine has.
+fn plan_json(example: &str, extra: &[&str]) -> (i32, Value) {
+    let mut args = vec!["plan", example, "--json", "--online", "0-7"];
+    if !extra.contains(&"--isolcpus") {
+        args.extend_from_slice(&["--isolcpus", ""]);
+    }
+    args.extend_from_slice(extra);
+    let out = rtslice(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!("{example}: not JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr))
+    });
+    (out.status.code().unwrap(), json)
+}
+
+fn workload<'a>(plan: &'a Value, name: &str) -> &'a Value {
+    plan["workloads"].as_array().unwrap().iter().find(|w| w["name"] == name).unwrap_or_else(|| panic!("{name} not admitted: {plan:#}"))
+}
+
+fn ids(v: &Value) -> Vec<u64> {
+    v.as_array().unwrap_or_else(|| panic!("not a list: {v}")).iter().map(|x| x.as_u64().unwrap()).collect()
+}
+
+fn thread_cpus(w: &Value, pattern: &str) -> Value {
+    w["threads"].as_array().unwrap().iter().find(|t| t["pattern"] == pattern).unwrap()["cpus"].clone()
+}
+
+#[test]
+fn study_b_worst_fit_reproduces_the_paper() {
+    let (code, p) = plan_json("examples/study-b-worst-fit.yaml", &[]);
+    assert_eq!(code, 1, "a rejection exits 1");
+    assert_eq!(ids(&workload(&p, "container1")["cpus"]), [0, 1]);
+    assert_eq!(ids(&workload(&p, "container2")["cpus"]), [2]);
+    assert_eq!(ids(&workload(&p, "container3")["cpus"]), [0, 2, 3]);
+    let order: Vec<u64> = workload(&p, "container3")["allocation"]["per_cpu"].as_array().unwrap().iter().map(|r| r["cpu"].as_u64().unwrap()).collect();
+    assert_eq!(order, [3, 2, 0], "worst-fit order of study B");
+    let rej = &p["rejected"][0];
+    assert_eq!(rej["name"], "container4");
+    assert!(rej["reason"].as_str().unwrap().contains("75%"));
+    let mv = &rej["defrag"]["moves"];
+    assert_eq!(mv.as_array().unwrap().len(), 1);
+    assert_eq!((mv[0]["workload"].as_str().unwrap(), mv[0]["from_cpu"].as_u64().unwrap(), mv[0]["to_cpu"].as_u64().unwrap()), ("container3", 3, 1));
+    // The per-CPU map: CPU 0 carries 50% + 40%.
+    let cpu0 = &p["node"]["per_cpu"][0];
+    assert!((cpu0["reserved"].as_f64().unwrap() - 0.9).abs() < 1e-9, "{cpu0}");
+}
+
+#[test]
+fn study_b_human_output_shows_map_and_proposal() {
+    let out = rtslice(&["plan", "examples/study-b-worst-fit.yaml", "--online", "0-3"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("container1 50%, container3 40%"), "{text}");
+    assert!(text.contains("move container3's 40% share from CPU 3 to CPU 1"), "{text}");
+}
+
+#[test]
+fn study_a_wide_affinity() {
+    let (code, p) = plan_json("examples/study-a-wa.yaml", &[]);
+    assert_eq!(code, 0);
+    let w = workload(&p, "vbbu");
+    assert_eq!(ids(&w["cpus"]), [4, 5, 6, 7]);
+    assert_eq!(w["isolation"]["wideAffinity"], true);
+    assert_eq!(thread_cpus(w, "^ru-thread$")["kind"], "anywhere");
+    assert!(w.get("irqs").is_none());
+}
+
+#[test]
+fn study_a_thread_affinity() {
+    let (code, p) = plan_json("examples/study-a-ta.yaml", &[]);
+    assert_eq!(code, 0);
+    let w = workload(&p, "vbbu");
+    assert_eq!(ids(&thread_cpus(w, "^ru-thread$")["cpus"]), [4]);
+    assert_eq!(ids(&thread_cpus(w, "^lte-softmodem$")["cpus"]), [5]);
+    assert_eq!(ids(&thread_cpus(w, "^(fep_processing|feptx_thread)$")["cpus"]), [6]);
+    assert_eq!(ids(&thread_cpus(w, "^TASK_")["cpus"]), [7]);
+    assert_eq!(w["threads"][0]["sched"]["policy"], "fifo");
+    assert_eq!(w["threads"][0]["sched"]["priority"], 95);
+}
+
+#[test]
+fn study_a_irq_affinity_variants() {
+    for (file, pinned_threads) in [("examples/study-a-ia.yaml", false), ("examples/study-a-ia-wa.yaml", false), ("examples/study-a-ia-ta.yaml", true)] {
+        let (code, p) = plan_json(file, &[]);
+        assert_eq!(code, 0, "{file}");
+        let w = workload(&p, "vbbu");
+        assert_eq!(ids(&w["irqs"][0]["cpus"]), [7], "{file}: NIC IRQs on C7");
+        assert_eq!(ids(&w["net"][0]["rps_cpus"]), [7], "{file}");
+        assert_eq!(ids(&w["net"][0]["xps_cpus"]), [7], "{file}");
+        assert_eq!(thread_cpus(w, "^ru-thread$")["kind"] == "cpus", pinned_threads, "{file}");
+    }
+    let (_, p) = plan_json("examples/study-a-ia-wa.yaml", &[]);
+    assert_eq!(workload(&p, "vbbu")["isolation"]["wideAffinity"], true);
+}
+
+#[test]
+fn study_a_shielding_and_isolcpus() {
+    let (code, p) = plan_json("examples/study-a-shield.yaml", &[]);
+    assert_eq!(code, 0);
+    let w = workload(&p, "vbbu");
+    assert_eq!(w["allocation"]["kind"], "dedicated");
+    assert_eq!(w["isolation"]["shield"], true);
+    for c in 4..8 {
+        assert_eq!(p["node"]["per_cpu"][c]["exclusive_to"], "vbbu");
+    }
+    // isolCPU: rejected on a host without isolcpus, admitted with isolcpus=4-7.
+    let (code, p) = plan_json("examples/study-a-isolcpus.yaml", &[]);
+    assert_eq!(code, 1);
+    assert!(p["rejected"][0]["reason"].as_str().unwrap().contains("isolcpus"), "{p}");
+    let (code, p) = plan_json("examples/study-a-isolcpus.yaml", &["--isolcpus", "4-7"]);
+    assert_eq!(code, 0, "{p}");
+    assert_eq!(ids(&workload(&p, "vbbu")["cpus"]), [4, 5, 6, 7]);
+}
+
+#[test]
+fn study_a_cloud_ran_orthogonal_layout() {
+    let (code, p) = plan_json("examples/study-a-cloud-ran.yaml", &[]);
+    assert_eq!(code, 0, "{p}");
+    assert_eq!(ids(&workload(&p, "vbbu1")["cpus"]), [4, 5, 6, 7]);
+    assert_eq!(ids(&workload(&p, "vbbu2")["cpus"]), [2, 3]);
+    assert_eq!(ids(&workload(&p, "container-a")["cpus"]), [1]);
+    let irq = |w: &str, i: usize| ids(&workload(&p, w)["irqs"][i]["cpus"]);
+    assert_eq!((irq("vbbu1", 0), irq("vbbu1", 1)), (vec![7], vec![7]), "VF1, VF4 -> C7");
+    assert_eq!((irq("vbbu2", 0), irq("vbbu2", 1)), (vec![3], vec![3]), "VF2, VF5 -> C3");
+    assert_eq!(irq("container-a", 0), vec![1], "VF3 -> C1");
+    assert_eq!(p["node"]["per_cpu"][0]["housekeeping"], true);
+}
+
+#[test]
+fn invalid_spec_exits_2_with_every_error_located() {
+    let dir = tempfile_dir();
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: rtslice/v1\nnode:\n  cpus: 0-3\n  colour: blue\nworkloads:\n  - name: a\n    demand:\n      reservation: {runtime: 2ms, period: 1ms}\n    threads:\n      - match: \"([\"\n        policy: fifo\n        priority: 120\n",
+    )
+    .unwrap();
+    let out = rtslice(&["plan", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "nothing planned");
+    let err = String::from_utf8_lossy(&out.stderr);
+    for needle in [
+        "bad.yaml:4:3: node.colour: unknown field",
+        "bad.yaml:8:30: workloads[0].demand.reservation.runtime: runtime 2ms is longer than the period 1ms",
+        "bad.yaml:10:16: workloads[0].threads[0].match:",
+        "bad.yaml:12:19: workloads[0].threads[0].priority: 120 is out of range",
+    ] {
+        assert!(err.contains(needle), "missing `{needle}` in:\n{err}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn tosca_import_prints_a_spec_that_plans() {
+    let out = rtslice(&["import", "tosca", "examples/tosca/study-b-vnfd.yaml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let spec = String::from_utf8(out.stdout).unwrap();
+    assert!(spec.contains("runtime: 60ms") && spec.contains("count: 4"), "{spec}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("disk_size") && stderr.contains("CP1"), "unmapped things are reported: {stderr}");
+    let dir = tempfile_dir();
+    let f = dir.join("imported.yaml");
+    std::fs::write(&f, &spec).unwrap();
+    let (code, p) = plan_json(f.to_str().unwrap(), &[]);
+    assert_eq!(code, 0, "{p}");
+    assert_eq!(ids(&workload(&p, "VDU1")["cpus"]).len(), 4);
+    assert_eq!(workload(&p, "VDU1")["allocation"]["runtime_ns"], 60_000_000);
+    let strict = rtslice(&["import", "tosca", "--strict", "examples/tosca/study-b-vnfd.yaml"]);
+    assert_eq!(strict.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn plan_is_deterministic_across_runs() {
+    let a = rtslice(&["plan", "examples/study-b-worst-fit.yaml", "--json", "--online", "0-3"]).stdout;
+    let b = rtslice(&["plan", "examples/study-b-worst-fit.yaml", "--json", "--online", "0-3"]).stdout;
+    assert_eq!(a, b);
+}
+
+fn tempfile_dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rtslice-plan-cli-{}-{:?}", std::process::id(), std::thread::current().id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
