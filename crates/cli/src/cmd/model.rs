@@ -134,9 +134,19 @@ pub struct ValidateArgs {
     /// SCHED_FIFO priority of the client's threads (0: leave them CFS)
     #[arg(long, default_value_t = 50)]
     client_fifo: i32,
+    /// Switch the scheduler's high-resolution tick (HRTICK, HRTICK_DL) on or off for the run,
+    /// restoring it afterwards (study B ran with it on)
+    #[arg(long, value_name = "on|off")]
+    hrtick: Option<OnOff>,
     /// Print the JSON report instead of the Markdown table
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
 }
 
 pub fn run(command: Command) -> anyhow::Result<ExitCode> {
@@ -376,6 +386,7 @@ fn run_validate(a: ValidateArgs) -> anyhow::Result<ExitCode> {
         server_command: vec![exe.display().to_string(), "loadgen".into(), "server".into()],
         client_fifo: (a.client_fifo > 0).then_some(a.client_fifo),
         tag: format!("v{}", std::process::id() % 1_000_000),
+        hrtick: a.hrtick.map(|h| matches!(h, OnOff::On)),
     };
     let launcher: Box<dyn Launcher> = match exp.mechanism {
         Mechanism::None => Box::new(PlainLauncher),
@@ -393,7 +404,11 @@ fn run_validate(a: ValidateArgs) -> anyhow::Result<ExitCode> {
     );
     let report = validate(&exp, &opts, &*launcher, &mut |line| eprintln!("  {line}"))?;
     std::fs::create_dir_all(&a.out).with_context(|| format!("cannot create {}", a.out.display()))?;
-    let stem = format!("{}-{}", exp.name, exp.mechanism);
+    let stem = match a.hrtick {
+        None => format!("{}-{}", exp.name, exp.mechanism),
+        Some(OnOff::On) => format!("{}-{}-hrtick", exp.name, exp.mechanism),
+        Some(OnOff::Off) => format!("{}-{}-nohrtick", exp.name, exp.mechanism),
+    };
     let svg = a.out.join(format!("{stem}.svg"));
     rtslice_loadgen::plot::write_svg(&report, &svg)?;
     let json = serde_json::to_string_pretty(&report)?;
