@@ -15,3 +15,8 @@ pub mod plots;
 pub mod results;
 pub mod report;
 pub mod specgen;
+pub mod netns;
+pub mod parse;
+pub mod proc;
+pub mod procfs;
+pub mod runner;

@@ -1,0 +1,615 @@
+//! The runner: executes an experiment's interleaved run order through rtslice's own commands as
+//! child processes (`rtslice noise`, `emulate`, `apply`, `trace`, `reset`, `loadgen`), so a crash
+//! of one piece fails one run, not the bench, and every run is what a user could do by hand.
+//!
+//! One run: start the interference → start the workloads → plan and apply the strategy's spec
+//! (adopting the workloads by PID) → warm up → measure for `duration` (tracer, CPU and switch
+//! sampling, load generator / ping) → collect → `rtslice reset` → stop the interference.
+//! Teardown happens whatever failed; a failed run is recorded with its error and the rest go on.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::experiment::{Experiment, Role, ScenarioKind, WorkloadSpec};
+use crate::matrix::{self, Cell};
+use crate::parse;
+use crate::proc::{self, Proc};
+use crate::procfs;
+use crate::results::{Counters, InstanceResult, Results, RunRecord, RunStatus};
+use crate::specgen::{self, Steering};
+use crate::strategy::{self, HostFacts, Layout};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("cannot write results to {path}: {source}")]
+    Write { path: String, source: std::io::Error },
+    #[error("cannot find the rtslice binary to run experiments with: {0}")]
+    NoBinary(String),
+}
+
+/// How to run an experiment.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The `rtslice` executable whose subcommands do the work.
+    pub rtslice: PathBuf,
+    /// Results directory.
+    pub out: PathBuf,
+    /// rtslice state directory used for apply/reset (private to the bench, so a bench never
+    /// resets what a user applied).
+    pub state_dir: PathBuf,
+    pub progress: bool,
+    /// Set by Ctrl-C: finish the current step, tear down, write what was measured.
+    pub stop: Arc<AtomicBool>,
+    pub steering: Steering,
+    /// CPU sampling interval during the measurement window.
+    pub sample_every: Duration,
+}
+
+impl Options {
+    pub fn new(rtslice: PathBuf, out: PathBuf) -> Options {
+        let state_dir = out.join("state");
+        Options {
+            rtslice,
+            out,
+            state_dir,
+            progress: true,
+            stop: Arc::new(AtomicBool::new(false)),
+            steering: Steering::default(),
+            sample_every: Duration::from_millis(500),
+        }
+    }
+}
+
+fn now_unix() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+fn s(x: &str) -> String {
+    x.to_string()
+}
+
+fn fmt_dur(d: Duration) -> String {
+    format!("{}ms", d.as_millis().max(1))
+}
+
+/// Sleeps up to `d`, waking early when asked to stop; true when the full time passed.
+fn nap(d: Duration, stop: &AtomicBool) -> bool {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        if stop.load(Ordering::SeqCst) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20).min(end.saturating_duration_since(Instant::now())));
+    }
+    true
+}
+
+fn sanitize(id: &str) -> String {
+    id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
+/// Runs the whole experiment and writes the results directory (raw data and reports).
+pub fn run(exp: &Experiment, opt: &Options) -> Result<Results, BenchError> {
+    let wr = |e: std::io::Error| BenchError::Write { path: opt.out.display().to_string(), source: e };
+    std::fs::create_dir_all(opt.out.join("runs")).map_err(wr)?;
+    std::fs::create_dir_all(&opt.state_dir).map_err(wr)?;
+    let cells = matrix::cells(exp);
+    let order = matrix::schedule(cells.len(), exp.repetitions);
+    let facts = procfs::host_facts();
+    let mut results = Results {
+        experiment: exp.clone(),
+        machine: procfs::machine(),
+        cells: cells.clone(),
+        runs: vec![],
+        interrupted: false,
+        started_unix: now_unix(),
+        finished_unix: 0.0,
+        rtslice_version: version(&opt.rtslice),
+    };
+    // A bench that crashed earlier may have left its plan applied: start from a clean host.
+    let _ = reset(opt, &opt.out.join("runs"));
+    let counters = counters_probe();
+    let per_run = exp.warmup + exp.duration + Duration::from_secs(2);
+    let bar = progress_bar(opt.progress, order.len() as u64, per_run);
+    for slot in &order {
+        if opt.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let cell = &cells[slot.cell];
+        bar.set_message(format!("{} #{}", cell.id, slot.repetition + 1));
+        let mut rec = run_one(exp, cell, slot.seq, slot.repetition, &facts, opt);
+        rec.counters = counters.clone();
+        if let RunStatus::Failed { error } = &rec.status {
+            bar.println(format!("run {} ({}) failed: {}", slot.seq, cell.id, error.lines().next().unwrap_or("")));
+        }
+        results.runs.push(rec);
+        // Written after every run: a killed bench still leaves everything measured so far.
+        results.finished_unix = now_unix();
+        results.write_raw(&opt.out).map_err(wr)?;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    results.interrupted = opt.stop.load(Ordering::SeqCst) && results.runs.len() < order.len()
+        || results.runs.iter().any(|r| r.status == RunStatus::Interrupted);
+    results.finished_unix = now_unix();
+    results.write_raw(&opt.out).map_err(wr)?;
+    crate::report::write(&results, &opt.out).map_err(wr)?;
+    Ok(results)
+}
+
+fn progress_bar(show: bool, len: u64, per_run: Duration) -> indicatif::ProgressBar {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    let bar = ProgressBar::new(len);
+    if !show {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs · ETA {eta} · {wide_msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    // Until the first run finishes indicatif has no rate; the nominal time per run is a fair guess.
+    let _ = per_run;
+    bar
+}
+
+fn version(rtslice: &Path) -> String {
+    std::process::Command::new(rtslice)
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| format!("rtslice-bench {}", env!("CARGO_PKG_VERSION")))
+}
+
+/// Whether hardware counters can be read here; the report says why not when they cannot.
+pub fn counters_probe() -> Counters {
+    #[repr(C)]
+    #[derive(Default)]
+    struct Attr {
+        type_: u32,
+        size: u32,
+        config: u64,
+        sample: u64,
+        sample_type: u64,
+        read_format: u64,
+        flags: u64,
+        rest: [u64; 10],
+    }
+    let attr = Attr { type_: 0 /* PERF_TYPE_HARDWARE */, size: std::mem::size_of::<Attr>() as u32, config: 1 /* instructions */, flags: 1 /* disabled */ | 1 << 5 /* exclude_kernel */ | 1 << 6 /* exclude_hv */, ..Default::default() };
+    // SAFETY: perf_event_open with a valid, zero-padded attr for the calling thread; fd closed below.
+    let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, &attr as *const Attr, 0, -1, -1, 0) };
+    if fd >= 0 {
+        // SAFETY: fd was just returned by the kernel.
+        unsafe { libc::close(fd as i32) };
+        Counters { available: true, reason: String::new(), ipc: None, mpki: None }
+    } else {
+        let e = std::io::Error::last_os_error();
+        let why = match e.raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) => "the CPU exposes no hardware performance counters to this (virtual) machine".to_string(),
+            Some(libc::EACCES) | Some(libc::EPERM) => "perf_event_open is not permitted (run as root or lower kernel.perf_event_paranoid)".to_string(),
+            _ => format!("perf_event_open failed: {e}"),
+        };
+        Counters { available: false, reason: format!("{why} ({e})"), ipc: None, mpki: None }
+    }
+}
+
+fn reset(opt: &Options, dir: &Path) -> Result<(), String> {
+    let argv = vec![opt.rtslice.display().to_string(), s("reset"), s("--state-dir"), opt.state_dir.display().to_string()];
+    proc::run_to_end("reset", &argv, dir, Duration::from_secs(60)).map(|_| ())
+}
+
+/// A started workload instance.
+struct Running {
+    name: String,
+    workload: WorkloadSpec,
+    proc: Proc,
+    /// Ping target namespace to remove afterwards.
+    netns: Option<String>,
+    /// Loadgen server address.
+    addr: Option<String>,
+    cpu_last: u64,
+    switches_start: u64,
+}
+
+struct RunCtx<'a> {
+    exp: &'a Experiment,
+    opt: &'a Options,
+    dir: PathBuf,
+    noise: Option<Proc>,
+    instances: Vec<Running>,
+    applied: bool,
+    rec: RunRecord,
+}
+
+fn run_one(exp: &Experiment, cell: &Cell, seq: usize, repetition: u32, facts: &HostFacts, opt: &Options) -> RunRecord {
+    let mut rec = RunRecord::new(seq, cell, repetition);
+    rec.started_unix = now_unix();
+    let t0 = Instant::now();
+    let block = &exp.blocks[cell.block];
+    let variant = &block.variants[cell.variant];
+    let workloads: Vec<(WorkloadSpec, u32)> = block
+        .workloads
+        .iter()
+        .map(|w| {
+            let mut w = w.clone();
+            if let Some(extra) = variant.args.get(&w.name) {
+                if let Some(e) = &mut w.emulate {
+                    e.args.extend(extra.iter().cloned());
+                } else if let Some(c) = &mut w.command {
+                    c.extend(extra.iter().cloned());
+                } else if let Some(l) = &mut w.loadgen {
+                    l.client_args.extend(extra.iter().cloned());
+                }
+            }
+            let n = variant.replicas.get(&w.name).copied().unwrap_or(w.replicas);
+            (w, n)
+        })
+        .collect();
+    let layout = match strategy::layout(cell.strategy, &workloads, facts) {
+        Ok(l) => l,
+        Err(skip) => {
+            rec.status = RunStatus::Skipped { reason: skip.to_string() };
+            return rec;
+        }
+    };
+    if variant.oci.is_some() {
+        rec.status = RunStatus::Skipped {
+            reason: "OCI launch variants (seccomp, network namespace) need `rtslice apply` to launch the workload through runc; \
+                     the bench adopts running processes by PID and cannot wrap them in a container"
+                .into(),
+        };
+        return rec;
+    }
+    let dir = opt.out.join("runs").join(format!("{seq:04}-{}-r{}", sanitize(&cell.id), repetition + 1));
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        rec.status = RunStatus::Failed { error: format!("cannot create {}: {e}", dir.display()) };
+        return rec;
+    }
+    let mut ctx = RunCtx { exp, opt, dir, noise: None, instances: vec![], applied: false, rec };
+    let outcome = execute(&mut ctx, cell, &layout, facts, &workloads);
+    let mut errors: Vec<String> = vec![];
+    if let Err(e) = outcome {
+        errors.push(e);
+    }
+    teardown(&mut ctx, &mut errors);
+    let mut rec = ctx.rec;
+    rec.wall_s = t0.elapsed().as_secs_f64();
+    rec.status = if !errors.is_empty() {
+        RunStatus::Failed { error: errors.join("\n") }
+    } else if opt.stop.load(Ordering::SeqCst) {
+        RunStatus::Interrupted
+    } else {
+        RunStatus::Ok
+    };
+    rec
+}
+
+fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostFacts, workloads: &[(WorkloadSpec, u32)]) -> Result<(), String> {
+    let exp = ctx.exp;
+    let opt = ctx.opt;
+    let rtslice = opt.rtslice.display().to_string();
+    let block = &exp.blocks[cell.block];
+    // 1. Interference, first: the workloads start into a loaded machine, as in the studies.
+    let scenario = &block.scenarios[cell.scenario];
+    let noise_argv: Option<Vec<String>> = match &scenario.kind {
+        ScenarioKind::Idle => None,
+        ScenarioKind::Noise { kind, args } => {
+            let mut v = vec![rtslice.clone(), s("noise"), kind.clone()];
+            v.extend(args.iter().cloned());
+            Some(v)
+        }
+        ScenarioKind::Command { argv } => Some(argv.clone()),
+    };
+    if let Some(argv) = noise_argv {
+        let mut p = Proc::spawn("noise", &argv, &ctx.dir)?;
+        if !nap(Duration::from_millis(700), &opt.stop) {
+            ctx.noise = Some(p);
+            return Ok(());
+        }
+        if let Some(st) = p.poll() {
+            if !st.success() {
+                return Err(format!("interference `{}` stopped at start ({}): {}", scenario.name, p.describe_exit(), p.stderr_tail(6)));
+            }
+            ctx.rec.notes.push(format!("interference `{}` exited by itself at start ({})", scenario.name, p.describe_exit()));
+        }
+        ctx.noise = Some(p);
+    }
+    // 2. Workloads.
+    let total = exp.warmup + exp.duration;
+    for (idx, p) in layout.placements.iter().enumerate() {
+        let w = workloads.iter().find(|(w, _)| w.name == p.workload).map(|(w, _)| w.clone()).ok_or("layout names an unknown workload")?;
+        let mut netns = None;
+        let mut addr = None;
+        let argv: Vec<String> = if let Some(e) = &w.emulate {
+            // A short tail after the window so the emulator is still running when the tracer stops.
+            let mut v = vec![rtslice.clone(), s("emulate"), s("--profile"), e.profile.clone(), s("--duration"), fmt_dur(total + Duration::from_millis(500)), s("--json")];
+            v.extend(e.args.iter().cloned());
+            v
+        } else if let Some(c) = &w.command {
+            c.clone()
+        } else if let Some(pg) = &w.ping {
+            let (ns, target) = crate::netns::ping_target(ctx.rec.seq, idx)?;
+            netns = Some(ns);
+            let interval = pg.interval.as_deref().map(|i| rtslice_spec::units::parse_duration(i).unwrap_or(Duration::from_millis(10))).unwrap_or(Duration::from_millis(10));
+            let deadline = (total + Duration::from_millis(500)).as_secs().max(1) + 1;
+            vec![s("ping"), s("-n"), s("-i"), format!("{:.3}", interval.as_secs_f64()), s("-s"), pg.size.unwrap_or(56).to_string(), s("-w"), deadline.to_string(), target]
+        } else if let Some(lg) = &w.loadgen {
+            let port = 20000 + (ctx.rec.seq % 2000) * 8 + idx;
+            let a = format!("127.0.0.1:{port}");
+            let mut v = vec![rtslice.clone(), s("loadgen"), s("server"), s("--bind"), a.clone()];
+            v.extend(lg.server_args.iter().cloned());
+            addr = Some(a);
+            v
+        } else {
+            return Err(format!("workload `{}` has nothing to run", w.name));
+        };
+        let proc = Proc::spawn(&p.name, &argv, &ctx.dir).inspect_err(|_| {
+            if let Some(ns) = &netns {
+                crate::netns::remove(ns);
+            }
+        })?;
+        ctx.instances.push(Running { name: p.name.clone(), workload: w, proc, netns, addr, cpu_last: 0, switches_start: 0 });
+    }
+    // Threads of real stacks appear in the first few hundred ms; rules are applied to the threads
+    // present when `apply` runs.
+    if !nap(Duration::from_millis(400), &opt.stop) {
+        return Ok(());
+    }
+    check_alive(ctx, "at start")?;
+    // 3. The strategy: plan (admission control, pure) then apply with the host backend.
+    let pids: Vec<(String, u32)> = ctx.instances.iter().map(|r| (r.name.clone(), r.proc.pid())).collect();
+    if let Some(spec) = specgen::spec_for(layout, &facts.cpus, &opt.steering, &|name| pids.iter().find(|(n, _)| n == name).map(|(_, p)| *p)) {
+        let yaml = specgen::to_yaml(&spec)?;
+        let path = ctx.dir.join("spec.yaml");
+        std::fs::write(&path, &yaml).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let plan = rtslice_plan::plan(&spec, &rtslice_plan::NodeFacts { online: facts.cpus.clone(), isolcpus: facts.isolated.clone() });
+        if !plan.all_admitted() {
+            let why: Vec<String> = plan.rejected.iter().map(|r| format!("{}: {}", r.name, r.reason)).collect();
+            return Err(format!("the planner rejected the {} layout: {}", cell.strategy, why.join("; ")));
+        }
+        let argv = vec![rtslice.clone(), s("apply"), path.display().to_string(), s("--state-dir"), opt.state_dir.display().to_string()];
+        ctx.applied = true;
+        proc::run_to_end("apply", &argv, &ctx.dir, Duration::from_secs(60)).map_err(|e| format!("apply: {e}"))?;
+        let status = vec![rtslice.clone(), s("status"), s("--json"), s("--state-dir"), opt.state_dir.display().to_string()];
+        match proc::run_to_end("status", &status, &ctx.dir, Duration::from_secs(30)) {
+            Ok(out) => ctx.rec.applied = parse::last_json_object(&out),
+            Err(e) => ctx.rec.notes.push(format!("status after apply: {e}")),
+        }
+    }
+    // 4. Warm-up.
+    let warm_left = exp.warmup.saturating_sub(Duration::from_millis(400));
+    if !nap(warm_left, &opt.stop) {
+        return Ok(());
+    }
+    check_alive(ctx, "after warm-up")?;
+    // 5. Measurement window.
+    measure(ctx, cell)
+}
+
+fn check_alive(ctx: &mut RunCtx, when: &str) -> Result<(), String> {
+    for r in &mut ctx.instances {
+        if let Some(_st) = r.proc.poll() {
+            if r.workload.role == Role::Measured || !r.proc.poll().is_some_and(|s| s.success()) {
+                return Err(format!("{} exited {when} ({}): {}", r.name, r.proc.describe_exit(), r.proc.stderr_tail(6)));
+            }
+        }
+    }
+    if let Some(n) = &mut ctx.noise {
+        if let Some(st) = n.poll() {
+            if !st.success() {
+                return Err(format!("the interference generator exited {when} ({}): {}", n.describe_exit(), n.stderr_tail(6)));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn measure(ctx: &mut RunCtx, _cell: &Cell) -> Result<(), String> {
+    let exp = ctx.exp;
+    let opt = ctx.opt;
+    let rtslice = opt.rtslice.display().to_string();
+    let window = exp.duration;
+    // Tracers: one per measured process (the emulator or a command), for exactly the window.
+    let mut tracers: Vec<(usize, Proc)> = vec![];
+    if exp.wants("sched_latency") {
+        for (i, r) in ctx.instances.iter().enumerate() {
+            if r.workload.role == Role::Measured && (r.workload.emulate.is_some() || r.workload.command.is_some()) {
+                let argv = vec![rtslice.clone(), s("trace"), s("--pid"), r.proc.pid().to_string(), s("--duration"), fmt_dur(window), s("--json")];
+                tracers.push((i, Proc::spawn(&format!("trace-{}", r.name), &argv, &ctx.dir)?));
+            }
+        }
+    }
+    // Load generator clients, sized to the window.
+    let mut clients: Vec<(usize, Proc, PathBuf)> = vec![];
+    for (i, r) in ctx.instances.iter().enumerate() {
+        if let (Some(lg), Some(addr)) = (&r.workload.loadgen, &r.addr) {
+            let samples = ctx.dir.join(format!("{}-samples.csv", r.name));
+            let mut argv = vec![rtslice.clone(), s("loadgen"), s("client"), s("--server"), addr.clone(), s("--samples-out"), samples.display().to_string(), s("--json")];
+            let rate_args = lg.client_args.clone();
+            if !rate_args.iter().any(|a| a == "--count") {
+                // Enough requests to fill the window at the configured mean inter-arrival time.
+                let mean = rate_args
+                    .iter()
+                    .position(|a| a == "--interarrival")
+                    .and_then(|k| rate_args.get(k + 1))
+                    .and_then(|d| d.rsplit(':').next().and_then(|x| rtslice_spec::units::parse_duration(x).ok()))
+                    .unwrap_or(Duration::from_millis(1));
+                let count = (window.as_secs_f64() / mean.as_secs_f64().max(1e-6)).max(10.0) as u64;
+                argv.extend([s("--count"), count.to_string()]);
+            }
+            argv.extend(rate_args);
+            clients.push((i, Proc::spawn(&format!("client-{}", r.name), &argv, &ctx.dir)?, samples));
+        }
+    }
+    // CPU and context switches, sampled by the runner itself.
+    let mut host_last = procfs::host_ticks();
+    for r in &mut ctx.instances {
+        r.cpu_last = procfs::tree_cpu_ns(r.proc.pid());
+        r.switches_start = procfs::tree_switches(r.proc.pid());
+    }
+    let mut results: Vec<InstanceResult> =
+        ctx.instances.iter().map(|r| {
+            let mut ir = InstanceResult::new(&r.name, &r.workload.name, r.workload.role);
+            ir.pid = Some(r.proc.pid());
+            ir
+        }).collect();
+    let start = Instant::now();
+    let mut last = start;
+    let mut last_switch_read: Vec<u64> = ctx.instances.iter().map(|r| r.switches_start).collect();
+    let ncpu = procfs::host_facts().cpus.len().max(1) as f64;
+    while start.elapsed() < window {
+        let step = opt.sample_every.min(window.saturating_sub(start.elapsed()));
+        if !nap(step, &opt.stop) {
+            break;
+        }
+        let dt = last.elapsed().as_secs_f64();
+        last = Instant::now();
+        if dt < 0.05 {
+            continue;
+        }
+        if let (Some((b0, t0)), Some((b1, t1))) = (host_last, procfs::host_ticks()) {
+            if t1 > t0 {
+                ctx.rec.host_cpu_samples.push((b1 - b0) as f64 / (t1 - t0) as f64 * ncpu);
+            }
+            host_last = Some((b1, t1));
+        }
+        for (k, r) in ctx.instances.iter_mut().enumerate() {
+            if r.proc.poll().is_some() {
+                continue;
+            }
+            let now = procfs::tree_cpu_ns(r.proc.pid());
+            results[k].cpu_samples.push(now.saturating_sub(r.cpu_last) as f64 / 1e9 / dt);
+            r.cpu_last = now;
+            last_switch_read[k] = procfs::tree_switches(r.proc.pid()).max(last_switch_read[k]);
+        }
+    }
+    let measured_ms = start.elapsed().as_secs_f64() * 1000.0;
+    for (k, r) in ctx.instances.iter_mut().enumerate() {
+        if r.proc.poll().is_none() {
+            last_switch_read[k] = procfs::tree_switches(r.proc.pid()).max(last_switch_read[k]);
+        }
+        results[k].switches_per_ms = Some(last_switch_read[k].saturating_sub(r.switches_start) as f64 / measured_ms.max(1.0));
+    }
+    let interrupted = opt.stop.load(Ordering::SeqCst);
+    // Collect the tracers (they end with the window).
+    for (i, mut t) in tracers {
+        let st = if interrupted { t.stop(Duration::from_secs(3)) } else { t.wait_timeout(Duration::from_secs(20)) };
+        match st {
+            Some(s) if s.success() => match parse::trace(&t.stdout_text()) {
+                Ok((threads, source)) => {
+                    results[i].threads = threads;
+                    results[i].trace_source = Some(source);
+                }
+                Err(e) => results[i].trace_source = Some(format!("unreadable trace: {e}")),
+            },
+            _ => {
+                t.stop(Duration::from_secs(2));
+                let msg = format!("trace failed ({}): {}", t.describe_exit(), t.stderr_tail(3));
+                ctx.rec.notes.push(msg.clone());
+                results[i].trace_source = Some(msg);
+            }
+        }
+    }
+    for (i, mut c, samples) in clients {
+        let st = if interrupted { c.stop(Duration::from_secs(3)) } else { c.wait_timeout(window + Duration::from_secs(30)) };
+        if st.is_none_or(|s| !s.success()) {
+            c.stop(Duration::from_secs(2));
+            return Err(format!("load generator client of {} failed ({}): {}", results[i].name, c.describe_exit(), c.stderr_tail(4)));
+        }
+        results[i].latency_samples_us = parse::loadgen_rtts_us(&std::fs::read_to_string(&samples).unwrap_or_default());
+        results[i].extra = parse::last_json_object(&c.stdout_text()).unwrap_or_default();
+    }
+    // Workloads: emulators end on their own right after the window; the rest are stopped.
+    for (k, r) in ctx.instances.iter_mut().enumerate() {
+        let ir = &mut results[k];
+        if r.workload.emulate.is_some() {
+            let st = if interrupted { r.proc.stop(Duration::from_secs(5)) } else { r.proc.wait_timeout(Duration::from_secs(30)) };
+            if st.is_none() {
+                r.proc.stop(Duration::from_secs(5));
+            }
+            ir.exit_code = r.proc.poll().and_then(|s| s.code());
+            match parse::emulator(&r.proc.stdout_text()) {
+                Ok(e) => ir.emu = Some(e),
+                Err(e) if !interrupted => {
+                    ir.stderr_tail = r.proc.stderr_tail(6);
+                    ctx.rec.instances = results;
+                    return Err(format!("{}: {e} ({}): {}", r.name, r.proc.describe_exit(), r.proc.stderr_tail(6)));
+                }
+                Err(_) => {}
+            }
+        } else if r.workload.ping.is_some() {
+            r.proc.wait_timeout(Duration::from_secs(3));
+            r.proc.stop(Duration::from_secs(2));
+            let interval = r.workload.ping.as_ref().and_then(|p| p.interval.as_deref()).and_then(|i| rtslice_spec::units::parse_duration(i).ok()).unwrap_or(Duration::from_millis(10));
+            let skip = (exp.warmup.as_secs_f64() / interval.as_secs_f64()).ceil() as u64 + 1;
+            ir.latency_samples_us = parse::ping_rtts_us(&r.proc.stdout_text(), skip);
+            if ir.latency_samples_us.is_empty() && !interrupted {
+                ctx.rec.instances = results;
+                return Err(format!("{}: ping got no replies ({}): {}", r.name, r.proc.describe_exit(), r.proc.stderr_tail(4)));
+            }
+        } else {
+            r.proc.stop(Duration::from_secs(5));
+            ir.exit_code = r.proc.poll().and_then(|s| s.code());
+            let out = format!("{}\n{}", r.proc.stdout_text(), r.proc.stderr_text());
+            match r.workload.output.as_deref() {
+                Some("stress-ng") => ir.bogo_ops_per_s = parse::stress_ng_ops(&out),
+                Some("json") => ir.extra = parse::last_json_object(&r.proc.stdout_text()).unwrap_or_default(),
+                _ => {}
+            }
+            if r.workload.output.as_deref() == Some("stress-ng") && ir.bogo_ops_per_s.is_none() && !interrupted {
+                ir.stderr_tail = r.proc.stderr_tail(6);
+                ctx.rec.notes.push(format!("{}: no stress-ng metrics in its output (add --metrics-brief)", r.name));
+            }
+        }
+    }
+    ctx.rec.instances = results;
+    Ok(())
+}
+
+/// Stops everything in reverse order of start and resets the host; errors are added, never lost.
+fn teardown(ctx: &mut RunCtx, errors: &mut Vec<String>) {
+    for r in ctx.instances.iter_mut().rev() {
+        r.proc.stop(Duration::from_secs(3));
+    }
+    if ctx.applied {
+        if let Err(e) = reset(ctx.opt, &ctx.dir) {
+            errors.push(format!("reset after the run failed, the host may keep this run's settings: {e}"));
+        }
+    }
+    for r in ctx.instances.iter_mut() {
+        if let Some(ns) = r.netns.take() {
+            crate::netns::remove(&ns);
+        }
+    }
+    if let Some(n) = &mut ctx.noise {
+        if n.stop(Duration::from_secs(10)).is_none() {
+            errors.push(format!("the interference generator did not stop: {}", n.stderr_tail(3)));
+        }
+    }
+}
+
+/// Finds the rtslice binary: next to the running program, or on PATH.
+pub fn find_rtslice() -> Result<PathBuf, BenchError> {
+    if let Ok(p) = std::env::var("RTSLICE_BIN") {
+        return Ok(PathBuf::from(p));
+    }
+    if let Ok(me) = std::env::current_exe() {
+        if me.file_name().is_some_and(|n| n == "rtslice") {
+            return Ok(me);
+        }
+        if let Some(dir) = me.parent() {
+            for cand in [dir.join("rtslice"), dir.join("../rtslice")] {
+                if cand.is_file() {
+                    return Ok(cand);
+                }
+            }
+        }
+    }
+    std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("rtslice")).find(|p| p.is_file()))
+        .ok_or_else(|| BenchError::NoBinary("set RTSLICE_BIN or build it with `cargo build --release -p rtslice`".into()))
+}
