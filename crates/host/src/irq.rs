@@ -120,7 +120,7 @@ NMI:          0          0   Non-maskable interrupts
         assert_eq!(irqs[1], Irq { number: 26, actions: vec!["ttyS0".into()] });
         assert_eq!(irqs[2].actions, vec!["virtio3-rx".to_string()]);
         assert_eq!(irqs[3].actions, vec!["uhci_hcd:usb1".to_string(), "eth1".to_string()]);
-        let re = crate::setup::anchored("virtio3-.*").unwrap();
+        let re = crate::setup::pattern("^virtio3-").unwrap();
         assert_eq!(matching(&irqs, &re).iter().map(|i| i.number).collect::<Vec<_>>(), vec![41]);
         assert_eq!(irqs[2].affinity_file(), PathBuf::from("/proc/irq/41/smp_affinity_list"));
     }

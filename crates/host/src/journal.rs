@@ -61,6 +61,8 @@ pub enum Change {
     Created { path: PathBuf, evacuate_to: PathBuf },
     /// A process was moved into a cgroup; undo writes it back into `from` (a cgroup.procs file).
     MovedProcess { proc: ProcRef, from: PathBuf, to: PathBuf },
+    /// Many processes moved at once (a shield); undo writes the live ones back into `from`.
+    MovedProcesses { procs: Vec<ProcRef>, from: PathBuf, to: PathBuf },
     /// A thread's scheduling policy changed.
     Sched { thread: ProcRef, old: Policy, new: Policy },
     /// A thread's CPU affinity changed.
@@ -81,6 +83,7 @@ impl Change {
             Change::Wrote { path, old, new } => format!("{} {old:?} -> {new:?}", path.display()),
             Change::Created { path, .. } => format!("created {}", path.display()),
             Change::MovedProcess { proc, to, .. } => format!("moved pid {} into {}", proc.pid, to.display()),
+            Change::MovedProcesses { procs, to, .. } => format!("moved {} processes into {}", procs.len(), to.display()),
             Change::Sched { thread, old, new } => format!("thread {}: {old} -> {new}", thread.pid),
             Change::Affinity { thread, old, new } => format!("thread {} affinity {old} -> {new}", thread.pid),
             Change::Mounted { target } => format!("mounted {}", target.display()),

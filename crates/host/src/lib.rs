@@ -2,6 +2,7 @@
 //! runc launch — transactionally (every change journaled with the value it replaced), and reports
 //! what the host offers (`doctor`), what drifted (`status`) and undoes everything (`reset`).
 
+pub mod apply;
 pub mod cgroup;
 pub mod cpus;
 pub mod doctor;
@@ -11,6 +12,7 @@ pub mod irq;
 pub mod journal;
 pub mod oci;
 pub mod record;
+pub mod rules;
 pub mod sched;
 pub mod setup;
 pub mod txn;

@@ -38,6 +38,8 @@ pub struct WorkloadSetup {
     /// Best-effort controls.
     pub cfs: Option<Cfs>,
     pub threads: Vec<ThreadRule>,
+    /// Give every thread not placed by a rule the whole workload CPU set (study A's wide affinity).
+    pub wide_affinity: bool,
     pub launch: Launch,
 }
 
@@ -64,7 +66,8 @@ pub struct Cfs {
     pub idle: bool,
 }
 
-/// A rule for the threads of a workload whose name (comm) matches `name` (an anchored regex).
+/// A rule for the threads of a workload whose name (comm) matches `name` (a regex, unanchored unless it
+/// says ^…$, as in the spec). Rules apply first-match-wins.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ThreadRule {
     pub name: String,
@@ -103,7 +106,7 @@ pub struct OciLaunch {
     pub id: Option<String>,
 }
 
-/// IRQs whose action names (last column of /proc/interrupts) match `action` (regex) go to `cpus`.
+/// IRQs whose action names (last column of /proc/interrupts) match `action` (a regex, unanchored) go to `cpus`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IrqRule {
     pub action: String,
@@ -125,7 +128,7 @@ pub fn valid_name(name: &str) -> bool {
         && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
-/// Compiles a rule name as an anchored regex (thread names are matched whole).
-pub fn anchored(pattern: &str) -> std::result::Result<regex::Regex, String> {
-    regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| format!("bad thread/IRQ name pattern {pattern:?}: {e}"))
+/// Compiles a thread/IRQ/interface pattern (unanchored regex, like the spec's `match`).
+pub fn pattern(p: &str) -> std::result::Result<regex::Regex, String> {
+    regex::Regex::new(p).map_err(|e| format!("bad name pattern {p:?}: {e}"))
 }

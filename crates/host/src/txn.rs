@@ -194,6 +194,9 @@ pub fn undo(change: &Change) -> Result<()> {
                 // rps_cpus/xps_cpus read back as a mask; an empty one is "0".
                 return ignore_gone(fsio::write(path, "0"));
             }
+            if path.file_name().is_some_and(|n| n == "cgroup.subtree_control") {
+                return undo_subtree_control(path, old);
+            }
             let current = fsio::read_opt(path)?;
             match current {
                 None => Ok(()),
@@ -208,6 +211,13 @@ pub fn undo(change: &Change) -> Result<()> {
             } else {
                 Ok(())
             }
+        }
+        Change::MovedProcesses { procs, from, .. } => {
+            for p in procs.iter().filter(|p| p.alive()) {
+                // Processes that exited or were moved elsewhere meanwhile are fine to skip.
+                let _ = fsio::write(from, &p.pid.to_string());
+            }
+            Ok(())
         }
         Change::Sched { thread, old, .. } => {
             if thread.alive() {
@@ -240,6 +250,22 @@ pub fn undo(change: &Change) -> Result<()> {
         }
         Change::Container { id, runc_root, runc } => crate::oci::runc_delete(runc, runc_root, id),
     }
+}
+
+/// cgroup.subtree_control reads back as "cpu memory" but takes "+x -y": disable what was not enabled.
+fn undo_subtree_control(path: &Path, old: &str) -> Result<()> {
+    let Some(cur) = fsio::read_opt(path)? else { return Ok(()) };
+    let before: Vec<&str> = old.split_whitespace().collect();
+    let off: Vec<String> = cur
+        .split_whitespace()
+        .map(|c| c.trim_start_matches('+'))
+        .filter(|c| !before.contains(c))
+        .map(|c| format!("-{c}"))
+        .collect();
+    if off.is_empty() {
+        return Ok(());
+    }
+    ignore_gone(fsio::write(path, &off.join(" ")))
 }
 
 /// Kills a process (and, for launched workloads, its process group: they run in their own session),
