@@ -392,6 +392,12 @@ fn suggest<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
         }
         prev[b.len()]
     }
+    // An abbreviation (`prio`) is a clearer hint than the nearest word by edit distance (`period`).
+    if key.len() >= 3 {
+        if let Some(a) = allowed.iter().find(|a| a.to_lowercase().starts_with(&key.to_lowercase())) {
+            return Some(a);
+        }
+    }
     allowed
         .iter()
         .map(|a| (distance(key, a), *a))
@@ -451,10 +457,16 @@ fn spec(cx: &mut Ctx, root: &Node) -> Option<Spec> {
             let mut seen: BTreeMap<String, usize> = BTreeMap::new();
             for (i, item) in items.iter().enumerate() {
                 let path = index("workloads", i);
-                if let Some(w) = workload(cx, item, &path, &node, &flavors) {
-                    if let Some(first) = seen.insert(w.name.clone(), i) {
-                        cx.err(item, &join(&path, "name"), format!("`{}` is already the name of workloads[{first}]", w.name));
+                // Checked on the raw name so a duplicate is reported even when the workload has other errors.
+                if let Val::Map(pairs) = &item.val {
+                    let name = pairs.iter().find(|(k, _)| matches!(&k.val, Val::Str(s) if s == "name")).map(|(_, v)| v);
+                    if let Some(n @ Node { val: Val::Str(name), .. }) = name {
+                        if let Some(first) = seen.insert(name.clone(), i) {
+                            cx.err(n, &join(&path, "name"), format!("`{name}` is already the name of workloads[{first}]"));
+                        }
                     }
+                }
+                if let Some(w) = workload(cx, item, &path, &node, &flavors) {
                     workloads.push(w);
                 }
             }
