@@ -46,6 +46,8 @@ pub struct ApplyOptions {
     pub fair_server_off: bool,
     /// runc binary (default: from PATH).
     pub runc: Option<PathBuf>,
+    /// Network namespace and seccomp choices for OCI launches of a plan (a `Setup` carries its own).
+    pub oci: crate::from_plan::OciDefaults,
     /// Test hook: make the n-th change fail (rollback tests).
     pub fault: Fault,
 }

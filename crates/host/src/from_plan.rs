@@ -1,0 +1,153 @@
+//! Plan → Setup: the planner's resolved workloads become host-level cgroups, budgets, rules and
+//! launches.
+
+use std::path::PathBuf;
+
+use rtslice_plan::{Allocation, Plan, ThreadCpus, ThreadSched};
+use rtslice_spec::Launch as SpecLaunch;
+
+use crate::apply::{apply_setup, Applied, ApplyOptions};
+use crate::cpus::CpuList;
+use crate::error::{HostError, Result};
+use crate::sched::Policy;
+use crate::setup::{Cfs, IrqRule, Launch, NetRule, OciLaunch, Reservation, Setup, ThreadRule, WorkloadSetup};
+
+/// OCI choices the spec does not carry (per apply run).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OciDefaults {
+    pub netns: bool,
+    pub seccomp: bool,
+}
+
+fn cpus(v: &[u32]) -> CpuList {
+    CpuList::from_cpus(v.iter().copied())
+}
+
+pub fn policy_of(s: &ThreadSched) -> Policy {
+    match *s {
+        ThreadSched::Other { nice } => Policy::Other { nice },
+        ThreadSched::Batch { nice } => Policy::Batch { nice },
+        ThreadSched::Idle => Policy::Idle,
+        ThreadSched::Fifo { priority } => Policy::Fifo { priority },
+        ThreadSched::Rr { priority } => Policy::Rr { priority },
+        ThreadSched::Deadline { runtime, deadline, period } => Policy::Deadline {
+            runtime_ns: runtime.as_nanos() as u64,
+            deadline_ns: deadline.as_nanos() as u64,
+            period_ns: period.as_nanos() as u64,
+        },
+    }
+}
+
+/// Translates a plan. Refuses a plan with rejected workloads (apply all or nothing).
+pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<(Setup, Vec<String>)> {
+    if !plan.rejected.is_empty() {
+        return Err(HostError::Rejected(format!(
+            "the plan rejected {}: {}; nothing applied (fix the spec, or remove them)",
+            plan.rejected.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", "),
+            plan.rejected.iter().map(|r| format!("{}: {}", r.name, r.reason)).collect::<Vec<_>>().join("; ")
+        )));
+    }
+    let mut warnings = Vec::new();
+    let mut setup = Setup {
+        name: plan.node.name.clone().unwrap_or_else(|| "rtslice".into()),
+        housekeeping: cpus(&plan.node.housekeeping),
+        ..Default::default()
+    };
+    for w in &plan.workloads {
+        let mut ws = WorkloadSetup { name: w.name.clone(), cpus: cpus(&w.cpus), ..Default::default() };
+        match &w.allocation {
+            Allocation::Reservation { runtime, period, per_cpu } => {
+                // v1 RT groups and HCBS take one runtime per group; the plan's per-CPU shares are equal
+                // unless a defragmentation moved one, then the largest is the safe budget.
+                let rt = per_cpu.iter().map(|c| c.runtime).max().unwrap_or(*runtime).max(*runtime);
+                ws.reservation = Some(Reservation { runtime_us: rt.as_micros() as u64, period_us: period.as_micros() as u64 });
+            }
+            Allocation::Dedicated { .. } => ws.partition = true,
+            Allocation::BestEffort { weight, cap } => {
+                let period = 100_000u64;
+                ws.cfs = Some(Cfs {
+                    quota_us: cap.map(|c| (c * period as f64).round() as u64),
+                    period_us: Some(period),
+                    weight: if *weight == 100 { None } else { Some(*weight as u64) },
+                    idle: false,
+                });
+            }
+        }
+        ws.shield = w.isolation.shield;
+        ws.partition |= w.isolation.shield;
+        ws.wide_affinity = w.isolation.wide_affinity;
+        if w.memory.is_some() {
+            warnings.push(format!("workload {}: memory limits are not enforced by rtslice apply yet", w.name));
+        }
+        ws.threads = w
+            .threads
+            .iter()
+            .map(|t| ThreadRule {
+                name: t.pattern.clone(),
+                policy: Some(policy_of(&t.sched)),
+                cpus: match &t.cpus {
+                    ThreadCpus::Anywhere => None,
+                    ThreadCpus::Cpus(c) => Some(cpus(c)),
+                },
+                budget_share: None,
+            })
+            .collect();
+        ws.launch = match &w.launch {
+            None => Launch::None,
+            Some(SpecLaunch::Command { command, env, cwd }) => Launch::Command {
+                argv: command.clone(),
+                env: env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                cwd: cwd.as_ref().map(PathBuf::from),
+            },
+            Some(SpecLaunch::Oci { bundle }) => Launch::Oci(OciLaunch {
+                bundle: PathBuf::from(bundle),
+                args: Vec::new(),
+                netns: oci.netns,
+                seccomp: oci.seccomp,
+                id: None,
+            }),
+            Some(SpecLaunch::Pid { pid }) => Launch::Attach { pids: vec![*pid as i32] },
+            Some(SpecLaunch::Cgroup { path }) => Launch::Attach { pids: pids_of_cgroup(path)? },
+        };
+        for irq in &w.irqs {
+            setup.irqs.push(IrqRule { action: irq.pattern.clone(), cpus: cpus(&irq.cpus) });
+        }
+        for n in &w.net {
+            setup.nets.push(NetRule {
+                iface: n.interface.clone(),
+                rps: n.rps_cpus.as_deref().map(cpus),
+                xps: n.xps_cpus.as_deref().map(cpus),
+            });
+        }
+        setup.workloads.push(ws);
+    }
+    Ok((setup, warnings))
+}
+
+/// Processes of an existing cgroup, given absolute or relative to a cgroup mount.
+fn pids_of_cgroup(path: &str) -> Result<Vec<i32>> {
+    let candidates: Vec<PathBuf> = if path.starts_with("/sys/") {
+        vec![PathBuf::from(path)]
+    } else {
+        let rel = path.trim_start_matches('/');
+        ["/sys/fs/cgroup", "/sys/fs/cgroup/cpuset", "/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified"]
+            .iter()
+            .map(|m| PathBuf::from(m).join(rel))
+            .collect()
+    };
+    for c in &candidates {
+        if c.join("cgroup.procs").exists() {
+            return Ok(crate::cgroup::read_pids(&c.join("cgroup.procs")));
+        }
+    }
+    Err(HostError::Rejected(format!("cgroup {path:?} not found (tried {candidates:?})")))
+}
+
+/// Applies a plan: the library entry point (`rtslice apply` calls this).
+pub fn apply(plan: &Plan, opts: &ApplyOptions) -> Result<Applied> {
+    let (setup, mut warnings) = setup_from_plan(plan, opts.oci)?;
+    let mut applied = apply_setup(&setup, opts)?;
+    warnings.append(&mut applied.warnings);
+    applied.warnings = warnings;
+    Ok(applied)
+}

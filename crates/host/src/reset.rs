@@ -1,0 +1,66 @@
+//! `reset`: undo everything the journal lists, newest first — stop launched workloads (optional) and
+//! the agent, restore every value rtslice changed, remove every cgroup it created. Works from the
+//! state file alone, so also after a crash of the process that applied.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{HostError, Result};
+use crate::journal::{Change, StateDir};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResetOptions {
+    /// Leave launched processes running (they move back to the root cgroups) instead of killing them.
+    pub keep_workloads: bool,
+    /// The state comes from an earlier boot: drop it without touching the kernel.
+    pub forget_stale: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResetReport {
+    /// Journaled changes undone.
+    pub undone: usize,
+    /// Launched processes stopped.
+    pub stopped: usize,
+    pub nothing_applied: bool,
+}
+
+pub fn reset(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
+    let _lock = dir.lock()?;
+    let Some(mut state) = dir.load()? else {
+        return Ok(ResetReport { nothing_applied: true, ..Default::default() });
+    };
+    if state.boot_id != crate::journal::boot_id() {
+        if opts.forget_stale {
+            dir.remove()?;
+            return Ok(ResetReport { nothing_applied: true, ..Default::default() });
+        }
+        return Err(HostError::State {
+            path: dir.path.clone(),
+            reason: "the state was written before the last reboot: the kernel values it would restore are gone; \
+                     run `rtslice reset --forget` to drop it"
+                .into(),
+        });
+    }
+    let total = state.changes.len();
+    let stopped = state.changes.iter().filter(|c| matches!(c, Change::Launched { .. } | Change::Container { .. })).count();
+    if opts.keep_workloads {
+        state.changes.retain(|c| !matches!(c, Change::Launched { .. } | Change::Container { .. }));
+    }
+    let kept = total - state.changes.len();
+    let errors = crate::txn::undo_all(&mut state.changes, 0);
+    if !errors.is_empty() {
+        dir.save(&state)?;
+        return Err(HostError::State {
+            path: dir.path.clone(),
+            reason: format!(
+                "could not undo {} change(s), kept in the journal for another `rtslice reset`: {}",
+                errors.len(),
+                errors.join("; ")
+            ),
+        });
+    }
+    dir.remove()?;
+    let _ = std::fs::remove_file(dir.path.join("agent.ready"));
+    let _ = std::fs::remove_dir_all(dir.path.join("bundles"));
+    Ok(ResetReport { undone: total - kept, stopped: if opts.keep_workloads { 0 } else { stopped }, nothing_applied: false })
+}
