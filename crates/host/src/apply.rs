@@ -375,7 +375,9 @@ pub fn cgroup_ops(prepared: &[Prepared], facts: &HostFacts, mech: Mechanism) -> 
             w(&mut ops, b.cpuset_writes(&parent, &facts.online, &facts.mems));
             if !exclusive.is_empty() {
                 // Scheduling domains come from the load-balanced cpusets once the root stops balancing:
-                // each partition becomes its own root domain, `system` keeps the rest balanced.
+                // each partition becomes its own root domain, `system` keeps the rest balanced. v1 lets a
+                // cpuset be exclusive only under an exclusive parent.
+                ops.push(Op::Write { path: parent.cpuset.join("cpuset.cpu_exclusive"), value: "1".into() });
                 ops.push(Op::Write { path: parent.cpuset.join("cpuset.sched_load_balance"), value: "0".into() });
                 ops.push(Op::Write { path: root.cpuset.join("cpuset.sched_load_balance"), value: "0".into() });
             }
@@ -632,6 +634,7 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
                 let (pid, root) = step(format!("create container {id} for {}", p.ws.name), oci_create(txn, ctx, p, o, &id, runc))?;
                 step(format!("thread rules in container {id}"), rules_for_workload(txn, p, ctx))?;
                 step(format!("start container {id}"), crate::oci::runc_start(runc, &root, &id))?;
+                wait_for_exec(pid);
                 records[i].container = Some(id);
                 if let Some(r) = ProcRef::of(pid) {
                     records[i].pids.push(r);
@@ -927,6 +930,18 @@ fn oci_create(
     txn.record(Change::Container { id: id.to_string(), runc_root: runc_root.clone(), runc: runc.to_path_buf() })?;
     let pid = crate::oci::runc_run(runc, &runc_root, &bundle, id, &state.join(format!("{id}.log")))?;
     Ok((pid, runc_root))
+}
+
+/// After `runc start` the init process execs the container's program; rules match its new name, so
+/// wait (briefly) until it no longer runs as runc's init.
+fn wait_for_exec(pid: i32) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+            Ok(c) if c.starts_with("runc") => std::thread::sleep(Duration::from_millis(1)),
+            _ => return,
+        }
+    }
 }
 
 /// All processes in a workload's cgroup tree (runc puts containers in a child group).

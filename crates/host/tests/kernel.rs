@@ -1,0 +1,284 @@
+//! Real-kernel tests of apply / status / reset (root; CI runs as root). Every test holds the
+//! host-wide KernelLock: they change the root cpuset, RT budgets and IRQ affinities.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use rtslice_host::record::Mechanism;
+use rtslice_host::sched::{self, Policy};
+use rtslice_host::txn::Fault;
+use rtslice_host::{
+    apply_setup, reset, status, ApplyOptions, Cfs, CpuList, HostError, IrqRule, Launch, NetRule, ResetOptions, Reservation,
+    Setup, StateDir, ThreadRule, WorkloadSetup,
+};
+use rtslice_testkit::{root_or_skip, KernelLock};
+
+fn cpus(s: &str) -> CpuList {
+    CpuList::parse(s).unwrap()
+}
+
+fn two_cpus() -> bool {
+    let ok = rtslice_host::doctor::online_cpus().len() >= 2;
+    if !ok {
+        eprintln!("SKIPPED: needs 2 CPUs");
+    }
+    ok
+}
+
+fn opts(dir: &tempfile::TempDir, mech: Mechanism) -> ApplyOptions {
+    ApplyOptions { mechanism: Some(mech), ..ApplyOptions::with_state_dir(dir.path()) }
+}
+
+/// The smoke setup scaled to 2 CPUs: a reserved RT workload on CPU 1 with a FIFO thread rule, a
+/// best-effort workload on CPU 0 with CFS weight and quota, an IRQ rule and an RPS rule.
+fn smoke_setup() -> Setup {
+    let mut s = Setup {
+        name: "kernel-test".into(),
+        housekeeping: cpus("0"),
+        workloads: vec![
+            WorkloadSetup {
+                name: format!("rt-{}", std::process::id()),
+                cpus: cpus("1"),
+                reservation: Some(Reservation { runtime_us: 300_000, period_us: 1_000_000 }),
+                threads: vec![ThreadRule { name: "^sleep$".into(), policy: Some(Policy::Fifo { priority: 10 }), cpus: None, budget_share: None }],
+                launch: Launch::Command { argv: vec!["sleep".into(), "60".into()], env: vec![], cwd: None },
+                ..Default::default()
+            },
+            WorkloadSetup {
+                name: format!("be-{}", std::process::id()),
+                cpus: cpus("0"),
+                cfs: Some(Cfs { quota_us: Some(50_000), period_us: Some(100_000), weight: Some(50), idle: false }),
+                launch: Launch::Command { argv: vec!["sleep".into(), "60".into()], env: vec![], cwd: None },
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    };
+    if let Some(irq) = movable_irq() {
+        s.irqs.push(IrqRule { action: format!("^{}$", regex_escape(&irq.actions[0])), cpus: cpus("0") });
+    }
+    if let Some(iface) = rps_interface() {
+        s.nets.push(NetRule { iface: format!("^{iface}$"), rps: Some(cpus("1")), xps: None });
+    }
+    s
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c.to_string() } else { format!("\\{c}") }).collect()
+}
+
+#[test]
+fn rt_group_apply_sets_every_file_and_reset_restores_them() {
+    root_or_skip!();
+    if !two_cpus() {
+        return;
+    }
+    let _lock = KernelLock::acquire();
+    let before = snapshot();
+    let dir = tempfile::tempdir().unwrap();
+    let setup = smoke_setup();
+    let applied = apply_setup(&setup, &opts(&dir, Mechanism::RtGroup)).expect("apply");
+    assert_eq!(applied.mechanism, Mechanism::RtGroup);
+    let rt = &setup.workloads[0].name;
+    let be = &setup.workloads[1].name;
+
+    // cgroup files, parents budgeted before children.
+    assert_eq!(read("/sys/fs/cgroup/cpu/rtslice/cpu.rt_runtime_us"), "300000");
+    assert_eq!(read(format!("/sys/fs/cgroup/cpu/rtslice/{rt}/cpu.rt_runtime_us")), "300000");
+    assert_eq!(read(format!("/sys/fs/cgroup/cpu/rtslice/{rt}/cpu.rt_period_us")), "1000000");
+    assert_eq!(read(format!("/sys/fs/cgroup/cpuset/rtslice/{rt}/cpuset.cpus")), "1");
+    assert_eq!(read(format!("/sys/fs/cgroup/cpuset/rtslice/{be}/cpuset.cpus")), "0");
+    assert_eq!(read(format!("/sys/fs/cgroup/cpu/rtslice/{be}/cpu.shares")), "512");
+    assert_eq!(read(format!("/sys/fs/cgroup/cpu/rtslice/{be}/cpu.cfs_quota_us")), "50000");
+    // Thread rule on the launched process, inside its cgroups.
+    let pid = applied.workloads[0].pids[0].pid;
+    assert_eq!(sched::get_policy(pid).unwrap(), Policy::Fifo { priority: 10 });
+    assert_eq!(sched::get_affinity(pid).unwrap(), cpus("1"));
+    assert!(read(format!("/proc/{pid}/cgroup")).contains(&format!("cpu:/rtslice/{rt}")));
+    // IRQ and RPS.
+    for rule in &setup.irqs {
+        let re = regex::Regex::new(&rule.action).unwrap();
+        for irq in rtslice_host::irq::matching(&rtslice_host::irq::read_interrupts().unwrap(), &re) {
+            assert_eq!(read(irq.affinity_file()), "0");
+        }
+    }
+    for rule in &setup.nets {
+        let iface = rule.iface.trim_matches(|c| c == '^' || c == '$');
+        for f in rtslice_host::irq::steering_files(std::path::Path::new("/sys/class/net"), iface).0 {
+            assert_eq!(CpuList::parse_mask(&read(&f)).unwrap(), cpus("1"));
+        }
+    }
+    // status: no drift, pids and mechanism.
+    let st = status(&StateDir::new(dir.path())).unwrap();
+    assert!(st.drift.is_empty(), "{:?}", st.drift);
+    assert_eq!(st.mechanism, Some(Mechanism::RtGroup));
+    assert_eq!(st.workloads[0].pids, vec![pid]);
+    // Drift is seen: change a value behind rtslice's back.
+    sched::set_policy(pid, Policy::Other { nice: 0 }).unwrap();
+    let st = status(&StateDir::new(dir.path())).unwrap();
+    assert_eq!(st.drift.len(), 1, "{:?}", st.drift);
+    assert!(st.drift[0].actual.contains("SCHED_OTHER"));
+
+    let report = reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
+    assert_eq!(report.stopped, 2);
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists() || read(format!("/proc/{pid}/stat")).contains(") Z"));
+    assert_same(&before, &snapshot());
+    assert!(!dir.path().join("state.json").exists());
+}
+
+#[test]
+fn deadline_thread_pinned_through_a_partition_runs_and_is_admitted() {
+    root_or_skip!();
+    if !two_cpus() {
+        return;
+    }
+    let _lock = KernelLock::acquire();
+    let before = snapshot();
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("dl-{}", std::process::id());
+    // A spinner whose budget is 20 ms every 100 ms on CPU 1: under SCHED_DEADLINE it may use 20%.
+    let setup = Setup {
+        workloads: vec![WorkloadSetup {
+            name: name.clone(),
+            cpus: cpus("1"),
+            reservation: Some(Reservation { runtime_us: 20_000, period_us: 100_000 }),
+            threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(Policy::Fifo { priority: 10 }), cpus: None, budget_share: None }],
+            launch: Launch::Command {
+                argv: vec!["sh".into(), "-c".into(), "while :; do :; done".into()],
+                env: vec![],
+                cwd: None,
+            },
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let applied = apply_setup(&setup, &opts(&dir, Mechanism::Deadline)).expect("apply");
+    let pid = applied.workloads[0].pids[0].pid;
+    assert_eq!(read("/sys/fs/cgroup/cpuset/cpuset.sched_load_balance"), "0");
+    assert_eq!(read(format!("/sys/fs/cgroup/cpuset/rtslice/{name}/cpuset.cpu_exclusive")), "1");
+    assert_eq!(read("/sys/fs/cgroup/cpuset/rtslice/system/cpuset.cpus"), "0");
+    assert_eq!(
+        sched::get_policy(pid).unwrap(),
+        Policy::Deadline { runtime_ns: 20_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000 }
+    );
+    assert_eq!(sched::get_affinity(pid).unwrap(), cpus("1"));
+    let share = measure_share(pid, Duration::from_millis(1500));
+    eprintln!("MEASURED: SCHED_DEADLINE 20ms/100ms spinner on a 1-CPU partition used {:.1}% of CPU 1", share * 100.0);
+    assert!(share > 0.05, "the deadline thread runs ({share})");
+    assert!(share < 0.40, "and is throttled near its 20% budget ({share})");
+    let st = status(&StateDir::new(dir.path())).unwrap();
+    assert!(st.drift.is_empty(), "{:?}", st.drift);
+    reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
+    assert_same(&before, &snapshot());
+}
+
+#[test]
+fn over_budget_request_is_rejected_before_anything_is_touched() {
+    root_or_skip!();
+    if !two_cpus() {
+        return;
+    }
+    let _lock = KernelLock::acquire();
+    let before = snapshot();
+    let dir = tempfile::tempdir().unwrap();
+    let w = |n: &str| WorkloadSetup {
+        name: format!("{n}-{}", std::process::id()),
+        cpus: cpus("1"),
+        reservation: Some(Reservation { runtime_us: 600_000, period_us: 1_000_000 }),
+        launch: Launch::Command { argv: vec!["sleep".into(), "60".into()], env: vec![], cwd: None },
+        ..Default::default()
+    };
+    let setup = Setup { workloads: vec![w("a"), w("b")], ..Default::default() };
+    for mech in [Mechanism::RtGroup, Mechanism::Deadline] {
+        let err = apply_setup(&setup, &opts(&dir, mech)).unwrap_err();
+        assert!(matches!(err, HostError::Rejected(_)), "{err}");
+        assert!(err.to_string().contains("CPU 1 would carry 120.0%"), "{err}");
+        assert!(!dir.path().join("state.json").exists(), "no state written");
+        assert_same(&before, &snapshot());
+    }
+}
+
+#[test]
+fn a_failure_at_any_step_rolls_back_exactly() {
+    root_or_skip!();
+    if !two_cpus() {
+        return;
+    }
+    let _lock = KernelLock::acquire();
+    let before = snapshot();
+    let dir = tempfile::tempdir().unwrap();
+    let mut setup = smoke_setup();
+    setup.workloads[0].shield = true; // also exercises partitions, the system cpuset and moving tasks
+    let o = opts(&dir, Mechanism::RtGroup);
+    let applied = apply_setup(&setup, &o).expect("apply");
+    let n = applied.changes;
+    reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
+    assert_same(&before, &snapshot());
+    assert!(n > 10, "{n} changes");
+    // Fail at the first, the last and a spread of steps in between.
+    let mut points: Vec<usize> = (0..n).step_by((n / 6).max(1)).collect();
+    points.push(n - 1);
+    for k in points {
+        let o = ApplyOptions { fault: Fault { fail_change: Some(k) }, ..o.clone() };
+        let err = apply_setup(&setup, &o).unwrap_err();
+        match &err {
+            HostError::StepFailed { rollback_errors, .. } => assert!(rollback_errors.is_empty(), "{rollback_errors:?}"),
+            other => panic!("change {k}: expected StepFailed, got {other}"),
+        }
+        assert!(err.to_string().contains("injected fault"), "{err}");
+        assert!(!dir.path().join("state.json").exists(), "change {k}: state removed after a clean rollback");
+        assert_same(&before, &snapshot());
+    }
+}
+
+#[test]
+fn a_real_kernel_refusal_mid_apply_rolls_back() {
+    root_or_skip!();
+    if !two_cpus() {
+        return;
+    }
+    let _lock = KernelLock::acquire();
+    let before = snapshot();
+    let dir = tempfile::tempdir().unwrap();
+    // SCHED_DEADLINE with runtime = period on a pinned thread: the kernel's admission (95% per CPU)
+    // refuses it with EBUSY only once the cgroups exist and the workload runs.
+    let name = format!("ref-{}", std::process::id());
+    let setup = Setup {
+        workloads: vec![WorkloadSetup {
+            name,
+            cpus: cpus("1"),
+            partition: true,
+            threads: vec![ThreadRule {
+                name: "^sleep$".into(),
+                policy: Some(Policy::Deadline { runtime_ns: 99_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000 }),
+                cpus: None,
+                budget_share: None,
+            }],
+            launch: Launch::Command { argv: vec!["sleep".into(), "60".into()], env: vec![], cwd: None },
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let err = apply_setup(&setup, &opts(&dir, Mechanism::None)).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("thread rules of"), "the error names the step: {text}");
+    assert!(text.contains("sched_setattr"), "{text}");
+    assert_same(&before, &snapshot());
+}
+
+#[test]
+fn corrupt_or_foreign_state_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let sd = StateDir::new(dir.path());
+    std::fs::write(sd.file(), "{ not json").unwrap();
+    let e = reset(&sd, ResetOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("corrupt"), "{e}");
+    assert!(status(&sd).is_err());
+    std::fs::write(sd.file(), r#"{"format":"kubelet-cpu-manager","version":1}"#).unwrap();
+    assert!(reset(&sd, ResetOptions::default()).unwrap_err().to_string().contains("not an rtslice state file"));
+    // Another apply refuses to overwrite it too.
+    let e = apply_setup(&Setup::default(), &ApplyOptions::with_state_dir(dir.path())).unwrap_err().to_string();
+    assert!(e.contains("not an rtslice state file"), "{e}");
+}
