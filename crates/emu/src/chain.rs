@@ -218,14 +218,22 @@ impl Phy {
         let sigma = (self.noise_var() / 2.0).sqrt() as f32;
         let mut time = vec![Complex32::new(0.0, 0.0); self.grid_len()];
         let scale = 1.0 / self.nfft as f32;
-        // Three-tap Rayleigh channel per antenna, delays short against the FFT so that 5-subcarrier
-        // smoothing of the estimate is accurate.
+        // Three-tap Rician channel per antenna (K = 10 dB: a line-of-sight first tap), delays short
+        // against the FFT so that 5-subcarrier smoothing of the estimate is accurate. Rician rather
+        // than Rayleigh: with one antenna and a narrow allocation, Rayleigh puts whole TTIs in deep
+        // fades, which would make NACKs a property of the synthesised radio instead of the SNR.
         let delays = [0.0, (self.nfft / 512).max(1) as f32, 3.0 * (self.nfft / 512).max(1) as f32];
         let powers = [0.6f32, 0.3, 0.1];
+        let k_factor = 10f32;
         for a in 0..self.carrier.antennas {
+            let los = Complex32::from_polar((k_factor / (k_factor + 1.0)).sqrt(), (rng.unit() * std::f64::consts::TAU) as f32);
             let taps: Vec<Complex32> = powers
                 .iter()
-                .map(|&p| Complex32::new(rng.gauss() as f32, rng.gauss() as f32) * (p / 2.0).sqrt())
+                .enumerate()
+                .map(|(i, &p)| {
+                    let scatter = Complex32::new(rng.gauss() as f32, rng.gauss() as f32) * (p / 2.0 / (k_factor + 1.0)).sqrt();
+                    if i == 0 { los + scatter } else { scatter }
+                })
                 .collect();
             for s in 0..SYMBOLS {
                 let base = self.idx(a, s);

@@ -626,6 +626,15 @@ pub fn run(cfg: Config) -> Result<Summary, EmuError> {
             .name(spec.name.clone())
             .spawn(move || {
                 let idx = thread_setup(&cell, &spec, class, &cpus);
+                // The receiving socket must exist before anyone sends: bind before the barrier.
+                let up_sock = match (role, addr_tx) {
+                    (Role::UserPlaneRx, Some(tx)) => {
+                        let s = bind_userplane(&up);
+                        let _ = tx.send(s.as_ref().map_err(Clone::clone).and_then(|s| s.local_addr().map_err(|e| e.to_string())));
+                        s.ok()
+                    }
+                    _ => None,
+                };
                 barrier.wait();
                 match role {
                     Role::Clock => clock_loop(&cell, profile, fep_tx, l1_tx, l1tx_tx, pool_tx),
@@ -637,7 +646,11 @@ pub fn run(cfg: Config) -> Result<Summary, EmuError> {
                     Role::Worker => worker_loop(&cell, pool.expect("pool"), l2),
                     Role::Stack => stack_loop(&cell, stack.expect("stack channel"), up_tx),
                     Role::UserPlaneTx => up_tx_loop(&cell, upq.expect("user-plane channel"), addr_rx_shared()),
-                    Role::UserPlaneRx => up_rx_loop(&cell, &up, addr_tx.expect("address channel")),
+                    Role::UserPlaneRx => {
+                        if let Some(s) = up_sock {
+                            up_rx_loop(&cell, s)
+                        }
+                    }
                     Role::Control => control_loop(&cell, spec.period_ms),
                 }
                 thread_finish(&cell, idx);
@@ -1103,27 +1116,17 @@ fn up_tx_loop(cell: &Cell, rx: Receiver<Vec<u8>>, addr: Option<SocketAddr>) {
     }
 }
 
-fn up_rx_loop(cell: &Cell, up: &UserPlane, addr_tx: Sender<Result<SocketAddr, String>>) {
-    let sock = (|| -> Result<UdpSocket, String> {
-        if let Some(ns) = &up.netns {
-            enter_netns(ns)?;
-        }
-        let bind = up.bind.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
-        let s = UdpSocket::bind(bind).map_err(|e| format!("cannot bind the user-plane socket to {bind}: {e}"))?;
-        s.set_read_timeout(Some(Duration::from_millis(100))).map_err(|e| e.to_string())?;
-        Ok(s)
-    })();
-    let sock = match sock {
-        Ok(s) => {
-            let _ = addr_tx.send(s.local_addr().map_err(|e| e.to_string()));
-            s
-        }
-        Err(e) => {
-            let _ = addr_tx.send(Err(e));
-            return;
-        }
-    };
-    drop(addr_tx);
+fn bind_userplane(up: &UserPlane) -> Result<UdpSocket, String> {
+    if let Some(ns) = &up.netns {
+        enter_netns(ns)?;
+    }
+    let bind = up.bind.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+    let s = UdpSocket::bind(bind).map_err(|e| format!("cannot bind the user-plane socket to {bind}: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_millis(100))).map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
+fn up_rx_loop(cell: &Cell, sock: UdpSocket) {
     let mut buf = vec![0u8; 65536];
     let mut idle_after_stop = 0;
     loop {
