@@ -21,7 +21,7 @@ pub(crate) fn propose(st: &State, eligible: &[usize], b: Bw, k: usize) -> Option
             options.push((0, 0, ci, Vec::new()));
             continue;
         }
-        if let Some((moved, moves)) = cheapest_eviction(st, eligible, ci, b, &[]) {
+        if let Some((moved, moves)) = cheapest_eviction(st, eligible, ci, b, &[], &[]) {
             options.push((moves.len(), moved, ci, moves));
         }
     }
@@ -32,12 +32,13 @@ pub(crate) fn propose(st: &State, eligible: &[usize], b: Bw, k: usize) -> Option
     // Take the k cheapest targets; re-plan their evictions together so destinations neither land on
     // another target nor overfill a CPU that several moves share.
     let targets: Vec<usize> = options[..k].iter().map(|o| o.2).collect();
+    let target_ids: Vec<u32> = targets.iter().map(|&t| st.cpus[t].id).collect();
     let mut planned: Vec<Move> = Vec::new();
     for &t in &targets {
         if st.free(&st.cpus[t]) >= b {
             continue;
         }
-        let (_, moves) = cheapest_eviction(st, eligible, t, b, &with_targets(&planned, &targets, st))?;
+        let (_, moves) = cheapest_eviction(st, eligible, t, b, &planned, &target_ids)?;
         planned.extend(moves);
     }
     let mut then: Vec<u32> = targets.iter().map(|&t| st.cpus[t].id).collect();
@@ -45,18 +46,9 @@ pub(crate) fn propose(st: &State, eligible: &[usize], b: Bw, k: usize) -> Option
     Some(Defrag { moves: planned, then_cpus: then })
 }
 
-/// Extra load already promised by earlier moves, plus the targets (which must receive nothing).
-fn with_targets(planned: &[Move], targets: &[usize], st: &State) -> Vec<(u32, Option<Bw>)> {
-    let mut v: Vec<(u32, Option<Bw>)> = targets.iter().map(|&t| (st.cpus[t].id, None)).collect();
-    for m in planned {
-        v.push((m.to_cpu, Some((m.bandwidth * crate::ONE as f64).round() as Bw)));
-        v.push((m.from_cpu, Some(0)));
-    }
-    v
-}
-
 /// Fewest shares to move off CPU `ci` so that it has `b` free, each to a CPU that can take it.
-fn cheapest_eviction(st: &State, eligible: &[usize], ci: usize, b: Bw, extra: &[(u32, Option<Bw>)]) -> Option<(Bw, Vec<Move>)> {
+/// `planned` are moves already decided for other targets; `targets` receive nothing.
+fn cheapest_eviction(st: &State, eligible: &[usize], ci: usize, b: Bw, planned: &[Move], targets: &[u32]) -> Option<(Bw, Vec<Move>)> {
     let c = &st.cpus[ci];
     let need = b.checked_sub(st.free(c))?;
     let shares: Vec<(usize, Bw)> = c.shares.iter().copied().filter(|&(w, _)| st.movable_to[w].is_some()).collect();
@@ -71,7 +63,7 @@ fn cheapest_eviction(st: &State, eligible: &[usize], ci: usize, b: Bw, extra: &[
             if best.as_ref().is_some_and(|(m, _)| *m <= moved) {
                 continue;
             }
-            if let Some(moves) = place(st, eligible, ci, &subset.iter().map(|&s| shares[s]).collect::<Vec<_>>(), extra) {
+            if let Some(moves) = place(st, eligible, ci, &subset.iter().map(|&s| shares[s]).collect::<Vec<_>>(), planned, targets) {
                 best = Some((moved, moves));
             }
         }
@@ -84,7 +76,7 @@ fn cheapest_eviction(st: &State, eligible: &[usize], ci: usize, b: Bw, extra: &[
 
 /// Finds destinations for evicted shares: worst-fit, largest share first, never onto a CPU where the
 /// same workload already has a share (one share per CPU per workload), never onto a target.
-fn place(st: &State, eligible: &[usize], from: usize, evicted: &[(usize, Bw)], extra: &[(u32, Option<Bw>)]) -> Option<Vec<Move>> {
+fn place(st: &State, eligible: &[usize], from: usize, evicted: &[(usize, Bw)], planned: &[Move], targets: &[u32]) -> Option<Vec<Move>> {
     let mut added: Vec<(usize, Bw)> = Vec::new(); // (cpu index, bandwidth added by these moves)
     let mut order: Vec<&(usize, Bw)> = evicted.iter().collect();
     order.sort_by_key(|&&(w, bw)| (std::cmp::Reverse(bw), w));
@@ -100,13 +92,13 @@ fn place(st: &State, eligible: &[usize], from: usize, evicted: &[(usize, Bw)], e
             if !allowed.contains(&d.id) || d.shares.iter().any(|&(x, _)| x == w) {
                 continue;
             }
-            if extra.iter().any(|&(cpu, e)| cpu == d.id && e.is_none()) {
+            if targets.contains(&d.id) {
                 continue;
             }
-            if moves.iter().any(|m: &Move| m.to_cpu == d.id && m.workload == st.names[w]) {
+            if planned.iter().chain(moves.iter()).any(|m: &Move| m.to_cpu == d.id && m.workload == st.names[w]) {
                 continue;
             }
-            let promised: Bw = extra.iter().filter(|&&(cpu, _)| cpu == d.id).filter_map(|&(_, e)| e).sum::<Bw>()
+            let promised: Bw = planned.iter().filter(|m| m.to_cpu == d.id).map(|m| crate::bw_from_f64(m.bandwidth)).sum::<Bw>()
                 + added.iter().filter(|&&(x, _)| x == di).map(|&(_, a)| a).sum::<Bw>();
             let free = st.free(d).saturating_sub(promised);
             if free >= bw && best.is_none_or(|(f, _)| free > f) {

@@ -33,6 +33,11 @@ pub(crate) fn bw_f64(b: Bw) -> f64 {
     b as f64 / ONE as f64
 }
 
+/// Inverse of `bw_f64` (exact for every value `bw_f64` produces).
+pub(crate) fn bw_from_f64(f: f64) -> Bw {
+    (f * ONE as f64).round() as Bw
+}
+
 pub(crate) fn pct(b: Bw) -> String {
     let p = b as f64 * 100.0 / ONE as f64;
     if (p - p.round()).abs() < 0.05 {
@@ -61,6 +66,8 @@ pub(crate) struct State<'a> {
     pub names: Vec<&'a str>,
     /// Per workload index: CPUs a defragmentation may move its shares to (None = not movable).
     pub movable_to: Vec<Option<Vec<u32>>>,
+    /// Per workload index: refused only for lack of bandwidth on shared CPUs (a defrag may help).
+    pub wants_defrag: Vec<bool>,
 }
 
 impl State<'_> {
@@ -123,6 +130,7 @@ pub fn plan(spec: &Spec, facts: &NodeFacts) -> Plan {
             .collect(),
         names: spec.workloads.iter().map(|w| w.name.as_str()).collect(),
         movable_to: vec![None; spec.workloads.len()],
+        wants_defrag: vec![false; spec.workloads.len()],
     };
 
     let n = spec.workloads.len();
@@ -177,6 +185,17 @@ pub fn plan(spec: &Spec, facts: &NodeFacts) -> Plan {
             }
             let w = &spec.workloads[i];
             outcome[i] = Some(admit(&mut st, i, w, want, &named));
+        }
+    }
+
+    // Defragmentation proposals against the final state: what the user would apply them to.
+    for i in 0..n {
+        if !st.wants_defrag[i] {
+            continue;
+        }
+        if let (Some(Err(rej)), Some(Want::Reservation { runtime, period, k, .. })) = (&mut outcome[i], &wants[i]) {
+            let eligible: Vec<usize> = (0..st.cpus.len()).filter(|&ci| why_not(&st, &st.cpus[ci]).is_none()).collect();
+            rej.defrag = defrag::propose(&st, &eligible, bw_of(*runtime, *period), *k);
         }
     }
 
@@ -374,11 +393,10 @@ fn admit(st: &mut State, i: usize, w: &Workload, want: &Want, named: &[u32]) -> 
                     pct(st.cap),
                     if by_free.is_empty() { "no eligible CPU".to_string() } else { describe_free(st, &by_free) }
                 );
-                let mut rej = reject(w, reason);
-                if !exclusive {
-                    rej.defrag = defrag::propose(st, &eligible, b, *k);
-                }
-                return Err(rej);
+                // The proposal is made once every workload is placed (later admissions may take the
+                // room a proposal computed now would promise); see `plan`.
+                st.wants_defrag[i] = !exclusive && !needs_isolated;
+                return Err(reject(w, reason));
             }
             match st.policy {
                 Policy::WorstFit => fits.sort_by_key(|&ci| (std::cmp::Reverse(st.free(&st.cpus[ci])), st.cpus[ci].id)),

@@ -1,0 +1,271 @@
+//! Properties of the planner: never above the cap, exclusive CPUs stay exclusive, admission is
+//! monotone, same input → same plan, worst-fit takes the CPUs with the most free bandwidth, and a
+//! defragmentation proposal really makes room.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use rtslice_plan::{plan, Allocation, NodeFacts, Plan};
+use rtslice_spec::{BestEffort, Dedicated, Demand, Isolation, Node, NodeCpus, Policy, Reservation, Spec, Workload};
+
+fn reservation(name: String, permille: u64, count: u32, shield: bool) -> Workload {
+    Workload {
+        name,
+        demand: Some(Demand::Reservation(Reservation {
+            runtime: Duration::from_micros(permille * 100),
+            period: Some(Duration::from_millis(100)),
+            count: Some(count),
+            cpus: None,
+        })),
+        isolation: Isolation { shield, ..Isolation::default() },
+        ..Workload::default()
+    }
+}
+
+fn node(cpus: u32, housekeeping: u32, cap_pct: u32, policy: Policy) -> Node {
+    Node {
+        cpus: NodeCpus::List((0..cpus).collect()),
+        housekeeping: (0..housekeeping).collect(),
+        cap: cap_pct as f64 / 100.0,
+        policy,
+        ..Node::default()
+    }
+}
+
+fn policy() -> impl Strategy<Value = Policy> {
+    prop::sample::select(Policy::ALL.to_vec())
+}
+
+/// Mixed specs: free and fixed reservations (some shielded), dedicated CPUs, best-effort.
+fn mixed_spec() -> impl Strategy<Value = Spec> {
+    (2u32..12, 0u32..2, 50u32..=100, policy(), prop::collection::vec((0u8..6, 1u64..=1000, 1u32..4, any::<prop::sample::Index>()), 0..14))
+        .prop_map(|(n, hk, cap, pol, items)| {
+            let mut ws = Vec::new();
+            for (i, (kind, permille, count, at)) in items.into_iter().enumerate() {
+                let name = format!("w{i}");
+                let count = count.min(n - hk);
+                ws.push(match kind {
+                    0 | 1 => reservation(name, permille, count, false),
+                    2 => reservation(name, permille, 1, true),
+                    3 => {
+                        let cpu = hk + at.index((n - hk) as usize) as u32;
+                        let mut w = reservation(name, permille, 1, false);
+                        if let Some(Demand::Reservation(r)) = &mut w.demand {
+                            r.count = None;
+                            r.cpus = Some(vec![cpu]);
+                        }
+                        w
+                    }
+                    4 => Workload {
+                        name,
+                        demand: Some(Demand::Dedicated(Dedicated { count: Some(count.min(2)), cpus: None })),
+                        ..Workload::default()
+                    },
+                    _ => Workload { name, demand: Some(Demand::BestEffort(BestEffort::default())), ..Workload::default() },
+                });
+            }
+            Spec { node: node(n, hk, cap, pol), workloads: ws, flavors: BTreeMap::new(), ..Spec::default() }
+        })
+}
+
+/// Only free-choice reservations: study B's setting, where the order of admission is the spec order.
+fn reservations_only(pol: Option<Policy>) -> impl Strategy<Value = Spec> {
+    let pol = match pol {
+        Some(p) => Just(p).boxed(),
+        None => policy().boxed(),
+    };
+    (1u32..10, 50u32..=100, pol, prop::collection::vec((1u64..=950, 1u32..4), 0..16)).prop_map(|(n, cap, pol, items)| {
+        let ws = items
+            .into_iter()
+            .enumerate()
+            .map(|(i, (permille, count))| reservation(format!("w{i}"), permille, count.min(n), false))
+            .collect();
+        Spec { node: node(n, 0, cap, pol), workloads: ws, ..Spec::default() }
+    })
+}
+
+fn check_invariants(spec: &Spec, p: &Plan) -> Result<(), TestCaseError> {
+    let cap = spec.node.cap;
+    for c in &p.node.per_cpu {
+        let sum: f64 = c.by.iter().map(|s| s.bandwidth).sum();
+        prop_assert!((sum - c.reserved).abs() < 1e-9, "CPU {}: shares {} != reserved {}", c.cpu, sum, c.reserved);
+        match &c.exclusive_to {
+            None => prop_assert!(c.reserved <= cap + 1e-9, "CPU {} reserved {} above cap {}", c.cpu, c.reserved, cap),
+            Some(owner) => {
+                prop_assert!(c.by.iter().all(|s| &s.workload == owner), "exclusive CPU {} shared: {:?}", c.cpu, c.by);
+                prop_assert!(c.reserved <= 1.0 + 1e-9);
+            }
+        }
+        if c.housekeeping {
+            prop_assert!(c.by.is_empty() && c.exclusive_to.is_none(), "housekeeping CPU {} used", c.cpu);
+        }
+    }
+    for w in &p.workloads {
+        for &cpu in &w.cpus {
+            let c = p.node.per_cpu.iter().find(|c| c.cpu == cpu).unwrap();
+            prop_assert!(!c.housekeeping, "{} on housekeeping CPU {}", w.name, cpu);
+            if let Some(owner) = &c.exclusive_to {
+                prop_assert_eq!(owner, &w.name, "{} runs on CPU {} exclusive to {}", w.name, cpu, owner);
+            }
+        }
+        if let Allocation::Reservation { per_cpu, .. } = &w.allocation {
+            let mut cpus: Vec<u32> = per_cpu.iter().map(|r| r.cpu).collect();
+            cpus.sort_unstable();
+            prop_assert_eq!(&cpus, &w.cpus);
+            cpus.dedup();
+            prop_assert_eq!(cpus.len(), per_cpu.len(), "one share per CPU");
+        }
+    }
+    prop_assert_eq!(p.workloads.len() + p.rejected.len(), spec.workloads.len());
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn never_above_the_cap_and_exclusive_stays_exclusive(spec in mixed_spec()) {
+        let p = plan(&spec, &NodeFacts::default());
+        check_invariants(&spec, &p)?;
+    }
+
+    #[test]
+    fn same_input_same_plan(spec in mixed_spec()) {
+        let a = plan(&spec, &NodeFacts::default());
+        let b = plan(&spec.clone(), &NodeFacts::default());
+        prop_assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
+    }
+
+    /// Removing a workload never makes another fail (when the rest was admitted).
+    #[test]
+    fn admission_is_monotone(spec in mixed_spec(), drop in any::<prop::sample::Index>()) {
+        // Rejected workloads consume nothing, so the admitted ones alone plan the same way.
+        let first = plan(&spec, &NodeFacts::default());
+        let spec = Spec { workloads: spec.workloads.iter().filter(|w| first.workload(&w.name).is_some()).cloned().collect(), ..spec };
+        prop_assume!(!spec.workloads.is_empty());
+        let p = plan(&spec, &NodeFacts::default());
+        prop_assert!(p.rejected.is_empty(), "admitted workloads alone: {:?}", p.rejected);
+        let mut smaller = spec.clone();
+        let gone = smaller.workloads.remove(drop.index(spec.workloads.len()));
+        let q = plan(&smaller, &NodeFacts::default());
+        prop_assert!(q.rejected.is_empty(), "removing {} made {:?} fail", gone.name, q.rejected);
+    }
+
+    /// Study B's setting (free reservations in arrival order, worst-fit): removing any workload never
+    /// makes a workload admitted before the first rejection fail.
+    #[test]
+    fn worst_fit_prefix_is_monotone(spec in reservations_only(Some(Policy::WorstFit)), drop in any::<prop::sample::Index>()) {
+        prop_assume!(!spec.workloads.is_empty());
+        let p = plan(&spec, &NodeFacts::default());
+        let first_rejected = spec.workloads.iter().position(|w| p.rejection(&w.name).is_some()).unwrap_or(spec.workloads.len());
+        let mut smaller = spec.clone();
+        let gone = smaller.workloads.remove(drop.index(spec.workloads.len()));
+        let q = plan(&smaller, &NodeFacts::default());
+        for w in &spec.workloads[..first_rejected] {
+            if w.name != gone.name {
+                prop_assert!(q.workload(&w.name).is_some(), "removing {} made {} fail: {:?}", gone.name, w.name, q.rejection(&w.name));
+            }
+        }
+    }
+
+    /// Each worst-fit choice takes CPUs with the most free bandwidth at its arrival (ties: lowest id).
+    #[test]
+    fn worst_fit_choice_is_maximal(spec in reservations_only(Some(Policy::WorstFit))) {
+        let p = plan(&spec, &NodeFacts::default());
+        for (i, w) in spec.workloads.iter().enumerate() {
+            let Some(got) = p.workload(&w.name) else { continue };
+            let before = plan(&Spec { workloads: spec.workloads[..i].to_vec(), ..spec.clone() }, &NodeFacts::default());
+            let free = |cpu: u32| before.node.per_cpu.iter().find(|c| c.cpu == cpu).unwrap().free;
+            let chosen_min = got.cpus.iter().map(|&c| free(c)).fold(f64::INFINITY, f64::min);
+            for c in &before.node.per_cpu {
+                if !got.cpus.contains(&c.cpu) {
+                    prop_assert!(
+                        c.free < chosen_min || (c.free == chosen_min && got.cpus.iter().all(|&x| free(x) > c.free || x < c.cpu)),
+                        "{}: left CPU {} with {} free but took {:?} (min {})", w.name, c.cpu, c.free, got.cpus, chosen_min
+                    );
+                }
+            }
+        }
+    }
+
+    /// Applying a proposed defragmentation makes the rejected request fit, breaks no cap, and keeps
+    /// each workload's shares on distinct CPUs.
+    #[test]
+    fn defragmentation_proposals_make_room(spec in reservations_only(None)) {
+        let p = plan(&spec, &NodeFacts::default());
+        let cap = spec.node.cap;
+        for r in &p.rejected {
+            let Some(d) = &r.defrag else { continue };
+            let mut free: BTreeMap<u32, f64> = p.node.per_cpu.iter().map(|c| (c.cpu, c.free)).collect();
+            let mut placed: BTreeMap<String, Vec<u32>> = p.workloads.iter().map(|w| (w.name.clone(), w.cpus.clone())).collect();
+            for m in &d.moves {
+                let cpus = placed.get_mut(&m.workload).unwrap();
+                prop_assert!(cpus.contains(&m.from_cpu) && !cpus.contains(&m.to_cpu), "bad move {:?} for {:?}", m, cpus);
+                cpus.retain(|&c| c != m.from_cpu);
+                cpus.push(m.to_cpu);
+                *free.get_mut(&m.from_cpu).unwrap() += m.bandwidth;
+                *free.get_mut(&m.to_cpu).unwrap() -= m.bandwidth;
+                prop_assert!(free[&m.to_cpu] >= -1e-9, "move {:?} overfills CPU {} (cap {})", m, m.to_cpu, cap);
+            }
+            let w = spec.workloads.iter().find(|w| w.name == r.name).unwrap();
+            let Some(Demand::Reservation(res)) = &w.demand else { unreachable!() };
+            let b = res.runtime.as_secs_f64() / res.period.unwrap().as_secs_f64();
+            prop_assert_eq!(d.then_cpus.len(), res.count.unwrap() as usize);
+            for c in &d.then_cpus {
+                prop_assert!(free[c] + 1e-9 >= b, "after the moves CPU {} has {} free, needs {}", c, free[c], b);
+            }
+        }
+    }
+}
+
+#[test]
+fn defrag_is_proposed_only_for_fragmentation() {
+    // Two CPUs with 50% each taken: a 60% request is blocked by fragmentation only if the total free
+    // would fit it; with cap 95% total free is 90% ≥ 60%, and one move (not possible: each CPU holds
+    // one 50% share that fits nowhere else) → no proposal. A 30% + 30% layout can be merged instead.
+    let mk = |shares: &[(u64, u32)], ask: u64| Spec {
+        node: node(2, 0, 95, Policy::WorstFit),
+        workloads: shares
+            .iter()
+            .enumerate()
+            .map(|(i, &(pm, c))| reservation(format!("w{i}"), pm, c, false))
+            .chain([reservation("ask".into(), ask, 1, false)])
+            .collect(),
+        ..Spec::default()
+    };
+    let p = plan(&mk(&[(500, 1), (500, 1)], 600), &NodeFacts::default());
+    assert!(p.rejection("ask").unwrap().defrag.is_none(), "{p:?}");
+    let p = plan(&mk(&[(300, 1), (300, 1)], 700), &NodeFacts::default());
+    let d = p.rejection("ask").unwrap().defrag.clone().expect("moving one 30% share frees a CPU");
+    assert_eq!(d.moves.len(), 1);
+    // Not enough bandwidth anywhere: no proposal.
+    let p = plan(&mk(&[(900, 2)], 600), &NodeFacts::default());
+    assert!(p.rejection("ask").unwrap().defrag.is_none());
+}
+
+#[test]
+fn policies_differ_as_documented() {
+    let spec = |pol| Spec {
+        node: node(3, 0, 95, pol),
+        workloads: vec![reservation("a".into(), 500, 1, false), reservation("b".into(), 200, 1, false)],
+        ..Spec::default()
+    };
+    let cpus = |pol| {
+        let p = plan(&spec(pol), &NodeFacts::default());
+        (p.workload("a").unwrap().cpus.clone(), p.workload("b").unwrap().cpus.clone())
+    };
+    assert_eq!(cpus(Policy::WorstFit), (vec![0], vec![1]), "worst-fit spreads");
+    assert_eq!(cpus(Policy::BestFit), (vec![0], vec![0]), "best-fit packs");
+    assert_eq!(cpus(Policy::FirstFit), (vec![0], vec![0]), "first-fit takes the lowest that fits");
+}
+
+#[test]
+fn discovered_cpus_come_from_the_facts() {
+    let spec = Spec { workloads: vec![reservation("a".into(), 500, 2, false)], ..Spec::default() };
+    let p = plan(&spec, &NodeFacts::with_cpus(4));
+    assert_eq!(p.node.cpus, vec![0, 1, 2, 3]);
+    assert_eq!(p.workload("a").unwrap().cpus, vec![0, 1]);
+    let p = plan(&spec, &NodeFacts::default());
+    assert!(p.rejection("a").unwrap().reason.contains("no CPUs"));
+}
