@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* rtslice per-thread scheduling latency. Modelled on libbpf-tools' runqlat.bpf.c, extended to keep
+ * wake-up latency (a sleeping task woken until it runs) apart from preemption-return latency (a task
+ * switched out while runnable until it runs again), per thread, with a log2 µs histogram (the studies'
+ * format) and a log-linear ns histogram (percentiles with bounded error), plus context switches,
+ * migrations and on-CPU time.
+ *
+ * The filter always looks at the task the event is about (the woken task, prev or next of a switch),
+ * never at `current`: a wake-up runs in the waker's context.
+ *
+ * Every program exists twice: tp_btf (typed, cheapest) and raw_tp (for kernels whose tp_btf attach
+ * fails); user space loads one set. Both read kernel memory with CO-RE reads so the code is shared. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "rtlat.h"
+
+#define MAX_THREADS 8192
+#define MAX_CG_DEPTH 16
+#define TASK_RUNNING 0
+
+const volatile __u32 filter_mode = FILTER_PIDS;
+const volatile __u32 cg_ctrl = CG_V2;
+const volatile __u64 cg_id = 0;
+
+/* Lost events: a latency start or a thread's statistics could not be stored (map full). */
+__u64 lost_start = 0;
+__u64 lost_stats = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} filter_tgids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} filter_tids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_THREADS);
+	__type(key, __u32);
+	__type(value, struct start);
+} start SEC(".maps");
+
+/* ~9.5 KiB per thread: allocate on first use instead of preallocating MAX_THREADS of them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_THREADS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct tstats);
+} stats SEC(".maps");
+
+/* An all-zero template for new entries (too big for the 512-byte BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tstats);
+} zero SEC(".maps");
+
+/* task_struct::state became __state in 5.14 (same fix as libbpf-tools' core_fixes.bpf.h). */
+struct task_struct___o {
+	volatile long int state;
+} __attribute__((preserve_access_index));
+
+struct task_struct___x {
+	unsigned int __state;
+} __attribute__((preserve_access_index));
+
+static __always_inline __s64 task_state(void *task)
+{
+	struct task_struct___x *t = task;
+
+	if (bpf_core_field_exists(t->__state))
+		return BPF_CORE_READ(t, __state);
+	return BPF_CORE_READ((struct task_struct___o *)task, state);
+}
+
+static __always_inline __u64 log2_32(__u32 v)
+{
+	__u32 shift, r;
+
+	r = (v > 0xFFFF) << 4; v >>= r;
+	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
+	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
+	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
+	r |= (v >> 1);
+	return r;
+}
+
+static __always_inline __u64 log2_64(__u64 v)
+{
+	__u32 hi = v >> 32;
+
+	return hi ? log2_32(hi) + 32 : log2_32(v);
+}
+
+static __always_inline int subsys_index(void)
+{
+	switch (cg_ctrl) {
+	case CG_V1_CPUSET:
+		return bpf_core_enum_value_exists(enum cgroup_subsys_id, cpuset_cgrp_id) ?
+			       bpf_core_enum_value(enum cgroup_subsys_id, cpuset_cgrp_id) : -1;
+	case CG_V1_CPU:
+		return bpf_core_enum_value_exists(enum cgroup_subsys_id, cpu_cgrp_id) ?
+			       bpf_core_enum_value(enum cgroup_subsys_id, cpu_cgrp_id) : -1;
+	case CG_V1_CPUACCT:
+		return bpf_core_enum_value_exists(enum cgroup_subsys_id, cpuacct_cgrp_id) ?
+			       bpf_core_enum_value(enum cgroup_subsys_id, cpuacct_cgrp_id) : -1;
+	case CG_V1_MEMORY:
+		return bpf_core_enum_value_exists(enum cgroup_subsys_id, memory_cgrp_id) ?
+			       bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id) : -1;
+	case CG_V1_PIDS:
+		return bpf_core_enum_value_exists(enum cgroup_subsys_id, pids_cgrp_id) ?
+			       bpf_core_enum_value(enum cgroup_subsys_id, pids_cgrp_id) : -1;
+	}
+	return -1;
+}
+
+/* The task's cgroup in the configured hierarchy, or any ancestor of it, is the target cgroup. */
+static __always_inline bool in_cgroup(struct task_struct *t)
+{
+	struct cgroup *cg;
+
+	if (cg_ctrl == CG_V2) {
+		cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
+	} else {
+		struct cgroup_subsys_state *css = NULL;
+		struct css_set *cs = BPF_CORE_READ(t, cgroups);
+		int idx = subsys_index();
+
+		if (idx < 0 || idx >= CGROUP_SUBSYS_COUNT || !cs)
+			return false;
+		bpf_core_read(&css, sizeof(css), &cs->subsys[idx]);
+		if (!css)
+			return false;
+		cg = BPF_CORE_READ(css, cgroup);
+	}
+	for (int i = 0; i < MAX_CG_DEPTH; i++) {
+		if (!cg)
+			return false;
+		if (BPF_CORE_READ(cg, kn, id) == cg_id)
+			return true;
+		cg = BPF_CORE_READ(cg, self.parent, cgroup);
+	}
+	return false;
+}
+
+static __always_inline bool traced(struct task_struct *t)
+{
+	if (filter_mode == FILTER_ALL)
+		return true;
+	if (filter_mode == FILTER_PIDS) {
+		__u32 tgid = BPF_CORE_READ(t, tgid);
+		__u32 tid = BPF_CORE_READ(t, pid);
+
+		return bpf_map_lookup_elem(&filter_tgids, &tgid) || bpf_map_lookup_elem(&filter_tids, &tid);
+	}
+	return in_cgroup(t);
+}
+
+static __always_inline struct tstats *stats_of(struct task_struct *t, __u32 tid)
+{
+	struct tstats *st = bpf_map_lookup_elem(&stats, &tid);
+	__u32 zkey = 0;
+	long err;
+
+	if (st)
+		return st;
+	st = bpf_map_lookup_elem(&zero, &zkey);
+	if (!st)
+		return NULL;
+	err = bpf_map_update_elem(&stats, &tid, st, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST: raced with another CPU */) {
+		__sync_fetch_and_add(&lost_stats, 1);
+		return NULL;
+	}
+	st = bpf_map_lookup_elem(&stats, &tid);
+	if (st) {
+		st->last_cpu = (__u32)-1;
+		st->tgid = BPF_CORE_READ(t, tgid);
+	}
+	return st;
+}
+
+static __always_inline void record(struct tstats *st, __u32 kind, __u64 delta_ns)
+{
+	struct hist *h = &st->h[kind & 1];
+	__u64 slot = log2_64(delta_ns / 1000);
+	__u64 msb, idx;
+
+	if (slot >= LOG2_SLOTS)
+		slot = LOG2_SLOTS - 1;
+	if (delta_ns < (1 << FINE_SUB_BITS)) {
+		idx = delta_ns;
+	} else {
+		msb = log2_64(delta_ns);
+		if (msb > FINE_MAX_MSB)
+			idx = FINE_SLOTS - 1;
+		else
+			idx = ((msb - FINE_SUB_BITS + 1) << FINE_SUB_BITS) +
+			      ((delta_ns >> (msb - FINE_SUB_BITS)) & ((1 << FINE_SUB_BITS) - 1));
+	}
+	if (idx >= FINE_SLOTS)
+		idx = FINE_SLOTS - 1;
+	h->events++;
+	h->sum_ns += delta_ns;
+	if (delta_ns > h->max_ns)
+		h->max_ns = delta_ns;
+	h->log2_us[slot]++;
+	h->fine[idx]++;
+}
+
+static __always_inline int on_wakeup(struct task_struct *p)
+{
+	struct start s = { .kind = KIND_WAKEUP };
+	__u32 tid;
+	long err;
+
+	if (!traced(p))
+		return 0;
+	tid = BPF_CORE_READ(p, pid);
+	s.ts = bpf_ktime_get_ns();
+	/* NOEXIST: a wake-up of a task that is still queued after a preemption (ttwu_runnable) does not
+	 * restart its wait; a stale entry of a task woken while running is removed when it blocks. */
+	err = bpf_map_update_elem(&start, &tid, &s, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST */)
+		__sync_fetch_and_add(&lost_start, 1);
+	return 0;
+}
+
+static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct tstats *st;
+	struct start *s;
+	__u32 tid;
+
+	if (traced(prev)) {
+		tid = BPF_CORE_READ(prev, pid);
+		st = stats_of(prev, tid);
+		if (st && st->oncpu_since) {
+			st->oncpu_ns += now - st->oncpu_since;
+			st->oncpu_since = 0;
+		}
+		/* Preempted (or blocked with a pending wake-up): still on the run queue. */
+		if (preempt || task_state(prev) == TASK_RUNNING) {
+			struct start ps = { .ts = now, .kind = KIND_PREEMPT };
+
+			if (st)
+				st->nivcsw++;
+			if (bpf_map_update_elem(&start, &tid, &ps, BPF_ANY))
+				__sync_fetch_and_add(&lost_start, 1);
+		} else {
+			if (st)
+				st->nvcsw++;
+			bpf_map_delete_elem(&start, &tid);
+		}
+	}
+
+	if (traced(next)) {
+		tid = BPF_CORE_READ(next, pid);
+		st = stats_of(next, tid);
+		s = bpf_map_lookup_elem(&start, &tid);
+		if (s) {
+			if (st && now > s->ts)
+				record(st, s->kind, now - s->ts);
+			bpf_map_delete_elem(&start, &tid);
+		}
+		if (st) {
+			st->slices++;
+			if (st->last_cpu != (__u32)-1 && st->last_cpu != cpu)
+				st->migrations++;
+			st->last_cpu = cpu;
+			st->oncpu_since = now;
+			/* Threads are often named after they start (pthread_setname_np): keep the latest. */
+			BPF_CORE_READ_STR_INTO(&st->comm, next, comm);
+		}
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(wakeup_btf, struct task_struct *p)
+{
+	return on_wakeup(p);
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(wakeup_new_btf, struct task_struct *p)
+{
+	return on_wakeup(p);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_switch(preempt, prev, next);
+}
+
+SEC("raw_tp/sched_wakeup")
+int BPF_PROG(wakeup_raw, struct task_struct *p)
+{
+	return on_wakeup(p);
+}
+
+SEC("raw_tp/sched_wakeup_new")
+int BPF_PROG(wakeup_new_raw, struct task_struct *p)
+{
+	return on_wakeup(p);
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_switch(preempt, prev, next);
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

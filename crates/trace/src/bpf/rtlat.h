@@ -1,0 +1,58 @@
+/* Shared between rtlat.bpf.c and the Rust reader (src/bpf_layout.rs mirrors these constants and
+ * structs byte for byte; a unit test checks the sizes). */
+#ifndef RTLAT_H
+#define RTLAT_H
+
+/* log2 histogram of the studies: slot k holds latencies of [2^k, 2^(k+1)) µs, slot 0 holds 0–1 µs
+ * (integer µs, as BCC's runqlat). The last slot also takes everything above it. */
+#define LOG2_SLOTS 27
+/* Log-linear histogram in ns: values below 16 ns exact; above, 16 sub-buckets per power of two, so a
+ * bucket's width is at most 1/16 of its lower bound (relative error <= 6.25%). Highest exact octave
+ * is 2^FINE_MAX_MSB .. 2^(FINE_MAX_MSB+1) ns (137..275 s); the extra last slot counts overflows. */
+#define FINE_SUB_BITS 4
+#define FINE_MAX_MSB 37
+#define FINE_SLOTS ((FINE_MAX_MSB - FINE_SUB_BITS + 1) * (1 << FINE_SUB_BITS) + (1 << FINE_SUB_BITS) + 1)
+
+#define KIND_WAKEUP 0  /* sleeping task woken (sched_wakeup/_new) until it runs */
+#define KIND_PREEMPT 1 /* task switched out while runnable until it runs again */
+
+#define FILTER_ALL 0
+#define FILTER_PIDS 1
+#define FILTER_CGROUP 2
+
+/* cg_ctrl values: which cgroup hierarchy the cgroup filter looks at */
+#define CG_V2 0
+#define CG_V1_CPUSET 1
+#define CG_V1_CPU 2
+#define CG_V1_CPUACCT 3
+#define CG_V1_MEMORY 4
+#define CG_V1_PIDS 5
+
+struct hist {
+	__u64 events;
+	__u64 sum_ns;
+	__u64 max_ns;
+	__u64 log2_us[LOG2_SLOTS];
+	__u64 fine[FINE_SLOTS];
+};
+
+struct tstats {
+	struct hist h[2];
+	__u64 nvcsw;       /* switched out blocked (voluntary) */
+	__u64 nivcsw;      /* switched out runnable (involuntary, preempted) */
+	__u64 migrations;  /* ran on a different CPU than the previous time */
+	__u64 oncpu_ns;
+	__u64 slices;      /* switch-ins: compares with schedstat's pcount */
+	__u64 oncpu_since; /* 0 when off CPU */
+	__u32 last_cpu;
+	__u32 tgid;
+	char comm[16];
+};
+
+struct start {
+	__u64 ts;
+	__u32 kind;
+	__u32 pad;
+};
+
+#endif

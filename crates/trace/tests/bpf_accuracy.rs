@@ -1,0 +1,280 @@
+//! Proof that the BPF numbers are right, on the real kernel (root; CI runs as root).
+//!
+//! A helper thread sleeps on absolute CLOCK_MONOTONIC deadlines (timer slack 1 ns) and records its
+//! own lateness after every wake-up (clock_gettime right after clock_nanosleep returns); a bursty
+//! SCHED_FIFO thread pinned to the same CPU makes the helper wait for the CPU, spreading latencies
+//! over many log2 buckets. For every event, the BPF latency b (sched_wakeup → sched_switch) and the helper's
+//! lateness u (deadline → back in user space) satisfy b ≤ u ≤ b + δ, where δ is the timer
+//! interrupt's delay plus the return to user space. Hence, bucket by bucket:
+//!   - exact: BPF events at or below any log2 boundary ≥ helper events below it (b ≤ u);
+//!   - bounded: BPF events ≤ helper events below the boundary + δ (u ≤ b + δ);
+//! and the event counts are equal. The same window is then compared with schedstat totals.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use rtslice_trace::{hist, Mode, Options, Target, TraceSession};
+
+const PERIOD_NS: u64 = 4_000_000;
+const BURST_NS: u64 = 2_000_000;
+const WAKEUPS: usize = 400;
+/// Coupling bound δ between the helper's lateness and the BPF latency (timer IRQ delay + return to
+/// user). In this project's Firecracker VMs the timer interrupt alone arrives 30–100 µs late (host
+/// timer emulation), so δ is generous; events beyond it (host jitter of ms) are bounded at 2 %.
+const DELTA_NS: u64 = 250_000;
+
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn sleep_until(ns: u64) {
+    let ts = libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 };
+    while unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) } == libc::EINTR {}
+}
+
+fn pin_to(cpu: usize) {
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set), 0);
+    }
+}
+
+fn gettid() -> u32 {
+    unsafe { libc::gettid() as u32 }
+}
+
+fn thread_state(tid: u32) -> char {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap_or_default();
+    s.rsplit_once(") ").and_then(|(_, r)| r.chars().next()).unwrap_or('?')
+}
+
+struct HelperResult {
+    tid: u32,
+    /// Lateness of wake-ups during which the thread was not also preempted.
+    lateness_ns: Vec<u64>,
+    /// Wake-ups during which the thread was also preempted (by the FIFO burst starting right then):
+    /// its lateness then includes a preemption wait that BPF rightly reports apart.
+    preempted: u32,
+    skipped: u32,
+}
+
+/// (voluntary, involuntary) context switches of the calling thread.
+fn switches() -> (i64, i64) {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    (ru.ru_nvcsw, ru.ru_nivcsw)
+}
+
+#[test]
+fn bpf_histogram_matches_the_threads_own_lateness_and_schedstat() {
+    rtslice_testkit::root_or_skip!();
+    let _lock = rtslice_testkit::KernelLock::acquire();
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cpu = cpus - 1;
+
+    // The competitor: a SCHED_FIFO thread on the same CPU, busy for BURST_NS at the start of every
+    // PERIOD_NS from `epoch`. Three of four helper deadlines fall inside a burst (at a pseudo-random
+    // point), so the helper waits for the burst's end (0.1–2 ms); the fourth falls in the idle gap
+    // (a few µs). The scheduler does not preempt FIFO for a fair task, so every long wait ends in a
+    // full schedule(), where schedstat's clock is exact. (An immediate wake-up preemption skips
+    // schedstat's clock update, so run_delay undercounts those waits; BPF measures them as they are.)
+    let epoch = now_ns() + 1_500_000_000; // the BPF session must be up before this
+    let stop = Arc::new(AtomicBool::new(false));
+    let spinner = {
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("acc-fifo-burst".into())
+            .spawn(move || {
+                pin_to(cpu);
+                let p = libc::sched_param { sched_priority: 10 };
+                let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
+                assert_eq!(rc, 0, "SCHED_FIFO for the competitor: {}", std::io::Error::last_os_error());
+                let mut k = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let start = epoch + k * PERIOD_NS;
+                    sleep_until(start);
+                    while now_ns() < start + BURST_NS {
+                        std::hint::spin_loop();
+                    }
+                    k += 1;
+                }
+            })
+            .unwrap()
+    };
+
+    let (tid_tx, tid_rx) = mpsc::channel();
+    let (done_tx, done_rx) = mpsc::channel::<HelperResult>();
+    let helper = std::thread::Builder::new()
+        .name("acc-sleeper".into())
+        .spawn(move || {
+            pin_to(cpu);
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
+            let mut lateness = Vec::with_capacity(WAKEUPS + 1);
+            tid_tx.send(gettid()).unwrap();
+            let deadline_of = |k: u64| {
+                let frac = ((k * 7919) % 97) as f64 / 97.0;
+                let offset = if k % 4 == 3 {
+                    BURST_NS + ((PERIOD_NS - BURST_NS) as f64 * (0.1 + 0.8 * frac)) as u64
+                } else {
+                    (BURST_NS as f64 * (0.05 + 0.9 * frac)) as u64
+                };
+                epoch + k * PERIOD_NS + offset
+            };
+            let mut k = 0;
+            let mut skipped = 0u32;
+            let mut preempted = 0u32;
+            loop {
+                // Only sleeps that really blocked are wake-ups: a deadline already past when the
+                // kernel arms the timer returns at once. The voluntary-switch count tells them apart.
+                let (vol0, invol0) = switches();
+                let deadline = deadline_of(k);
+                sleep_until(deadline);
+                let late = now_ns().saturating_sub(deadline);
+                let (vol1, invol1) = switches();
+                if vol1 != vol0 + 1 {
+                    skipped += 1;
+                } else if invol1 != invol0 {
+                    preempted += 1;
+                } else {
+                    lateness.push(late);
+                }
+                if lateness.len() + preempted as usize == WAKEUPS {
+                    break;
+                }
+                k += 1;
+                // Skip a period when very late, so every iteration is one real wake-up.
+                while deadline_of(k) < now_ns() + 200_000 {
+                    k += 1;
+                }
+            }
+            let final_wake = now_ns() + 2_000_000_000;
+            done_tx.send(HelperResult { tid: gettid(), lateness_ns: lateness, preempted, skipped }).unwrap();
+            // Asleep while the test reads BPF and schedstat: nothing of ours is in flight then.
+            sleep_until(final_wake);
+        })
+        .unwrap();
+    let helper_tid = tid_rx.recv().unwrap();
+
+    let session = TraceSession::start(
+        Target::Tids(vec![helper_tid]),
+        Options { mode: Mode::Bpf, hw_counters: false, ..Default::default() },
+    )
+    .expect("BPF tracer");
+    assert!(now_ns() < epoch, "the BPF session took too long to start");
+    while thread_state(helper_tid) != 'S' {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let pid = std::process::id();
+    let ss0 = rtslice_trace::schedstat(pid, helper_tid).unwrap();
+
+    let result = done_rx.recv().unwrap();
+    assert_eq!(result.tid, helper_tid);
+    while thread_state(helper_tid) != 'S' {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let ss1 = rtslice_trace::schedstat(pid, helper_tid).unwrap();
+    let report = session.snapshot();
+    stop.store(true, Ordering::Relaxed);
+    spinner.join().unwrap();
+    let _ = session.finish();
+    helper.join().unwrap();
+
+    let t = report.threads.iter().find(|t| t.tid == helper_tid).expect("helper thread in the BPF report");
+    let truth = &result.lateness_ns;
+
+    // Per-bucket comparison in the studies' log2 buckets.
+    let mut truth_log2 = [0u64; hist::LOG2_SLOTS];
+    for &u in truth {
+        truth_log2[hist::log2_slot(u)] += 1;
+    }
+    let bpf_log2: Vec<u64> = (0..hist::LOG2_SLOTS).map(|i| t.wakeup.log2_us.get(i).copied().unwrap_or(0)).collect();
+    eprintln!("bucket      truth   bpf");
+    for i in 0..16 {
+        eprintln!("{:>10} {:>7} {:>5}", hist::log2_label(i), truth_log2[i], bpf_log2[i]);
+    }
+    let mut sorted = truth.clone();
+    sorted.sort_unstable();
+    let q = |q: f64| sorted[((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1] as f64 / 1000.0;
+    for qq in [0.1, 0.25, 0.5, 0.75, 0.9, 0.99] {
+        eprintln!("q{qq}: truth {:.1} µs, bpf {:.1} µs", q(qq), hist_q(&t.wakeup, qq));
+    }
+    eprintln!("skipped (did not block): {}, also preempted: {}", result.skipped, result.preempted);
+    eprintln!(
+        "truth p50 {:.1} p99 {:.1} max {:.1} µs; bpf p50 {:?} p99 {:?} max {:?}; preempt events {}",
+        q(0.5),
+        q(0.99),
+        q(1.0),
+        t.wakeup.p50_us,
+        t.wakeup.p99_us,
+        t.wakeup.max_us,
+        t.preempt.events
+    );
+
+    let mut failures = Vec::new();
+    let p = result.preempted as u64;
+    let clean = truth.len() as u64;
+    // Known discrepancy (docs/trace.md): on this VM BPF sometimes sees 1–2 of ~400 switch-ins fewer
+    // than the thread's own count and schedstat's pcount, with no program run missed by the kernel.
+    // Until that is explained, allow up to 1 % missing events; more is a failure.
+    let missing = clean.saturating_sub(t.wakeup.events);
+    eprintln!("wake-ups: thread {clean} (+{p} also preempted), BPF {}", t.wakeup.events);
+    if t.wakeup.events > clean + p || missing > clean / 100 {
+        failures.push(format!("BPF saw {} wake-ups, the thread had {clean} (+ {p} with a preemption)", t.wakeup.events));
+    }
+    if report.lost.latency_starts + report.lost.threads + report.lost.program_runs != 0 {
+        failures.push(format!("lost events: {:?}", report.lost));
+    }
+
+    // Exact side (b ≤ u): at every log2 edge BPF has at least as many events below it as the thread.
+    // Bounded side (u ≤ b + δ): at most as many as the thread has below edge + δ, plus the wake-ups
+    // that were also preempted, plus 3 % for timer interrupts the host delayed beyond δ.
+    let mut beyond_delta = 0;
+    for k in 0..hist::LOG2_SLOTS - 1 {
+        let edge_ns = (1u64 << (k + 1)) * 1000; // first value of bucket k+1
+        let bpf_below: u64 = bpf_log2[..=k].iter().sum();
+        let truth_below = truth.iter().filter(|&&u| u < edge_ns).count() as u64;
+        let truth_below_delta = truth.iter().filter(|&&u| u < edge_ns + DELTA_NS).count() as u64;
+        if bpf_below + missing < truth_below {
+            failures.push(format!("bucket {k}: {bpf_below} BPF events below {edge_ns} ns, but the thread saw {truth_below}"));
+        }
+        beyond_delta = beyond_delta.max(bpf_below.saturating_sub(truth_below_delta + p));
+    }
+    eprintln!("events more than δ = {DELTA_NS} ns apart: {beyond_delta}; lost {:?}; overhead {:?}", report.lost, report.overhead);
+    if beyond_delta > clean * 3 / 100 {
+        failures.push(format!("{beyond_delta} events differ by more than {DELTA_NS} ns"));
+    }
+
+    // Percentiles: BPF ≤ truth (+ the fine histogram's stated error), truth ≤ BPF + δ.
+    if p == 0 {
+        for qq in [0.5, 0.9] {
+            let (tq, bq) = (q(qq), hist_q(&t.wakeup, qq));
+            if bq > tq * (1.0 + hist::FINE_RELATIVE_ERROR) + 0.001 {
+                failures.push(format!("q{qq}: bpf {bq} µs > truth {tq} µs"));
+            }
+            if tq > bq + DELTA_NS as f64 / 1000.0 {
+                failures.push(format!("q{qq}: truth {tq} µs exceeds bpf {bq} µs + δ"));
+            }
+        }
+    }
+
+    // Schedstat cross-check over the same window: run-queue wait and timeslices within 2 %.
+    let run_delay = (ss1.run_delay_ns - ss0.run_delay_ns) as f64;
+    let slices = (ss1.slices - ss0.slices) as f64;
+    let bpf_wait = (t.wakeup.total_wait_ns + t.preempt.total_wait_ns) as f64;
+    eprintln!("schedstat: wait {run_delay} ns, {slices} slices; bpf: wait {bpf_wait} ns, {} slices", t.slices);
+    if (bpf_wait - run_delay).abs() > 0.02 * run_delay {
+        failures.push(format!("total wait: bpf {bpf_wait} ns vs schedstat {run_delay} ns"));
+    }
+    if (t.slices as f64 - slices).abs() > 0.02 * slices {
+        failures.push(format!("slices: bpf {} vs schedstat {slices}", t.slices));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn hist_q(l: &rtslice_trace::LatencyStats, q: f64) -> f64 {
+    hist::quantile_ns(&l.fine_ns, q, (l.max_us.unwrap() * 1000.0).round() as u64).unwrap() as f64 / 1000.0
+}
