@@ -1,1 +1,263 @@
-//! rtslice-agent (being built; see docs/ARCHITECTURE.md).
+//! rtslice-agent: keeps applied workloads in policy. vBS stacks create their real-time threads after
+//! start (and name them afterwards), so `apply` alone cannot give them their rules. The agent listens
+//! to the kernel's process connector (netlink: fork, exec and comm events) and applies the first
+//! matching rule to each new or renamed thread of a workload, typically within tens of microseconds of
+//! the event; where the connector is unavailable it polls the workloads' task lists (every 2 ms by
+//! default). A slow full rescan (every 500 ms) also catches events lost to socket overruns.
+//!
+//! `apply` starts it detached and journals it; `reset` stops it; `status` reports it. It writes
+//! `agent.ready` (its pid) into the state directory once it is subscribed and has done a first scan,
+//! and `agent.stats.json` with event→rule latencies.
+
+mod proc_connector;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rtslice_host::cgroup::Backend;
+use rtslice_host::journal::StateDir;
+use rtslice_host::rules::CompiledRules;
+use rtslice_host::sched;
+use serde::{Deserialize, Serialize};
+
+pub use proc_connector::{Event, ProcConnector};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    Host(#[from] rtslice_host::HostError),
+    #[error("state directory {0}: nothing is applied (run `rtslice apply` first)")]
+    NothingApplied(PathBuf),
+    #[error("writing {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+#[derive(Clone, Debug)]
+pub struct AgentOptions {
+    /// Skip the process connector and poll (the fallback, forced).
+    pub force_polling: bool,
+    pub poll_interval: Duration,
+    pub rescan_interval: Duration,
+}
+
+impl Default for AgentOptions {
+    fn default() -> Self {
+        AgentOptions { force_polling: false, poll_interval: Duration::from_millis(2), rescan_interval: Duration::from_millis(500) }
+    }
+}
+
+/// Latency from the kernel's event timestamp to the rule being in force, and counters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentStats {
+    pub mode: String,
+    pub events: u64,
+    pub applied: u64,
+    pub errors: u64,
+    /// Event→applied latencies in µs (netlink mode), min/p50/p99/max over the last 10,000.
+    pub latency_us: Option<[f64; 4]>,
+    pub last_error: Option<String>,
+}
+
+struct Workload {
+    name: String,
+    dir: PathBuf,
+    rules: CompiledRules,
+}
+
+pub struct Agent {
+    backend: Backend,
+    workloads: Vec<Workload>,
+    /// tid → (comm, start time) last enforced; avoids repeated syscalls in rescans.
+    seen: HashMap<i32, String>,
+    stats: AgentStats,
+    latencies: Vec<f64>,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl Agent {
+    /// Loads the applied record (workload cgroups and their rules) from the state directory.
+    pub fn load(dir: &StateDir) -> Result<Agent, AgentError> {
+        let state = dir.load()?.ok_or_else(|| AgentError::NothingApplied(dir.path.clone()))?;
+        let rec = state.record.ok_or_else(|| AgentError::NothingApplied(dir.path.clone()))?;
+        let mut workloads = Vec::new();
+        for w in &rec.workloads {
+            let wide = rec.setup.workloads.iter().find(|s| s.name == w.name).filter(|s| s.wide_affinity).map(|_| w.cpus.clone());
+            let rules = CompiledRules::new(&w.rules, wide).map_err(rtslice_host::HostError::Invalid)?;
+            if !rules.is_empty() {
+                workloads.push(Workload { name: w.name.clone(), dir: w.group.cpuset.clone(), rules });
+            }
+        }
+        Ok(Agent { backend: rec.backend, workloads, seen: HashMap::new(), stats: AgentStats::default(), latencies: Vec::new() })
+    }
+
+    /// Which workload a process belongs to (by its cgroup in the cpuset hierarchy).
+    fn workload_of(&self, tgid: i32) -> Option<usize> {
+        let text = std::fs::read_to_string(format!("/proc/{tgid}/cgroup")).ok()?;
+        let path = self.backend.cgroup_of(&text)?;
+        self.workloads.iter().position(|w| path.starts_with(&w.dir))
+    }
+
+    /// Applies the rule for one thread; `event_ns` is the kernel timestamp of the triggering event.
+    fn handle(&mut self, tgid: i32, tid: i32, comm: Option<String>, event_ns: Option<u64>) {
+        let Some(wi) = self.workload_of(tgid) else { return };
+        let Some(comm) = comm.or_else(|| sched::comm_of(tgid, tid)) else { return };
+        let w = &self.workloads[wi];
+        let Some(want) = w.rules.wanted(&comm) else {
+            self.seen.insert(tid, comm);
+            return;
+        };
+        match rtslice_host::rules::enforce(tid, &want) {
+            Ok(changed) => {
+                if changed {
+                    self.stats.applied += 1;
+                    if let Some(ts) = event_ns {
+                        let lat = monotonic_ns().saturating_sub(ts) as f64 / 1000.0;
+                        if self.latencies.len() >= 10_000 {
+                            self.latencies.remove(0);
+                        }
+                        self.latencies.push(lat);
+                    }
+                    println!("{}: thread {tid} ({comm}) ← rule {} of {}", tgid, want.rule, w.name);
+                }
+                self.seen.insert(tid, comm);
+            }
+            Err(e) => {
+                // Exited threads are normal; other refusals are reported (status shows the drift).
+                if !e.to_string().contains("No such process") {
+                    self.stats.errors += 1;
+                    let msg = format!("thread {tid} ({comm}) of {}: {e}", w.name);
+                    eprintln!("{msg}");
+                    self.stats.last_error = Some(msg);
+                }
+                self.seen.insert(tid, comm);
+            }
+        }
+    }
+
+    /// Walks every workload's threads; with `only_new`, skips threads already handled under the same name.
+    pub fn scan(&mut self, only_new: bool) {
+        let mut todo = Vec::new();
+        for w in &self.workloads {
+            for pid in rtslice_host::apply::workload_pids(&w.dir) {
+                for tid in sched::threads_of(pid) {
+                    let comm = sched::comm_of(pid, tid);
+                    if only_new && comm.is_some() && self.seen.get(&tid) == comm.as_ref() {
+                        continue;
+                    }
+                    todo.push((pid, tid, comm));
+                }
+            }
+        }
+        for (pid, tid, comm) in todo {
+            self.handle(pid, tid, comm, None);
+        }
+        // Forget threads that are gone (tids are reused).
+        if self.seen.len() > 4096 {
+            self.seen.retain(|tid, _| std::path::Path::new(&format!("/proc/{tid}")).exists());
+        }
+    }
+
+    pub fn stats(&self) -> AgentStats {
+        let mut s = self.stats.clone();
+        if !self.latencies.is_empty() {
+            let mut v = self.latencies.clone();
+            v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+            s.latency_us = Some([v[0], q(0.5), q(0.99), v[v.len() - 1]]);
+        }
+        s
+    }
+}
+
+fn write_atomic(path: &std::path::Path, text: &str) -> Result<(), AgentError> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|source| AgentError::Io { path: path.to_path_buf(), source })
+}
+
+/// Runs until SIGTERM/SIGINT. Reports readiness through `<state>/agent.ready`.
+pub fn run(dir: &StateDir, opts: &AgentOptions) -> Result<(), AgentError> {
+    // SAFETY: installing a handler that only stores to an atomic is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+    }
+    let mut agent = Agent::load(dir)?;
+    let connector = if opts.force_polling {
+        None
+    } else {
+        match ProcConnector::subscribe() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("process connector unavailable ({e}); polling every {:?}", opts.poll_interval);
+                None
+            }
+        }
+    };
+    agent.stats.mode = if connector.is_some() { "netlink".into() } else { "polling".into() };
+    agent.scan(false);
+    write_atomic(&dir.path.join("agent.ready"), &std::process::id().to_string())?;
+    println!("agent ready ({}), {} workload(s) with rules", agent.stats.mode, agent.workloads.len());
+    let stats_path = dir.path.join("agent.stats.json");
+    let mut last_rescan = Instant::now();
+    let mut last_stats = AgentStats::default();
+    while !STOP.load(Ordering::SeqCst) {
+        match &connector {
+            Some(c) => match c.recv(Duration::from_millis(100)) {
+                Ok(events) => {
+                    for ev in events {
+                        agent.stats.events += 1;
+                        match ev {
+                            Event::Fork { child_pid, child_tgid, ts_ns, .. } => agent.handle(child_tgid, child_pid, None, Some(ts_ns)),
+                            Event::Exec { pid, tgid, ts_ns } => agent.handle(tgid, pid, None, Some(ts_ns)),
+                            Event::Comm { pid, tgid, comm, ts_ns } => agent.handle(tgid, pid, Some(comm), Some(ts_ns)),
+                        }
+                    }
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => agent.scan(true),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    eprintln!("process connector: {e}");
+                    std::thread::sleep(opts.poll_interval);
+                    agent.scan(true);
+                }
+            },
+            None => {
+                std::thread::sleep(opts.poll_interval);
+                agent.scan(true);
+            }
+        }
+        if last_rescan.elapsed() >= opts.rescan_interval {
+            agent.scan(true);
+            last_rescan = Instant::now();
+            let s = agent.stats();
+            if s != last_stats {
+                let _ = write_atomic(&stats_path, &serde_json::to_string_pretty(&s).unwrap_or_default());
+                last_stats = s;
+            }
+        }
+    }
+    let _ = write_atomic(&stats_path, &serde_json::to_string_pretty(&agent.stats()).unwrap_or_default());
+    let _ = std::fs::remove_file(dir.path.join("agent.ready"));
+    Ok(())
+}
+
+/// The agent's last written statistics, if any.
+pub fn read_stats(dir: &StateDir) -> Option<AgentStats> {
+    serde_json::from_str(&std::fs::read_to_string(dir.path.join("agent.stats.json")).ok()?).ok()
+}

@@ -25,12 +25,16 @@ use crate::txn::{Fault, Txn};
 pub struct AgentCommand {
     pub program: PathBuf,
     pub args: Vec<String>,
+    /// Extra environment. The agent also always gets RTSLICE_STATE_DIR.
+    pub env: Vec<(String, String)>,
+    /// Append `--state-dir DIR` to the arguments (the `rtslice agent` CLI form).
+    pub state_dir_arg: bool,
 }
 
 impl AgentCommand {
-    /// `rtslice agent` from the running rtslice binary.
+    /// `rtslice agent --state-dir DIR` from an rtslice binary (e.g. `std::env::current_exe()`).
     pub fn rtslice_binary(exe: PathBuf) -> AgentCommand {
-        AgentCommand { program: exe, args: vec!["agent".into()] }
+        AgentCommand { program: exe, args: vec!["agent".into()], env: Vec::new(), state_dir_arg: true }
     }
 }
 
@@ -765,7 +769,11 @@ fn start_agent(txn: &mut Txn, cmd: &AgentCommand, state_dir: &StateDir) -> Resul
     let log = std::fs::File::create(state_dir.path.join("agent.log"))
         .map_err(|source| HostError::Create { path: state_dir.path.join("agent.log"), source })?;
     let mut c = Command::new(&cmd.program);
-    c.args(&cmd.args).arg("--state-dir").arg(&state_dir.path);
+    c.args(&cmd.args);
+    if cmd.state_dir_arg {
+        c.arg("--state-dir").arg(&state_dir.path);
+    }
+    c.envs(cmd.env.iter().map(|(k, v)| (k, v))).env("RTSLICE_STATE_DIR", &state_dir.path);
     c.stdin(Stdio::null()).stdout(log.try_clone().map_err(|e| HostError::other(e.to_string()))?).stderr(log);
     // SAFETY: setsid is async-signal-safe; the agent must outlive this process and its terminal.
     unsafe {
