@@ -1,0 +1,151 @@
+//! Threads born after `apply` returns get their rules from the agent. The workload and the agent are
+//! this test binary re-executed in a helper role (selected by environment variable), so the test
+//! needs nothing but the kernel: apply launches the spawner inside the workload's cgroups and starts
+//! the agent; the spawner waits 1 s, creates named threads, and each thread measures how long it ran
+//! before its rule (SCHED_FIFO + pinning) was in force.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use rtslice_host::record::Mechanism;
+use rtslice_host::sched::{self, Policy};
+use rtslice_host::{apply_setup, reset, status, AgentCommand, ApplyOptions, CpuList, Launch, ResetOptions, Setup, StateDir, ThreadRule, WorkloadSetup};
+use rtslice_testkit::{root_or_skip, KernelLock};
+
+const ROLE: &str = "RTSLICE_AGENT_TEST_ROLE";
+const THREADS: usize = 20;
+const RULE: Policy = Policy::Fifo { priority: 7 };
+
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Helper role: the agent (polling when RTSLICE_AGENT_TEST_POLL is set).
+#[test]
+fn helper_agent_role() {
+    if std::env::var(ROLE).as_deref() != Ok("agent") {
+        return;
+    }
+    let dir = StateDir::new(std::env::var("RTSLICE_STATE_DIR").unwrap());
+    let opts = rtslice_agent::AgentOptions { force_polling: std::env::var("RTSLICE_AGENT_TEST_POLL").is_ok(), ..Default::default() };
+    rtslice_agent::run(&dir, &opts).unwrap();
+}
+
+/// Helper role: the workload. After 1 s it starts THREADS threads named "late-worker", one after the
+/// other; each records the time from its start (name already set by std) until its policy and
+/// affinity match the rule, and writes all reaction times (µs) to RESULT_FILE.
+#[test]
+fn helper_spawner_role() {
+    if std::env::var(ROLE).as_deref() != Ok("spawner") {
+        return;
+    }
+    let out = PathBuf::from(std::env::var("RESULT_FILE").unwrap());
+    std::thread::sleep(Duration::from_secs(1));
+    let mut reactions = Vec::new();
+    for _ in 0..THREADS {
+        let h = std::thread::Builder::new()
+            .name("late-worker".into())
+            .spawn(|| {
+                let t0 = now_ns();
+                let tid = sched::gettid();
+                let deadline = Instant::now() + Duration::from_secs(2);
+                while Instant::now() < deadline {
+                    if sched::get_policy(tid).ok() == Some(RULE) && sched::get_affinity(tid).ok() == CpuList::parse("1").ok() {
+                        return Some((now_ns() - t0) as f64 / 1000.0);
+                    }
+                    std::thread::sleep(Duration::from_micros(20));
+                }
+                None
+            })
+            .unwrap();
+        reactions.push(h.join().unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::write(&out, serde_json::to_string(&reactions).unwrap()).unwrap();
+    std::thread::sleep(Duration::from_secs(30)); // stay alive until reset stops us
+}
+
+fn run(poll: bool) -> (Vec<Option<f64>>, Option<rtslice_agent::AgentStats>) {
+    let dir = tempfile::tempdir().unwrap();
+    let result = dir.path().join("reactions.json");
+    let exe = std::env::current_exe().unwrap();
+    let mut agent_env = vec![(ROLE.to_string(), "agent".to_string())];
+    if poll {
+        agent_env.push(("RTSLICE_AGENT_TEST_POLL".into(), "1".into()));
+    }
+    let setup = Setup {
+        workloads: vec![WorkloadSetup {
+            name: format!("agent-{}-{}", std::process::id(), if poll { "poll" } else { "nl" }),
+            cpus: CpuList::parse("0-1").unwrap(),
+            threads: vec![ThreadRule {
+                name: "^late-worker$".into(),
+                policy: Some(RULE),
+                cpus: Some(CpuList::parse("1").unwrap()),
+                budget_share: None,
+            }],
+            launch: Launch::Command {
+                argv: vec![exe.display().to_string(), "--exact".into(), "helper_spawner_role".into(), "--nocapture".into()],
+                env: vec![(ROLE.into(), "spawner".into()), ("RESULT_FILE".into(), result.display().to_string())],
+                cwd: None,
+            },
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let opts = ApplyOptions {
+        mechanism: Some(Mechanism::None),
+        agent: Some(AgentCommand {
+            program: exe,
+            args: vec!["--exact".into(), "helper_agent_role".into(), "--nocapture".into()],
+            env: agent_env,
+            state_dir_arg: false,
+        }),
+        ..ApplyOptions::with_state_dir(dir.path())
+    };
+    let applied = apply_setup(&setup, &opts).expect("apply");
+    assert!(applied.agent.is_some());
+    let st = status(&StateDir::new(dir.path())).unwrap();
+    assert!(st.agent.as_ref().is_some_and(|a| a.alive), "status shows the agent: {:?}", st.agent);
+    let start = Instant::now();
+    while !result.exists() && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let text = std::fs::read_to_string(&result).expect("the spawner reported");
+    let reactions: Vec<Option<f64>> = serde_json::from_str(&text).unwrap();
+    std::thread::sleep(Duration::from_millis(600)); // one stats write of the agent
+    let stats = rtslice_agent::read_stats(&StateDir::new(dir.path()));
+    reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
+    (reactions, stats)
+}
+
+fn summary(v: &[Option<f64>]) -> (f64, f64, f64) {
+    let mut x: Vec<f64> = v.iter().flatten().copied().collect();
+    x.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (x[0], x[x.len() / 2], x[x.len() - 1])
+}
+
+#[test]
+fn threads_born_after_apply_get_their_rules_quickly() {
+    root_or_skip!();
+    if rtslice_host::doctor::online_cpus().len() < 2 {
+        eprintln!("SKIPPED: needs 2 CPUs");
+        return;
+    }
+    let _lock = KernelLock::acquire();
+    for poll in [false, true] {
+        let (reactions, stats) = run(poll);
+        assert_eq!(reactions.len(), THREADS);
+        assert!(reactions.iter().all(|r| r.is_some()), "every late thread got its rule: {reactions:?}");
+        let (min, p50, max) = summary(&reactions);
+        eprintln!(
+            "MEASURED: agent ({}) reaction to {THREADS} threads born 1 s after apply: min {min:.0} µs, median {p50:.0} µs, max {max:.0} µs; agent stats {stats:?}",
+            if poll { "polling 2 ms" } else { "netlink" }
+        );
+        // Generous bound (a noisy 2-CPU VM); the goal is 10 ms.
+        assert!(p50 < 10_000.0, "median reaction {p50} µs");
+        assert!(max < 200_000.0, "max reaction {max} µs");
+    }
+}
