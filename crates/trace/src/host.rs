@@ -233,6 +233,13 @@ fn sub(a: &[u64], b: &[u64]) -> Vec<u64> {
 
 pub(crate) fn host_report(start: &HostSample, end: &HostSample, secs: f64, irq_names: &[String]) -> HostReport {
     let secs = secs.max(1e-9);
+    // The spec's IRQ rules are unanchored regexes over the action names; a pattern that is not a valid
+    // regex is matched literally.
+    let patterns: Vec<regex::Regex> = irq_names
+        .iter()
+        .filter(|n| !n.is_empty())
+        .filter_map(|n| regex::Regex::new(n).or_else(|_| regex::Regex::new(&regex::escape(n))).ok())
+        .collect();
     let mut irqs: Vec<IrqReport> = end
         .irqs
         .iter()
@@ -240,7 +247,7 @@ pub(crate) fn host_report(start: &HostSample, end: &HostSample, secs: f64, irq_n
             let before = start.irqs.iter().find(|s| s.id == l.id).map(|s| s.per_cpu.as_slice()).unwrap_or(&[]);
             let per_cpu = sub(&l.per_cpu, before);
             let total = per_cpu.iter().sum();
-            let named = irq_names.iter().any(|n| !n.is_empty() && (l.desc.contains(n.as_str()) || l.id == *n));
+            let named = patterns.iter().any(|p| p.is_match(&l.desc)) || irq_names.iter().any(|n| *n == l.id);
             IrqReport { irq: l.id.clone(), desc: l.desc.clone(), named, per_cpu, total, per_s: total as f64 / secs }
         })
         .collect();

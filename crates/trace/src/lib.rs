@@ -93,8 +93,8 @@ pub enum Mode {
 #[derive(Clone, Debug)]
 pub struct Options {
     pub mode: Mode,
-    /// IRQ names (substrings of /proc/interrupts descriptions, or IRQ numbers) to attribute
-    /// separately, e.g. the NIC queues a spec steers.
+    /// IRQs to attribute separately, e.g. the NIC queues a spec steers: unanchored regexes over the
+    /// /proc/interrupts description (as the spec's IRQ rules), or IRQ numbers.
     pub irq_names: Vec<String>,
     /// Open perf hardware counters on the target's threads.
     pub hw_counters: bool,

@@ -120,7 +120,7 @@ impl HwCounters {
     }
 
     pub fn disabled() -> HwCounters {
-        HwCounters { counters: Vec::new(), unsupported: Some("not requested".into()) }
+        HwCounters { counters: Vec::new(), unsupported: Some("not measured (disabled by the caller)".into()) }
     }
 
     pub fn report(&self) -> Measurement<HwReport> {
