@@ -33,6 +33,8 @@ pub struct ClientConfig {
     pub fifo_priority: Option<i32>,
     /// Run in this network namespace (a name under /run/netns).
     pub netns: Option<String>,
+    /// Keep the client's threads on these CPUs (off the CPU under test).
+    pub cpus: Option<Vec<u32>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -87,6 +89,21 @@ pub fn set_fifo(prio: i32) -> Result<()> {
     Ok(())
 }
 
+/// Restricts the calling thread (and threads it spawns later) to `cpus`.
+pub fn set_affinity(cpus: &[u32]) -> Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET stays within its bounds for ids < CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus.iter().filter(|&&c| (c as usize) < libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(c as usize, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io_err(format!("cannot move the client to CPUs {cpus:?}"))(std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
+}
+
 fn set_timer_slack_1ns() {
     // SAFETY: PR_SET_TIMERSLACK takes a plain integer.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
@@ -133,6 +150,9 @@ fn connect(cfg: &ClientConfig) -> Result<Conn> {
 fn run_here(cfg: &ClientConfig) -> Result<ClientRun> {
     if let Some(ns) = &cfg.netns {
         netns::enter(ns)?;
+    }
+    if let Some(cpus) = &cfg.cpus {
+        set_affinity(cpus)?;
     }
     if let Some(p) = cfg.fifo_priority {
         set_fifo(p)?;
@@ -271,6 +291,7 @@ pub fn stop_server(server: SocketAddr, protocol: Protocol, netns_name: Option<&s
         drain: Duration::ZERO,
         fifo_priority: None,
         netns: netns_name.map(str::to_string),
+        cpus: None,
     };
     std::thread::spawn(move || -> Result<()> {
         if let Some(ns) = &cfg.netns {

@@ -24,6 +24,14 @@ pub trait RunningServer {
     fn pid(&self) -> u32;
     /// One line for the report: what reservation the server got and through what.
     fn describe(&self) -> String;
+    /// CPUs the server's reservation is on (empty: anywhere); the client keeps off them.
+    fn cpus(&self) -> Vec<u32> {
+        Vec::new()
+    }
+    /// The rtslice spec that made the reservation, if one did.
+    fn spec(&self) -> Option<String> {
+        None
+    }
     /// Stops the server and undoes what was applied. Also called from Drop by implementors.
     fn stop(&mut self) -> Result<()>;
 }
@@ -96,6 +104,34 @@ pub struct ValidateOptions {
     pub tag: String,
     /// Switch the scheduler's HRTICK/HRTICK_DL features for the run (None: leave them as they are).
     pub hrtick: Option<bool>,
+    /// Take the host-wide lock the test suites use for timing-sensitive and kernel-global work
+    /// (`/tmp/rtslice-kernel-tests.lock`) for the whole run. Off when the caller already holds it.
+    pub kernel_lock: bool,
+}
+
+/// The host-wide measurement lock shared with rtslice's test suites (see crates/testkit).
+pub struct KernelLock {
+    _file: std::fs::File,
+}
+
+impl KernelLock {
+    pub const PATH: &'static str = "/tmp/rtslice-kernel-tests.lock";
+
+    pub fn acquire() -> Result<KernelLock> {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(Self::PATH)
+            .map_err(io_err(format!("cannot open {}", Self::PATH)))?;
+        // SAFETY: valid fd for the lifetime of `file`.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(io_err(format!("flock {}", Self::PATH))(std::io::Error::last_os_error()));
+        }
+        Ok(KernelLock { _file: file })
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -120,6 +156,8 @@ pub struct Report {
     pub experiment: Experiment,
     pub quick: bool,
     pub reservation: String,
+    /// The rtslice spec applied to give the server its reservation.
+    pub reservation_spec: Option<String>,
     pub model: String,
     /// δ, measured as half the median round trip of zero-work requests through the same path.
     pub one_way_delay_s: f64,
@@ -163,7 +201,18 @@ pub fn scenario(exp: &Experiment, interarrival: Duration, one_way_delay_s: f64) 
     Scenario { lambda, mu, network: Network { one_way_delay_s, link }, service }
 }
 
-fn client_config(exp: &Experiment, server: SocketAddr, ns: &str, ia: Dist, compute: Dist, count: usize, seed: u64, fifo: Option<i32>) -> ClientConfig {
+#[allow(clippy::too_many_arguments)]
+fn client_config(
+    exp: &Experiment,
+    server: SocketAddr,
+    ns: &str,
+    ia: Dist,
+    compute: Dist,
+    count: usize,
+    seed: u64,
+    fifo: Option<i32>,
+    cpus: &Option<Vec<u32>>,
+) -> ClientConfig {
     ClientConfig {
         server,
         protocol: exp.protocol,
@@ -176,11 +225,18 @@ fn client_config(exp: &Experiment, server: SocketAddr, ns: &str, ia: Dist, compu
         drain: Duration::from_secs(2),
         fifo_priority: fifo,
         netns: Some(ns.to_string()),
+        cpus: cpus.clone(),
     }
 }
 
 /// Runs the whole experiment. `progress` gets one line per step.
 pub fn validate(exp: &Experiment, opts: &ValidateOptions, launcher: &dyn Launcher, progress: &mut dyn FnMut(&str)) -> Result<Report> {
+    let _lock = if opts.kernel_lock {
+        progress(&format!("waiting for the host-wide measurement lock {}", KernelLock::PATH));
+        Some(KernelLock::acquire()?)
+    } else {
+        None
+    };
     let started = Instant::now();
     // Make the features readable for the report even when not switching them.
     let _ = crate::hrtick::ensure_debugfs();
@@ -203,7 +259,7 @@ pub fn validate(exp: &Experiment, opts: &ValidateOptions, launcher: &dyn Launche
     let stopped = server.stop();
     drop(server);
     drop(pair);
-    let (probe, one_way_delay_s, points, reservation) = result?;
+    let (probe, one_way_delay_s, points, reservation, reservation_spec) = result?;
     stopped?;
 
     let col = |f: &dyn Fn(&PointResult) -> f64| points.iter().map(f).collect::<Vec<f64>>();
@@ -221,6 +277,7 @@ pub fn validate(exp: &Experiment, opts: &ValidateOptions, launcher: &dyn Launche
         experiment: exp.clone(),
         quick: opts.quick,
         reservation,
+        reservation_spec,
         model,
         one_way_delay_s,
         probe,
@@ -231,7 +288,7 @@ pub fn validate(exp: &Experiment, opts: &ValidateOptions, launcher: &dyn Launche
     })
 }
 
-type PointsOutcome = (Summary, f64, Vec<PointResult>, String);
+type PointsOutcome = (Summary, f64, Vec<PointResult>, String, Option<String>);
 
 fn run_points(
     exp: &Experiment,
@@ -245,7 +302,7 @@ fn run_points(
     // Wait for the server to answer (it calibrates its loop first).
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let cfg = client_config(exp, server, ns, Dist::Constant(Duration::ZERO), Dist::Constant(Duration::ZERO), 1, 0, None);
+        let cfg = client_config(exp, server, ns, Dist::Constant(Duration::ZERO), Dist::Constant(Duration::ZERO), 1, 0, None, &None);
         let cfg = ClientConfig { drain: Duration::from_millis(300), ..cfg };
         if client::run(&cfg).is_ok_and(|r| !r.samples.is_empty()) {
             break;
@@ -259,6 +316,15 @@ fn run_points(
         std::thread::sleep(Duration::from_millis(100));
     }
     let reservation = running.describe();
+    // The client keeps off the reserved CPU, so it never steals from (or waits behind) the server.
+    let server_cpus = running.cpus();
+    let client_cpus: Option<Vec<u32>> = if server_cpus.is_empty() {
+        None
+    } else {
+        let online = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+        let rest: Vec<u32> = (0..online).filter(|c| !server_cpus.contains(c)).collect();
+        (!rest.is_empty()).then_some(rest)
+    };
     progress(&format!("server pid {} answers; reservation: {reservation}", running.pid()));
 
     // δ the way study B got it from ping, but through the loadgen's own path: zero-work requests
@@ -272,6 +338,7 @@ fn run_points(
         if opts.quick { 100 } else { 500 },
         exp.seed ^ 0xD17A,
         opts.client_fifo,
+        &client_cpus,
     );
     let probe_run = client::run(&probe_cfg)?;
     let probe = Summary::of(&probe_run.rtts_s())
@@ -301,6 +368,7 @@ fn run_points(
             per_point + warmup,
             exp.seed.wrapping_add(i as u64),
             opts.client_fifo,
+            &client_cpus,
         );
         let run = client::run(&cfg)?;
         let rtts: Vec<f64> = run.samples.iter().filter(|s| s.id as usize >= warmup).map(|s| s.rtt_s).collect();
@@ -339,7 +407,7 @@ fn run_points(
         ));
         points.push(p);
     }
-    Ok((probe, one_way_delay_s, points, reservation))
+    Ok((probe, one_way_delay_s, points, reservation, running.spec()))
 }
 
 impl Report {

@@ -33,6 +33,7 @@ fn round_trip(protocol: Protocol) {
         drain: Duration::from_secs(2),
         fifo_priority: None,
         netns: None,
+        cpus: None,
     };
     let run = client::run(&cfg).unwrap();
     assert_eq!(run.sent, 300);
@@ -75,6 +76,7 @@ fn unreachable_server_is_an_error_that_says_where() {
         drain: Duration::from_millis(100),
         fifo_priority: None,
         netns: None,
+        cpus: None,
     };
     let e = client::run(&cfg).unwrap_err().to_string();
     assert!(e.contains("127.0.0.1:1"), "{e}");

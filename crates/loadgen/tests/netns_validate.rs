@@ -22,6 +22,7 @@ fn quick_validation_in_namespaces() {
         client_fifo: None,
         tag: format!("t{}", std::process::id() % 100_000),
         hrtick: None,
+        kernel_lock: false, // held above
     };
     let mut lines = Vec::new();
     let report = validate(&exp, &opts, &PlainLauncher, &mut |l| lines.push(l.to_string())).unwrap();
