@@ -20,3 +20,21 @@ pub mod parse;
 pub mod proc;
 pub mod procfs;
 pub mod runner;
+
+/// The experiment `rtslice demo` runs: short versions of study A's tables and of the frontier.
+pub const DEMO_EXPERIMENT: &str = include_str!("demo.yaml");
+
+pub fn demo_experiment() -> Experiment {
+    Experiment::parse(DEMO_EXPERIMENT, "built-in demo").expect("the built-in demo experiment is valid (tested)")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn demo_experiment_parses() {
+        let e = super::demo_experiment();
+        let cells = super::matrix::cells(&e).len();
+        // About two minutes on 2 CPUs: keep the cell count in check when editing it.
+        assert!(cells <= 16, "{cells} cells");
+    }
+}

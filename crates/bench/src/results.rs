@@ -145,6 +145,9 @@ pub struct RunRecord {
     /// Which reservation mechanism / what `rtslice status` reported, when a plan was applied.
     pub applied: Option<serde_json::Value>,
     pub counters: Counters,
+    /// What the interference generator reported at its end (`rtslice noise --json`).
+    #[serde(default)]
+    pub interference: Option<serde_json::Value>,
     /// Steps and warnings worth keeping (e.g. a reset that needed a retry).
     pub notes: Vec<String>,
 }
@@ -166,6 +169,7 @@ impl RunRecord {
             host_cpu_samples: vec![],
             applied: None,
             counters: Counters::default(),
+            interference: None,
             notes: vec![],
         }
     }

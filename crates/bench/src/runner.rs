@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::experiment::{Experiment, Role, ScenarioKind, WorkloadSpec};
 use crate::matrix::{self, Cell};
 use crate::parse;
-use crate::proc::{self, Proc};
+use crate::proc::Proc;
 use crate::procfs;
 use crate::results::{Counters, InstanceResult, Results, RunRecord, RunStatus};
 use crate::specgen::{self, Steering};
@@ -197,9 +197,12 @@ pub fn counters_probe() -> Counters {
     }
 }
 
-fn reset(opt: &Options, dir: &Path) -> Result<(), String> {
-    let argv = vec![opt.rtslice.display().to_string(), s("reset"), s("--state-dir"), opt.state_dir.display().to_string()];
-    proc::run_to_end("reset", &argv, dir, Duration::from_secs(60)).map(|_| ())
+/// Undoes what the run applied (rtslice-host's reset: the journal in the bench's state dir).
+/// Workloads are the runner's own children and are stopped by it, so they are kept here.
+fn reset(opt: &Options, _dir: &Path) -> Result<(), String> {
+    let dir = rtslice_host::StateDir::new(&opt.state_dir);
+    let opts = rtslice_host::ResetOptions { keep_workloads: true, forget_stale: true };
+    rtslice_host::reset(&dir, opts).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// A started workload instance.
@@ -298,7 +301,15 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostFacts, wo
     let noise_argv: Option<Vec<String>> = match &scenario.kind {
         ScenarioKind::Idle => None,
         ScenarioKind::Noise { kind, args } => {
-            let mut v = vec![rtslice.clone(), s("noise"), kind.clone()];
+            let mut v = vec![rtslice.clone(), s("noise"), kind.clone(), s("--quiet"), s("--json")];
+            // The flood's veths live in namespaces of their own, out of reach of apply's RPS rules;
+            // under IRQ-steering strategies the flood generator itself steers its receive softirq
+            // to the strategy's IRQ CPU (study A's IA: the NIC's IRQs next to the non-RT threads).
+            let irq_cpu = layout.placements.iter().find(|p| p.role == Role::Measured).and_then(|p| p.irq_cpu);
+            if let (true, Some(cpu)) = (kind == "kernel" && !args.iter().any(|a| a == "--cpus"), irq_cpu) {
+                v.extend([s("--cpus"), cpu.to_string()]);
+                ctx.rec.notes.push(format!("flood softirq steered to CPU {cpu} (IRQ steering)"));
+            }
             v.extend(args.iter().cloned());
             Some(v)
         }
@@ -326,7 +337,7 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostFacts, wo
         let mut addr = None;
         let argv: Vec<String> = if let Some(e) = &w.emulate {
             // A short tail after the window so the emulator is still running when the tracer stops.
-            let mut v = vec![rtslice.clone(), s("emulate"), s("--profile"), e.profile.clone(), s("--duration"), fmt_dur(total + Duration::from_millis(500)), s("--json")];
+            let mut v = vec![rtslice.clone(), s("emulate"), s("--profile"), e.profile.clone(), s("--duration"), fmt_dur(total + Duration::from_millis(500)), s("--json"), s("--quiet")];
             v.extend(e.args.iter().cloned());
             v
         } else if let Some(c) = &w.command {
@@ -371,14 +382,22 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostFacts, wo
             let why: Vec<String> = plan.rejected.iter().map(|r| format!("{}: {}", r.name, r.reason)).collect();
             return Err(format!("the planner rejected the {} layout: {}", cell.strategy, why.join("; ")));
         }
-        let argv = vec![rtslice.clone(), s("apply"), path.display().to_string(), s("--state-dir"), opt.state_dir.display().to_string()];
+        // The host backend in-process: apply is transactional (a failed step rolls back
+        // everything it did) and journals into the bench's own state directory.
+        let opts = rtslice_host::ApplyOptions::with_state_dir(&opt.state_dir);
         ctx.applied = true;
-        proc::run_to_end("apply", &argv, &ctx.dir, Duration::from_secs(60)).map_err(|e| format!("apply: {e}"))?;
-        let status = vec![rtslice.clone(), s("status"), s("--json"), s("--state-dir"), opt.state_dir.display().to_string()];
-        match proc::run_to_end("status", &status, &ctx.dir, Duration::from_secs(30)) {
-            Ok(out) => ctx.rec.applied = parse::last_json_object(&out),
+        let applied = rtslice_host::apply(&plan, &opts).map_err(|e| format!("apply ({} layout): {e}", cell.strategy))?;
+        let mut record = serde_json::to_value(&applied).unwrap_or_default();
+        match rtslice_host::status(&opts.state_dir) {
+            Ok(st) => {
+                if !st.drift.is_empty() {
+                    ctx.rec.notes.push(format!("{} drift item(s) right after apply", st.drift.len()));
+                }
+                record["status"] = serde_json::to_value(&st).unwrap_or_default();
+            }
             Err(e) => ctx.rec.notes.push(format!("status after apply: {e}")),
         }
+        ctx.rec.applied = Some(record);
     }
     // 4. Warm-up.
     let warm_left = exp.warmup.saturating_sub(Duration::from_millis(400));
@@ -418,7 +437,17 @@ fn measure(ctx: &mut RunCtx, _cell: &Cell) -> Result<(), String> {
     if exp.wants("sched_latency") {
         for (i, r) in ctx.instances.iter().enumerate() {
             if r.workload.role == Role::Measured && (r.workload.emulate.is_some() || r.workload.command.is_some()) {
-                let argv = vec![rtslice.clone(), s("trace"), s("--pid"), r.proc.pid().to_string(), s("--duration"), fmt_dur(window), s("--json")];
+                let argv = vec![
+                    rtslice.clone(),
+                    s("trace"),
+                    s("--pid"),
+                    r.proc.pid().to_string(),
+                    s("--duration"),
+                    fmt_dur(window),
+                    s("--json"),
+                    s("-"),
+                    s("--quiet"),
+                ];
                 tracers.push((i, Proc::spawn(&format!("trace-{}", r.name), &argv, &ctx.dir)?));
             }
         }
@@ -589,6 +618,7 @@ fn teardown(ctx: &mut RunCtx, errors: &mut Vec<String>) {
         if n.stop(Duration::from_secs(10)).is_none() {
             errors.push(format!("the interference generator did not stop: {}", n.stderr_tail(3)));
         }
+        ctx.rec.interference = parse::last_json_object(&n.stdout_text());
     }
 }
 

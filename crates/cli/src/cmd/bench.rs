@@ -1,8 +1,189 @@
+//! `rtslice bench`: run an experiment file (rtslice-bench) and write its results directory.
+
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+
+use anyhow::Context;
+use rtslice_bench::report::{self, Item};
+use rtslice_bench::runner::{self, Options};
+use rtslice_bench::{Experiment, ExperimentError};
+
+use super::{EXIT_FAILURE, EXIT_INVALID};
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Experiment file (see examples/experiments/ and docs/bench.md)
+    #[arg(required_unless_present = "render")]
+    experiment: Option<PathBuf>,
+    /// Results directory (default: results/<experiment name>)
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Shorten every cell to seconds (the file's `quick:` settings, or 3 s with 1 s warm-up, 1 repetition)
+    #[arg(long)]
+    quick: bool,
+    /// Override the number of repetitions
+    #[arg(long)]
+    repetitions: Option<u32>,
+    /// Override the measured duration of each run (e.g. 30s)
+    #[arg(long)]
+    duration: Option<String>,
+    /// Print the cells and the run order, run nothing
+    #[arg(long)]
+    list: bool,
+    /// Re-render report.md/report.html of an existing results directory from its results.json
+    #[arg(long, value_name = "DIR", conflicts_with = "experiment")]
+    render: Option<PathBuf>,
+    /// No progress bar
+    #[arg(long)]
+    no_progress: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`rtslice bench` is not built yet")
+/// Loads an experiment, reporting a bad file as invalid input (exit 2).
+pub(crate) fn load(path: &std::path::Path) -> Result<Experiment, ExitCode> {
+    Experiment::load(path).map_err(|e| {
+        eprintln!("rtslice bench: {e}");
+        match e {
+            ExperimentError::Read { .. } => ExitCode::from(EXIT_INVALID),
+            _ => ExitCode::from(EXIT_INVALID),
+        }
+    })
+}
+
+/// Holds the host-wide measurement lock (the one rtslice's kernel tests take) while measuring, so
+/// two measurements never overlap on one machine.
+pub(crate) struct MeasureLock {
+    _file: std::fs::File,
+}
+
+impl MeasureLock {
+    pub(crate) fn acquire() -> anyhow::Result<MeasureLock> {
+        use std::os::fd::AsRawFd;
+        let path = "/tmp/rtslice-kernel-tests.lock";
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(path)
+            .with_context(|| format!("cannot open the measurement lock {path}"))?;
+        // SAFETY: flock on a valid fd owned by `file`.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            eprintln!("rtslice: another measurement or kernel test holds {path}; waiting for it to finish…");
+            // SAFETY: as above.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+                anyhow::bail!("flock({path}): {}", std::io::Error::last_os_error());
+            }
+        }
+        Ok(MeasureLock { _file: file })
+    }
+}
+
+pub(crate) fn install_ctrlc(opt: &Options) {
+    let stop = opt.stop.clone();
+    let _ = ctrlc::set_handler(move || {
+        if stop.swap(true, Ordering::SeqCst) {
+            eprintln!("\nrtslice: second Ctrl-C, exiting now (the current run's teardown is skipped)");
+            std::process::exit(130);
+        }
+        eprintln!("\nrtslice: stopping after tearing down the current run; what was measured is kept (Ctrl-C again to quit at once)");
+    });
+}
+
+/// Prints the headline tables (overview and frontier, when present) for the terminal.
+pub(crate) fn print_headlines(sections: &[report::Section]) {
+    for s in sections {
+        for it in &s.items {
+            if let Item::Table(t) = it {
+                if s.id == "overview" || t.caption.starts_with("Efficiency frontier") {
+                    println!("{}", report::terminal_table(t));
+                }
+            }
+        }
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(dir) = &args.render {
+        let results = rtslice_bench::results::Results::load(dir).with_context(|| format!("cannot read {}/results.json", dir.display()))?;
+        let sections = report::write(&results, dir).with_context(|| format!("cannot write the report into {}", dir.display()))?;
+        print_headlines(&sections);
+        println!("report: {}", dir.join("report.html").display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let path = args.experiment.expect("clap requires an experiment unless --render");
+    let mut exp = match load(&path) {
+        Ok(e) => e,
+        Err(code) => return Ok(code),
+    };
+    if args.quick {
+        exp = exp.into_quick();
+    }
+    if let Some(r) = args.repetitions {
+        if r == 0 {
+            eprintln!("rtslice bench: --repetitions must be at least 1");
+            return Ok(ExitCode::from(EXIT_INVALID));
+        }
+        exp.repetitions = r;
+    }
+    if let Some(d) = &args.duration {
+        match rtslice_spec::units::parse_duration(d) {
+            Ok(d) if !d.is_zero() => exp.duration = d,
+            _ => {
+                eprintln!("rtslice bench: --duration `{d}` is not a duration above zero (write e.g. 30s)");
+                return Ok(ExitCode::from(EXIT_INVALID));
+            }
+        }
+    }
+    let cells = rtslice_bench::matrix::cells(&exp);
+    let runs = cells.len() * exp.repetitions as usize;
+    let per_run = exp.warmup + exp.duration;
+    eprintln!(
+        "rtslice bench: {} — {} cells × {} repetition(s) = {runs} runs of {:.0} s (+ set-up) ≈ {:.1} min",
+        exp.name,
+        cells.len(),
+        exp.repetitions,
+        per_run.as_secs_f64(),
+        runs as f64 * (per_run.as_secs_f64() + 2.5) / 60.0
+    );
+    if args.list {
+        for slot in rtslice_bench::matrix::schedule(cells.len(), exp.repetitions) {
+            println!("{:4}  {}  #{}", slot.seq, cells[slot.cell].id, slot.repetition + 1);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if cfg!(debug_assertions) {
+        eprintln!("rtslice bench: warning: this is a debug build; the emulator's compute is an order of magnitude slower than in a release build (cargo build --release -p rtslice)");
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("rtslice bench: warning: not root; strategies other than `none` and kernel interference will fail (run with sudo)");
+    }
+    let out = args.out.unwrap_or_else(|| PathBuf::from("results").join(&exp.name));
+    let rtslice = std::env::current_exe().context("cannot find the rtslice executable")?;
+    let mut opt = Options::new(rtslice, out.clone());
+    opt.progress = !args.no_progress;
+    install_ctrlc(&opt);
+    let _lock = MeasureLock::acquire()?;
+    let results = match runner::run(&exp, &opt) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("rtslice bench: {e}");
+            return Ok(ExitCode::from(EXIT_FAILURE));
+        }
+    };
+    let sections = report::sections(&results);
+    print_headlines(&sections);
+    let failed = results.runs.iter().filter(|r| matches!(r.status, rtslice_bench::results::RunStatus::Failed { .. })).count();
+    println!("raw data: {}/results.json, runs.csv, threads.csv, samples.csv", out.display());
+    println!("report:   {}/report.md, {}/report.html", out.display(), out.display());
+    if results.interrupted {
+        println!("interrupted: {} of {runs} runs done", results.runs.len());
+        return Ok(ExitCode::from(130));
+    }
+    if failed > 0 {
+        eprintln!("rtslice bench: {failed} run(s) failed; see the report's \"Failed and skipped runs\" section");
+        return Ok(ExitCode::from(EXIT_FAILURE));
+    }
+    Ok(ExitCode::SUCCESS)
 }

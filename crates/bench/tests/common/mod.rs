@@ -1,0 +1,91 @@
+//! Shared helpers of the bench's integration tests: the rtslice binary the runner drives, and a
+//! quick run of an experiment into a temporary directory.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use rtslice_bench::results::{Results, RunStatus};
+use rtslice_bench::runner::{self, Options};
+use rtslice_bench::Experiment;
+
+/// The `rtslice` executable, built from this workspace (the runner's children are its subcommands).
+/// `RTSLICE_BIN` overrides it.
+pub fn rtslice_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(p) = std::env::var("RTSLICE_BIN") {
+            return PathBuf::from(p);
+        }
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        // Cargo releases the build lock while tests run, so building the CLI here is safe (a no-op
+        // when it is up to date). Release, because the emulator computes for real: a debug build
+        // is an order of magnitude slower and would miss every deadline.
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "-q", "--release", "-p", "rtslice"])
+            .current_dir(&root)
+            .status()
+            .expect("run cargo build -p rtslice");
+        assert!(status.success(), "cargo build --release -p rtslice failed");
+        let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
+        let bin = target.join("release").join("rtslice");
+        assert!(bin.is_file(), "{} missing after cargo build", bin.display());
+        bin
+    })
+    .clone()
+}
+
+pub fn experiment_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/experiments").join(name)
+}
+
+/// Runs `name` from examples/experiments/ in --quick mode; returns results and the directory.
+pub fn run_quick(name: &str) -> (Results, tempfile::TempDir) {
+    let exp = Experiment::load(&experiment_path(name)).unwrap_or_else(|e| panic!("{e}")).into_quick();
+    run(&exp)
+}
+
+pub fn run(exp: &Experiment) -> (Results, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opt = Options::new(rtslice_bin(), dir.path().to_path_buf());
+    opt.progress = false;
+    let t0 = std::time::Instant::now();
+    let r = runner::run(exp, &opt).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{}: {} runs in {:.1} s", exp.name, r.runs.len(), t0.elapsed().as_secs_f64());
+    for run in &r.runs {
+        if let RunStatus::Failed { error } = &run.status {
+            eprintln!("  run {} {} failed: {error}", run.seq, run.cell);
+        }
+    }
+    (r, dir)
+}
+
+/// The report files exist, the HTML is self-contained and has the named sections.
+pub fn check_report(dir: &Path, sections: &[&str]) -> String {
+    let html = std::fs::read_to_string(dir.join("report.html")).expect("report.html written");
+    let md = std::fs::read_to_string(dir.join("report.md")).expect("report.md written");
+    assert!(html.starts_with("<!DOCTYPE html>") && html.trim_end().ends_with("</html>"));
+    // Self-contained: no scripts, nothing fetched from anywhere.
+    assert!(!html.contains("<script") && !html.contains("http://") || html.matches("http://").all(|_| html.contains("http://www.w3.org/2000/svg")));
+    assert!(!html.contains("https://"), "report.html must not reference the network");
+    for s in sections {
+        assert!(html.contains(&format!("<section id=\"{s}\"")), "section {s} missing from report.html");
+    }
+    assert!(md.contains("| cell |"), "report.md has the headline table");
+    for f in ["results.json", "runs.csv", "threads.csv", "samples.csv"] {
+        assert!(dir.join(f).is_file(), "{f} missing");
+    }
+    html
+}
+
+/// Every run either completed or was skipped with a reason; print failures for diagnosis.
+pub fn assert_no_failures(r: &Results) {
+    let failed: Vec<String> = r
+        .runs
+        .iter()
+        .filter_map(|x| match &x.status {
+            RunStatus::Failed { error } => Some(format!("{}: {error}", x.cell)),
+            _ => None,
+        })
+        .collect();
+    assert!(failed.is_empty(), "failed runs:\n{}", failed.join("\n"));
+}

@@ -1,0 +1,151 @@
+//! A quick version (seconds per cell) of every shipped experiment, on the real kernel, checking the
+//! report's structure and that the numbers are there and plausible. Needs root (CI runs as root);
+//! holds the kernel lock because it changes cpusets/IRQ affinity and measures latency.
+
+mod common;
+
+use rtslice_bench::aggregate;
+use rtslice_bench::experiment::Role;
+use rtslice_bench::matrix::Cell;
+use rtslice_bench::results::{Results, RunRecord, RunStatus};
+use rtslice_bench::Strategy;
+use rtslice_testkit::{root_or_skip, KernelLock};
+
+fn cell<'a>(r: &'a Results, id: &str) -> &'a Cell {
+    r.cells.iter().find(|c| c.id == id).unwrap_or_else(|| panic!("no cell {id}"))
+}
+
+fn ok_runs<'a>(r: &'a Results, id: &str) -> Vec<&'a RunRecord> {
+    let c = cell(r, id);
+    let runs = aggregate::usable(&r.runs, c);
+    assert!(!runs.is_empty(), "cell {id} has no completed run: {:?}", r.runs.iter().filter(|x| x.cell == id).map(|x| &x.status).collect::<Vec<_>>());
+    runs
+}
+
+/// Runs that did not complete must say why (a skip reason or an error naming the step).
+fn every_problem_explained(r: &Results) {
+    for x in &r.runs {
+        match &x.status {
+            RunStatus::Failed { error } => assert!(error.len() > 10, "run {} failed without a usable message: {error:?}", x.seq),
+            RunStatus::Skipped { reason } => assert!(reason.len() > 10),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn study_a_tables_quick() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let (r, dir) = common::run_quick("study-a-tables.yaml");
+    every_problem_explained(&r);
+    assert_eq!(r.cells.len(), 3 * 7 + 2 * 2);
+    // The vBS alone on an idle host meets its deadlines and delivers throughput.
+    let runs = ok_runs(&r, "latency/idle/none");
+    let e = aggregate::emu(&runs, None).expect("emulator summary");
+    let expected_ttis = (r.experiment.warmup + r.experiment.duration).as_millis() as u64;
+    assert!(e.ttis >= expected_ttis * 9 / 10, "{} TTIs, expected about {expected_ttis}", e.ttis);
+    assert!(e.miss_ratio().unwrap() < 0.05, "idle vBS misses {:?} of its deadlines", e.miss_ratio());
+    assert!(e.throughput.iter().all(|t| *t > 1e5), "throughput {:?}", e.throughput);
+    // Its threads' wake-up latency is in study A's buckets, with events, for the RT threads.
+    let buckets = aggregate::thread_buckets(&runs);
+    for t in ["ru-thread", "lte-softmodem", "fep_processing", "feptx_thread"] {
+        let b = buckets.get(t).unwrap_or_else(|| panic!("no latency histogram for {t}: {:?}", buckets.keys().collect::<Vec<_>>()));
+        let shares = aggregate::shares(b).unwrap_or_else(|| panic!("{t} saw no wake-up"));
+        assert!((shares.iter().sum::<f64>() - 100.0).abs() < 1e-6);
+    }
+    // isolcpus runs only where the host booted with it, and says so otherwise.
+    let iso = r.runs.iter().find(|x| x.cell == "latency/idle/isolcpus").unwrap();
+    if r.machine.isolated.is_empty() {
+        assert!(matches!(&iso.status, RunStatus::Skipped { reason } if reason.contains("isolcpus=")));
+    }
+    // Every other strategy ran in every scenario.
+    for c in r.cells.iter().filter(|c| c.block_name == "latency" && c.strategy != Strategy::Isolcpus) {
+        ok_runs(&r, &c.id);
+    }
+    // Ping RTTs: many samples, sub-50 ms, for every cell.
+    for c in r.cells.iter().filter(|c| c.block_name == "rtt") {
+        let s = aggregate::latency_samples(&ok_runs(&r, &c.id));
+        assert!(s.len() >= 50, "{}: {} RTT samples", c.id, s.len());
+        let m = rtslice_bench::stats::median(&s).unwrap();
+        assert!(m > 1.0 && m < 50_000.0, "{}: median RTT {m} µs", c.id);
+    }
+    let html = common::check_report(dir.path(), &["overview", "latency", "rtt", "counters", "problems", "machine"]);
+    assert!(html.contains("Scheduling latency, noA"), "study A's table for no affinity");
+    assert!(html.contains("Scheduling latency, IA-TA"));
+    assert!(html.contains("0–1 µs idle") && html.contains("0–1 µs kernel"));
+    assert!(html.contains("ECDF of round-trip"));
+}
+
+#[test]
+fn study_a_cloudran_quick() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let (r, dir) = common::run_quick("study-a-cloudran.yaml");
+    every_problem_explained(&r);
+    for id in ["cloudran/idle/none", "cloudran/idle/irq+wide"] {
+        let runs = ok_runs(&r, id);
+        for w in ["vbbu1", "vbbu2"] {
+            let e = aggregate::emu(&runs, Some(w)).unwrap_or_else(|| panic!("{id}: no summary of {w}"));
+            assert!(e.ttis > 0 && e.throughput.iter().all(|t| *t >= 0.0));
+        }
+        assert!(aggregate::neighbour_ops(&runs).is_some_and(|o| o > 0.0), "{id}: container A's bogo-ops");
+    }
+    let html = common::check_report(dir.path(), &["overview", "cloudran"]);
+    assert!(html.contains("Deadlines and throughput of vbbu1") && html.contains("Deadlines and throughput of vbbu2"));
+}
+
+#[test]
+fn study_b_noise_quick() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let (r, dir) = common::run_quick("study-b-noise.yaml");
+    every_problem_explained(&r);
+    for c in &r.cells {
+        let runs = ok_runs(&r, &c.id);
+        let s = aggregate::latency_samples(&runs);
+        assert!(s.len() >= 100, "{}: {} response times", c.id, s.len());
+        let sum = rtslice_bench::stats::Summary::of(&s).unwrap();
+        // A request carries ~500 µs of work on average: responses take at least some of it.
+        assert!(sum.median > 50.0 && sum.p99 >= sum.median, "{}: {sum:?}", c.id);
+    }
+    let html = common::check_report(dir.path(), &["overview", "server"]);
+    assert!(html.contains("ECDF of round-trip / response time"));
+}
+
+#[test]
+fn study_c_density_quick() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let (r, dir) = common::run_quick("study-c-density.yaml");
+    every_problem_explained(&r);
+    let cpu = |id: &str| aggregate::cpu_p95(&ok_runs(&r, id), Role::Measured).unwrap_or_else(|| panic!("{id}: no CPU samples"));
+    let (one, three) = (cpu("density/n=1/idle/none"), cpu("density/n=3/idle/none"));
+    assert!(one > 0.01 && three > one, "CPU grows with the vBS count: n=1 {one}, n=3 {three}");
+    let sw = aggregate::switches_per_ms(&ok_runs(&r, "density/n=1/idle/wide")).unwrap();
+    assert!(sw > 0.1, "a vBS switches at least every few ms: {sw}/ms");
+    let html = common::check_report(dir.path(), &["overview", "density", "isolation-overhead", "counters"]);
+    assert!(html.contains("CPU use vs number of vBS") && html.contains("ideal"));
+    if !r.runs.iter().any(|x| x.counters.available) {
+        assert!(html.contains("IPC and MPKI are unavailable on this host"));
+    }
+}
+
+#[test]
+fn frontier_quick() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let (r, dir) = common::run_quick("frontier.yaml");
+    every_problem_explained(&r);
+    for c in &r.cells {
+        let runs = ok_runs(&r, &c.id);
+        assert!(aggregate::neighbour_ops(&runs).is_some_and(|o| o > 0.0), "{}: neighbour bogo-ops", c.id);
+        let m = aggregate::emu(&runs, None).and_then(|e| e.miss_ratio()).unwrap();
+        assert!((0.0..=1.0).contains(&m));
+    }
+    let html = common::check_report(dir.path(), &["overview", "frontier"]);
+    assert!(html.contains("Efficiency frontier"));
+    for s in ["Dedicated", "Shield", "Reservation", "noA"] {
+        assert!(html.contains(&format!("<td>{s}</td>")), "frontier row for {s}");
+    }
+}

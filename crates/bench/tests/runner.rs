@@ -1,0 +1,93 @@
+//! The runner's own behaviour with cheap workloads: a failing run is recorded with its error and
+//! the others continue; Ctrl-C (the stop flag) ends cleanly and still writes what was measured.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use rtslice_bench::results::RunStatus;
+use rtslice_bench::runner::{self, Options};
+use rtslice_bench::Experiment;
+
+const FAILING: &str = r#"
+apiVersion: rtslice/v1
+kind: Experiment
+name: failing
+duration: 1s
+warmup: 500ms
+blocks:
+  - name: broken
+    workloads:
+      - name: crasher
+        command: [sh, -c, "echo 'no such device' >&2; exit 3"]
+    strategies: [none]
+  - name: fine
+    workloads:
+      - name: sleeper
+        command: [sleep, "30"]
+    strategies: [none]
+"#;
+
+#[test]
+fn a_failing_run_is_recorded_and_the_rest_continue() {
+    let exp = Experiment::parse(FAILING, "failing.yaml").unwrap();
+    let (r, dir) = common::run(&exp);
+    assert_eq!(r.runs.len(), 2);
+    match &r.runs[0].status {
+        RunStatus::Failed { error } => {
+            assert!(error.contains("crasher") && error.contains("exit code 3") && error.contains("no such device"), "{error}")
+        }
+        other => panic!("expected a failure, got {other:?}"),
+    }
+    assert_eq!(r.runs[1].status, RunStatus::Ok);
+    // The survivor was measured: CPU samples and a context-switch rate for the sleeper.
+    let sleeper = &r.runs[1].instances[0];
+    assert!(!sleeper.cpu_samples.is_empty());
+    assert!(sleeper.cpu_samples.iter().all(|c| *c < 0.2), "sleep uses no CPU: {:?}", sleeper.cpu_samples);
+    let html = common::check_report(dir.path(), &["overview", "broken", "fine", "problems", "machine"]);
+    assert!(html.contains("no such device"), "the error is in the report");
+    // No process of the run survives it.
+    let pid = sleeper.pid.unwrap();
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "sleeper {pid} still running");
+}
+
+const LONG: &str = r#"
+apiVersion: rtslice/v1
+kind: Experiment
+name: long
+duration: 2s
+warmup: 200ms
+repetitions: 3
+blocks:
+  - name: b
+    workloads:
+      - name: w
+        command: [sleep, "60"]
+    strategies: [none]
+"#;
+
+#[test]
+fn stopping_keeps_what_was_measured() {
+    let exp = Experiment::parse(LONG, "long.yaml").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut opt = Options::new(common::rtslice_bin(), dir.path().to_path_buf());
+    opt.progress = false;
+    let stop = opt.stop.clone();
+    // Ctrl-C during the second run.
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(3500));
+        stop.store(true, Ordering::SeqCst);
+    });
+    let t0 = Instant::now();
+    let r = runner::run(&exp, &opt).unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(12), "stopped promptly ({:?})", t0.elapsed());
+    assert!(r.interrupted);
+    assert!(!r.runs.is_empty() && r.runs.len() < 3, "{} runs", r.runs.len());
+    assert_eq!(r.runs[0].status, RunStatus::Ok);
+    assert_eq!(r.runs.last().unwrap().status, RunStatus::Interrupted);
+    let html = common::check_report(dir.path(), &["overview", "b"]);
+    assert!(html.contains("stopped by Ctrl-C"));
+    let back = rtslice_bench::results::Results::load(dir.path()).unwrap();
+    assert_eq!(back.runs.len(), r.runs.len());
+}
