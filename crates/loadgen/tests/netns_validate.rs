@@ -47,3 +47,49 @@ fn quick_validation_in_namespaces() {
     let left = std::process::Command::new("ip").args(["netns", "list"]).output().unwrap();
     assert!(!String::from_utf8_lossy(&left.stdout).contains(&opts.tag), "namespaces left behind");
 }
+
+/// Root: the same quick run with the server under a real reservation made by rtslice's spec → plan →
+/// apply path, for each mechanism this host offers; everything is reset afterwards.
+fn quick_reserved(mechanism: &str) {
+    use rtslice_loadgen::reserve::HostLauncher;
+    rtslice_testkit::root_or_skip!();
+    let _lock = rtslice_testkit::KernelLock::acquire();
+    let exp = Experiment::parse(
+        &format!(
+            "name: smoke-{mechanism}\nload: 0.4\nbandwidth: 0.8\nperiod: 2ms\nmechanism: {mechanism}\n\
+             interarrival: [1ms, 3ms]\nquickSamples: 150\nwarmup: 10\n"
+        ),
+        "smoke.yaml",
+    )
+    .unwrap();
+    let tag = format!("{}{}", &mechanism[..1], std::process::id() % 100_000);
+    let opts = ValidateOptions {
+        quick: true,
+        server_command: vec![env!("CARGO_BIN_EXE_rtslice-lg-server").to_string()],
+        client_fifo: Some(50),
+        tag: tag.clone(),
+        hrtick: None,
+        kernel_lock: false, // held above
+    };
+    let report = validate(&exp, &opts, &HostLauncher::new(&tag), &mut |l| eprintln!("{l}")).unwrap();
+    let expected = if mechanism == "deadline" { "by deadline" } else { "by rt_group" };
+    assert!(report.reservation.contains("1600us every 2ms") && report.reservation.contains(expected), "{}", report.reservation);
+    assert!(report.reservation_spec.as_deref().unwrap_or("").contains("runtime: 1600us"));
+    for p in &report.points {
+        assert_eq!(p.measured.count, 150, "{p:?}");
+        assert!(p.measured.mean_s > p.mean_compute_s, "{p:?}");
+    }
+    assert!(!std::path::Path::new(&format!("/run/rtslice-loadgen/{tag}")).exists(), "state dir left behind");
+    let cgroups = std::process::Command::new("find").args(["/sys/fs/cgroup", "-maxdepth", "4", "-name", &format!("*{tag}*")]).output().unwrap();
+    assert!(String::from_utf8_lossy(&cgroups.stdout).trim().is_empty(), "cgroups left: {}", String::from_utf8_lossy(&cgroups.stdout));
+}
+
+#[test]
+fn quick_validation_under_deadline() {
+    quick_reserved("deadline");
+}
+
+#[test]
+fn quick_validation_under_rt_group() {
+    quick_reserved("rt-group");
+}
