@@ -92,9 +92,11 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
             let stop = AtomicBool::new(false);
             let stats = server_main(&m, &stop)?;
             eprintln!(
-                "rtslice loadgen server: {} requests served, {:.3} s of work",
+                "rtslice loadgen server: {} requests served, {:.3} s of work asked, {:.3} s of CPU used ({:.3}×)",
                 stats.requests,
-                stats.work_ns as f64 * 1e-9
+                stats.work_ns as f64 * 1e-9,
+                stats.cpu_ns as f64 * 1e-9,
+                stats.cpu_ns as f64 / (stats.work_ns.max(1)) as f64
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -119,6 +121,7 @@ fn run_client(a: ClientArgs) -> anyhow::Result<ExitCode> {
         drain: Duration::from_secs(2),
         fifo_priority: a.fifo,
         netns: a.netns.clone(),
+        cpus: None,
     };
     let run = client::run(&cfg)?;
     if a.stop_server {

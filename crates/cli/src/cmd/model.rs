@@ -387,10 +387,11 @@ fn run_validate(a: ValidateArgs) -> anyhow::Result<ExitCode> {
         client_fifo: (a.client_fifo > 0).then_some(a.client_fifo),
         tag: format!("v{}", std::process::id() % 1_000_000),
         hrtick: a.hrtick.map(|h| matches!(h, OnOff::On)),
+        kernel_lock: true,
     };
     let launcher: Box<dyn Launcher> = match exp.mechanism {
         Mechanism::None => Box::new(PlainLauncher),
-        _ => Box::new(rtslice_loadgen::reserve::HostLauncher::new()),
+        _ => Box::new(rtslice_loadgen::reserve::HostLauncher::new(&opts.tag)),
     };
     eprintln!(
         "rtslice model validate: {} — LD {}, Q/P {}, P {:?}, {}, {} points × {} samples",
@@ -413,6 +414,9 @@ fn run_validate(a: ValidateArgs) -> anyhow::Result<ExitCode> {
     rtslice_loadgen::plot::write_svg(&report, &svg)?;
     let json = serde_json::to_string_pretty(&report)?;
     std::fs::write(a.out.join(format!("{stem}.json")), &json).context("cannot write the JSON report")?;
+    if let Some(spec) = &report.reservation_spec {
+        std::fs::write(a.out.join(format!("{stem}.spec.yaml")), spec).context("cannot write the applied spec")?;
+    }
     let md = report.to_markdown();
     std::fs::write(a.out.join(format!("{stem}.md")), &md).context("cannot write the Markdown report")?;
     if a.json {
