@@ -84,11 +84,9 @@ pub fn config_json(c: &ContainerConfig, runc_version: Option<(u32, u32, u32)>) -
         "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "TERM=xterm"],
         "cwd": "/",
         "capabilities": {"bounding": caps, "effective": caps, "permitted": caps, "ambient": caps},
-        "rlimits": [
-            {"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024},
-            {"type": "RLIMIT_RTPRIO", "hard": 99, "soft": 99},
-            {"type": "RLIMIT_MEMLOCK", "hard": u64::MAX, "soft": u64::MAX}
-        ],
+        // No RLIMIT_RTPRIO/MEMLOCK raise: runc applies rlimits after dropping CAP_SYS_RESOURCE, so a raise
+        // fails with EPERM; CAP_SYS_NICE and CAP_IPC_LOCK already bypass those limits.
+        "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}],
         "noNewPrivileges": true
     });
     if let (Some(policy), Some(v)) = (c.scheduler, runc_version) {

@@ -1,0 +1,72 @@
+//! A runc container launched with an RT budget: the budget shows in its cgroup and its SCHED_FIFO
+//! spinner is throttled to its share. The bundle is built at test time from Debian's busybox-static.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use rtslice_host::record::Mechanism;
+use rtslice_host::sched::{self, Policy};
+use rtslice_host::{apply_setup, reset, status, ApplyOptions, CpuList, Launch, OciLaunch, ResetOptions, Reservation, Setup, StateDir, ThreadRule, WorkloadSetup};
+use rtslice_testkit::{root_or_skip, KernelLock};
+
+#[test]
+fn runc_container_with_rt_budget_is_throttled_to_its_share() {
+    root_or_skip!();
+    let Some(runc) = rtslice_host::oci::find_runc() else {
+        eprintln!("SKIPPED: runc not installed (make deps installs it)");
+        return;
+    };
+    if rtslice_host::doctor::online_cpus().len() < 2 || !rtslice_host::doctor().mechanisms.contains(&Mechanism::RtGroup) {
+        eprintln!("SKIPPED: needs 2 CPUs and cgroup v1 RT groups");
+        return;
+    }
+    let _lock = KernelLock::acquire();
+    let bundle = tempfile::tempdir().unwrap();
+    rtslice_host::oci::busybox_bundle(bundle.path()).expect("busybox bundle");
+    let before = snapshot();
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("ctr-{}", std::process::id());
+    let setup = Setup {
+        workloads: vec![WorkloadSetup {
+            name: name.clone(),
+            cpus: CpuList::parse("1").unwrap(),
+            reservation: Some(Reservation { runtime_us: 30_000, period_us: 100_000 }),
+            threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(Policy::Fifo { priority: 10 }), cpus: None, budget_share: None }],
+            launch: Launch::Oci(OciLaunch {
+                bundle: bundle.path().into(),
+                args: vec!["sh".into(), "-c".into(), "while :; do :; done".into()],
+                netns: true,
+                seccomp: true,
+                id: None,
+            }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let opts = ApplyOptions { mechanism: Some(Mechanism::RtGroup), runc: Some(runc), ..ApplyOptions::with_state_dir(dir.path()) };
+    let applied = apply_setup(&setup, &opts).expect("apply");
+    let id = applied.workloads[0].container.clone().unwrap();
+    let pid = applied.workloads[0].pids[0].pid;
+    let ctr = format!("/sys/fs/cgroup/cpu/rtslice/{name}/{id}");
+    assert_eq!(read(format!("{ctr}/cpu.rt_runtime_us")), "30000", "runc wrote the budget into the container's cgroup");
+    assert_eq!(read(format!("{ctr}/cpu.rt_period_us")), "100000");
+    assert_eq!(read(format!("/sys/fs/cgroup/cpuset/rtslice/{name}/{id}/cpuset.cpus")), "1");
+    assert!(read(format!("/proc/{pid}/cgroup")).contains(&format!("/rtslice/{name}/{id}")));
+    assert_eq!(sched::get_policy(pid).unwrap(), Policy::Fifo { priority: 10 });
+    // Its own network namespace.
+    assert_ne!(std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap(), std::fs::read_link("/proc/self/ns/net").unwrap());
+    let share = measure_share(pid, Duration::from_secs(2));
+    eprintln!("MEASURED: runc SCHED_FIFO spinner with RT budget 30 ms / 100 ms got {:.1}% of CPU 1", share * 100.0);
+    assert!(share > 0.15 && share < 0.45, "throttled near 30%: {share}");
+    let st = status(&StateDir::new(dir.path())).unwrap();
+    assert!(st.drift.is_empty(), "{:?}", st.drift);
+    assert_eq!(st.workloads[0].container.as_deref(), Some(id.as_str()));
+    reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
+    assert!(!std::path::Path::new(&format!("/proc/{pid}/stat")).exists() || read(format!("/proc/{pid}/stat")).contains(") Z"));
+    assert_same(&before, &snapshot());
+    for h in ["memory", "pids", "freezer", "cpuacct"] {
+        assert!(!std::path::Path::new(&format!("/sys/fs/cgroup/{h}/rtslice")).exists(), "{h}/rtslice removed");
+    }
+}
