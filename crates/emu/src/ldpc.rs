@@ -143,12 +143,16 @@ impl Ldpc {
         let mut tmp: Vec<f32> = std::mem::take(&mut work.tmp);
         for it in 1..=max_it {
             for c in 0..self.m {
-                let s = self.row_start[c] as usize;
-                let vars = self.row(c);
+                let (s, e) = (self.row_start[c] as usize, self.row_start[c + 1] as usize);
+                let vars = &self.row_vars[s..e];
+                let msg = &mut work.msg[s..e];
+                let post = &mut work.post[..];
                 tmp.clear();
                 let (mut min1, mut min2, mut arg, mut sign) = (f32::INFINITY, f32::INFINITY, 0usize, false);
-                for (i, &v) in vars.iter().enumerate() {
-                    let q = work.post[v as usize] - work.msg[s + i];
+                for (i, (&v, &r)) in vars.iter().zip(msg.iter()).enumerate() {
+                    // SAFETY: every variable index is < n by construction (see `new`), and
+                    // `post` has n entries.
+                    let q = unsafe { *post.get_unchecked(v as usize) } - r;
                     tmp.push(q);
                     let a = q.abs();
                     sign ^= q < 0.0;
@@ -160,13 +164,13 @@ impl Ldpc {
                         min2 = a;
                     }
                 }
-                for (i, &v) in vars.iter().enumerate() {
-                    let q = tmp[i];
-                    let mag = MIN_SUM_SCALE * if i == arg { min2 } else { min1 };
-                    let neg = sign ^ (q < 0.0);
-                    let r = if neg { -mag } else { mag };
-                    work.msg[s + i] = r;
-                    work.post[v as usize] = q + r;
+                let (m1, m2) = (MIN_SUM_SCALE * min1, MIN_SUM_SCALE * min2);
+                for (i, ((&v, r), &q)) in vars.iter().zip(msg.iter_mut()).zip(tmp.iter()).enumerate() {
+                    let mag = if i == arg { m2 } else { m1 };
+                    let new = if sign ^ (q < 0.0) { -mag } else { mag };
+                    *r = new;
+                    // SAFETY: as above.
+                    unsafe { *post.get_unchecked_mut(v as usize) = q + new };
                 }
             }
             if early && self.syndrome_ok(&work.post) {

@@ -1,0 +1,114 @@
+//! Real-kernel proof of the emulator's timing behaviour and thread model (needs root: RT classes).
+
+use std::time::{Duration, Instant};
+
+use rtslice_emu::{os, run, Class, Config, Profile, SchedMode, Summary};
+use rtslice_testkit::{root_or_skip, KernelLock};
+
+/// A light cell: 1 of 6 PRB scheduled every TTI (a fraction of one core even in a debug build).
+fn light(profile: Profile, secs: u64) -> Config {
+    let mut c = Config::new(profile);
+    c.prb = Some(6);
+    c.traffic = Some(1.0 / 6.0);
+    c.duration = Duration::from_secs(secs);
+    c.numerology = 0;
+    c
+}
+
+fn line(s: &Summary) -> String {
+    format!(
+        "{} ttis={} misses={} (ul_late {} dl_late {} dropped {}) nacks={} thr={:.2}/{:.2} Mbit/s proc p50/p99/max={:.0}/{:.0}/{:.0} µs clock wake p99/max={:.0}/{:.0} µs predicted load {:.0}% cpu {:.0}%",
+        s.profile, s.ttis, s.deadline_misses, s.misses.ul_late, s.misses.dl_late, s.misses.ul_dropped,
+        s.nacks, s.throughput_bps / 1e6, s.offered_bps / 1e6, s.proc_p50_us, s.proc_p99_us, s.proc_max_us,
+        s.clock_wakeup_p99_us, s.clock_wakeup_max_us, s.load_predicted_percent, s.cpu_percent_total
+    )
+}
+
+#[test]
+fn light_load_in_the_rt_class_meets_every_deadline_for_10_s() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let mut stalls = Vec::new();
+    // The VM's host can hold off even a SCHED_FIFO 97 thread for milliseconds (DEVELOPERS.md:
+    // cyclictest max 4–10 ms idle). A run is only excused when the clock thread itself — the
+    // highest-priority thread, doing almost nothing — woke more than 1 ms late; then it is rerun.
+    for _attempt in 0..3 {
+        let s = run(light(Profile::OaiLte, 10)).expect("emulator runs");
+        eprintln!("{}", line(&s));
+        for t in &s.threads {
+            assert_eq!(t.class, t.class_requested, "{}: {:?}", t.name, t.note);
+        }
+        assert!(s.threads.iter().any(|t| t.class == Class::Fifo), "RT threads must run SCHED_FIFO");
+        assert!(s.ttis >= 9_900, "a 10 s run has ~10,000 TTIs, got {}", s.ttis);
+        assert_eq!(s.decode_failures, 0, "25 dB is far above MCS 16's threshold");
+        if s.deadline_misses == 0 {
+            assert_eq!(s.nacks, 0);
+            assert!((s.throughput_bps - s.offered_bps).abs() / s.offered_bps < 0.01, "all TBs in time");
+            assert!(s.userplane.packets_received > 0, "decoded payload is forwarded over UDP");
+            return;
+        }
+        assert!(
+            s.clock_wakeup_max_us > 1000.0,
+            "deadline misses with a prompt clock (max wake-up {:.0} µs): {}",
+            s.clock_wakeup_max_us,
+            line(&s)
+        );
+        stalls.push(s.clock_wakeup_max_us);
+    }
+    // Every run had a measured stall of the highest-priority thread: the host, not the emulator,
+    // decided the outcome. Say so loudly instead of pretending either way.
+    eprintln!(
+        "INCONCLUSIVE: three 10 s runs each had a host stall of the SCHED_FIFO 97 clock thread \
+         (wake-up max µs: {stalls:?}); rerun on a quiet machine"
+    );
+}
+
+#[test]
+fn thread_names_and_policies_in_proc_match_each_profile() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let pid = std::process::id();
+    for profile in [Profile::OaiLte, Profile::Srsenb, Profile::NrGnb] {
+        let expected = profile.threads(profile.defaults().workers);
+        let mut cfg = light(profile, 3);
+        cfg.sched = SchedMode::Profile;
+        let runner = std::thread::spawn(move || run(cfg));
+        let t0 = Instant::now();
+        let mut seen = Vec::new();
+        // Poll until every thread of the profile is visible (threads start after calibration).
+        while t0.elapsed() < Duration::from_secs(20) {
+            seen = std::fs::read_dir(format!("/proc/{pid}/task"))
+                .expect("task dir")
+                .filter_map(|e| {
+                    let tid: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+                    let comm = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
+                    Some((comm.trim().to_string(), os::task_policy(pid, tid)?))
+                })
+                .collect::<Vec<_>>();
+            if expected.iter().all(|e| seen.iter().any(|(n, _)| *n == e.name)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for e in &expected {
+            let (_, (class, prio)) = seen
+                .iter()
+                .find(|(n, _)| *n == e.name)
+                .unwrap_or_else(|| panic!("{}: thread {} not in /proc (saw {:?})", profile.name(), e.name, seen));
+            assert_eq!((*class, *prio), (e.class, e.priority), "{}: {} policy in /proc", profile.name(), e.name);
+        }
+        let s = runner.join().expect("runner thread").expect("emulator runs");
+        assert_eq!(s.threads.len(), expected.len());
+    }
+}
+
+#[test]
+fn forcing_sched_other_runs_every_thread_under_cfs() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let mut cfg = light(Profile::Srsenb, 1);
+    cfg.sched = SchedMode::Force(Class::Other);
+    let s = run(cfg).expect("emulator runs");
+    assert!(s.threads.iter().all(|t| t.class == Class::Other && t.priority == 0), "{:?}", s.threads);
+    assert!(s.ttis > 900);
+}
