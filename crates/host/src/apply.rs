@@ -898,7 +898,7 @@ fn oci_create(
     let state = &ctx.opts.state_dir.path;
     let runc_root = state.join("runc");
     // rtslice's own bundle dir: config.json here, rootfs by absolute path — the user's bundle is not modified.
-    let bundle = state.join("bundles").join(id);
+    let bundle = state.join("oci-configs").join(id);
     std::fs::create_dir_all(&bundle).map_err(|source| HostError::Create { path: bundle.clone(), source })?;
     let user_cfg: Option<serde_json::Value> =
         std::fs::read_to_string(o.bundle.join("config.json")).ok().and_then(|t| serde_json::from_str(&t).ok());

@@ -61,6 +61,6 @@ pub fn reset(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
     }
     dir.remove()?;
     let _ = std::fs::remove_file(dir.path.join("agent.ready"));
-    let _ = std::fs::remove_dir_all(dir.path.join("bundles"));
+    let _ = std::fs::remove_dir_all(dir.path.join("oci-configs"));
     Ok(ResetReport { undone: total - kept, stopped: if opts.keep_workloads { 0 } else { stopped }, nothing_applied: false })
 }
