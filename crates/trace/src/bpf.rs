@@ -71,10 +71,13 @@ fn take_log() -> String {
 }
 
 impl BpfTracer {
-    pub fn start(filter: &Filter) -> Result<BpfTracer, TraceError> {
+    /// Loads and attaches the tp_btf programs, or the raw_tp ones when tp_btf fails (or when
+    /// `raw_only`).
+    pub fn start(filter: &Filter, raw_only: bool) -> Result<BpfTracer, TraceError> {
         libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Warn, capture_libbpf)));
         let mut errors = Vec::new();
-        for raw in [false, true] {
+        let kinds: &[bool] = if raw_only { &[true] } else { &[false, true] };
+        for &raw in kinds {
             match Self::try_start(filter, raw) {
                 Ok(t) => return Ok(t),
                 Err(e) => errors.push(format!("{}: {e}", if raw { "raw_tp" } else { "tp_btf" })),

@@ -98,11 +98,14 @@ pub struct Options {
     pub irq_names: Vec<String>,
     /// Open perf hardware counters on the target's threads.
     pub hw_counters: bool,
+    /// Attach the raw_tp programs even where tp_btf works (tp_btf is cheaper; raw_tp is the
+    /// fallback for kernels whose tp_btf attach fails).
+    pub raw_tp: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { mode: Mode::Auto, irq_names: Vec::new(), hw_counters: true }
+        Options { mode: Mode::Auto, irq_names: Vec::new(), hw_counters: true, raw_tp: false }
     }
 }
 
@@ -216,11 +219,11 @@ impl TraceSession {
         let (backend, source_detail) = match options.mode {
             Mode::Schedstat => (Self::schedstat_backend(&target), "schedstat requested".to_string()),
             Mode::Bpf => {
-                let t = BpfTracer::start(&filter)?;
+                let t = BpfTracer::start(&filter, options.raw_tp)?;
                 let d = t.attach_kind.to_string();
                 (Backend::Bpf(t), d)
             }
-            Mode::Auto => match BpfTracer::start(&filter) {
+            Mode::Auto => match BpfTracer::start(&filter, options.raw_tp) {
                 Ok(t) => {
                     let d = t.attach_kind.to_string();
                     (Backend::Bpf(t), d)

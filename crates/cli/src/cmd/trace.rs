@@ -130,7 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         Mode::Auto
     };
-    let session = match TraceSession::start(target, Options { mode, irq_names, hw_counters: true }) {
+    let session = match TraceSession::start(target, Options { mode, irq_names, hw_counters: true, raw_tp: false }) {
         Ok(s) => s,
         Err(e @ (TraceError::NoSuchProcess(_) | TraceError::NoSuchThread(_) | TraceError::Cgroup { .. } | TraceError::Empty(_))) => {
             return invalid(e.to_string())

@@ -1,0 +1,147 @@
+//! The kernel-side filters on the real kernel (root; CI runs as root): a cgroup target follows
+//! processes born after the start, a PID target sees only its process, raw_tp works like tp_btf,
+//! and the schedstat fallback reports means without histograms.
+
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use rtslice_trace::{Mode, Options, Source, Target, TraceSession};
+
+/// A shell that forks a `sleep` every 10 ms: wake-ups in a parent and in processes born later.
+fn sleeper_loop() -> Child {
+    Command::new("sh").args(["-c", "while :; do sleep 0.01; done"]).spawn().expect("spawn sh")
+}
+
+fn stop(mut child: Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// A v1 hierarchy the filter supports, else the v2 mount: (mount point, is v1).
+fn cgroup_mount() -> Option<PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut v2 = None;
+    for line in mountinfo.lines() {
+        let (left, right) = line.split_once(" - ")?;
+        let mnt = left.split_whitespace().nth(4)?;
+        let mut r = right.split_whitespace();
+        let (fstype, _, opts) = (r.next()?, r.next(), r.next().unwrap_or(""));
+        if fstype == "cgroup" && opts.split(',').any(|o| o == "cpu" || o == "cpuset") {
+            return Some(PathBuf::from(mnt));
+        }
+        if fstype == "cgroup2" {
+            v2 = Some(PathBuf::from(mnt));
+        }
+    }
+    v2
+}
+
+struct TempCgroup(PathBuf);
+
+impl Drop for TempCgroup {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("warning: could not remove {}", self.0.display());
+    }
+}
+
+#[test]
+fn cgroup_target_follows_processes_born_later_and_nothing_else() {
+    rtslice_testkit::root_or_skip!();
+    let _lock = rtslice_testkit::KernelLock::acquire();
+    let mount = cgroup_mount().expect("a cgroup hierarchy");
+    let dir = mount.join(format!("rtslice-trace-test-{}", std::process::id()));
+    std::fs::create_dir(&dir).unwrap();
+    let cg = TempCgroup(dir.clone());
+    if mount.join("cpuset.cpus").exists() {
+        // A new v1 cpuset group starts empty: give it the parent's CPUs and memory nodes.
+        for f in ["cpuset.cpus", "cpuset.mems"] {
+            std::fs::write(dir.join(f), std::fs::read_to_string(mount.join(f)).unwrap().trim()).unwrap();
+        }
+    }
+    let child = sleeper_loop();
+    std::fs::write(dir.join("cgroup.procs"), child.id().to_string()).unwrap();
+
+    let session =
+        TraceSession::start(Target::Cgroup(dir.clone()), Options { mode: Mode::Bpf, hw_counters: false, ..Default::default() })
+            .expect("BPF tracer with a cgroup filter");
+    std::thread::sleep(Duration::from_millis(600));
+    let report = session.finish();
+    let shell = child.id();
+    stop(child);
+    drop(cg);
+
+    let me = std::process::id();
+    assert!(report.threads.iter().all(|t| t.tgid != me), "the test process is outside the cgroup but was traced");
+    let sh = report.threads.iter().find(|t| t.tid == shell).expect("the shell");
+    assert!(sh.wakeup.events >= 10, "shell woke {} times", sh.wakeup.events);
+    // Each `sleep` is a new process forked after the session started, inside the cgroup.
+    let born_later: Vec<_> = report.threads.iter().filter(|t| t.tgid != shell).collect();
+    assert!(born_later.len() >= 10, "only {} processes born later were traced", born_later.len());
+    assert!(born_later.iter().all(|t| t.slices > 0));
+    assert_eq!(report.source, Source::Bpf);
+}
+
+#[test]
+fn pid_target_sees_only_that_process_and_raw_tp_agrees() {
+    rtslice_testkit::root_or_skip!();
+    let _lock = rtslice_testkit::KernelLock::acquire();
+    let child = sleeper_loop();
+    let pid = child.id();
+    for raw_tp in [false, true] {
+        let session = TraceSession::start(
+            Target::Pids(vec![pid]),
+            Options { mode: Mode::Bpf, hw_counters: false, raw_tp, ..Default::default() },
+        )
+        .expect("BPF tracer");
+        std::thread::sleep(Duration::from_millis(500));
+        let report = session.finish();
+        assert_eq!(report.source_detail, if raw_tp { "raw_tp" } else { "tp_btf" });
+        assert!(report.threads.iter().all(|t| t.tgid == pid), "{:?}", report.threads.iter().map(|t| t.tgid).collect::<Vec<_>>());
+        let sh = report.threads.iter().find(|t| t.tid == pid).expect("the shell");
+        // ~50 loop iterations in 0.5 s, each a wait for a child: at least 20 wake-ups.
+        assert!(sh.wakeup.events >= 20, "{raw_tp}: {} wake-ups", sh.wakeup.events);
+        assert_eq!(sh.wakeup.events, sh.wakeup.log2_us.iter().sum::<u64>());
+        assert_eq!(sh.wakeup.events, sh.wakeup.fine_ns.iter().map(|b| b.count).sum::<u64>());
+        assert!(sh.voluntary_switches >= sh.wakeup.events - 1);
+        assert!(sh.wakeup.p50_us.unwrap() <= sh.wakeup.p99_us.unwrap());
+        assert!(sh.wakeup.p99_us.unwrap() <= sh.wakeup.max_us.unwrap());
+        let o = &report.overhead;
+        assert!(o.bpf_runs.unwrap() > 0 && o.bpf_run_time_ns.unwrap() > 0, "{o:?}");
+    }
+    stop(child);
+}
+
+#[test]
+fn schedstat_fallback_reports_means_without_histograms() {
+    let child = sleeper_loop();
+    let pid = child.id();
+    let session =
+        TraceSession::start(Target::Pids(vec![pid]), Options { mode: Mode::Schedstat, hw_counters: false, ..Default::default() })
+            .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let report = session.finish();
+    stop(child);
+    assert_eq!(report.source, Source::Schedstat);
+    let sh = report.threads.iter().find(|t| t.tid == pid).expect("the shell");
+    assert!(sh.slices >= 10, "{} slices", sh.slices);
+    assert!(sh.schedstat_mean_wait_us.is_some());
+    assert!(sh.wakeup.log2_us.is_empty() && sh.wakeup.p99_us.is_none(), "schedstat has no histograms");
+    assert!(report.render_table().contains("schedstat fallback"));
+}
+
+#[test]
+fn bad_targets_are_refused_with_a_reason() {
+    let e = TraceSession::start(Target::Pids(vec![u32::MAX - 1]), Options::default()).err().expect("no such pid");
+    assert!(e.to_string().contains("does not exist"), "{e}");
+    let e = TraceSession::start(Target::Cgroup("/nonexistent/cg".into()), Options::default()).err().expect("no such cgroup");
+    assert!(e.to_string().contains("/nonexistent/cg"), "{e}");
+    let e = TraceSession::start(Target::Cgroup("/tmp".into()), Options::default()).err().expect("not a cgroup");
+    assert!(e.to_string().contains("not inside a mounted cgroup"), "{e}");
+}
