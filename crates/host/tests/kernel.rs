@@ -282,3 +282,106 @@ fn corrupt_or_foreign_state_is_refused() {
     let e = apply_setup(&Setup::default(), &ApplyOptions::with_state_dir(dir.path())).unwrap_err().to_string();
     assert!(e.contains("not an rtslice state file"), "{e}");
 }
+
+/// Helper role for the crash test: apply, then die without cleaning up (like a SIGKILLed apply).
+#[test]
+fn helper_crash_after_apply_role() {
+    let Ok(dir) = std::env::var("RTSLICE_HOST_TEST_CRASH_DIR") else { return };
+    let o = opts_at(&dir, Mechanism::RtGroup);
+    apply_setup(&smoke_setup(), &o).expect("apply");
+    // SAFETY: immediate exit without unwinding or destructors — the point of the test.
+    unsafe { libc::_exit(9) };
+}
+
+fn opts_at(dir: &str, mech: Mechanism) -> ApplyOptions {
+    ApplyOptions { mechanism: Some(mech), ..ApplyOptions::with_state_dir(dir) }
+}
+
+#[test]
+fn reset_after_a_crashed_apply_restores_the_host() {
+    root_or_skip!();
+    if !two_cpus() {
+        return;
+    }
+    let _lock = KernelLock::acquire();
+    let before = snapshot();
+    let dir = tempfile::tempdir().unwrap();
+    let status_code = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "helper_crash_after_apply_role", "--nocapture"])
+        .env("RTSLICE_HOST_TEST_CRASH_DIR", dir.path())
+        .status()
+        .unwrap();
+    assert_eq!(status_code.code(), Some(9), "the helper applied and crashed");
+    assert!(std::path::Path::new("/sys/fs/cgroup/cpu/rtslice").exists(), "the crashed apply left its changes");
+    let st = status(&StateDir::new(dir.path())).unwrap();
+    assert!(st.applied && st.drift.is_empty(), "{:?}", st.drift);
+    let r = reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
+    assert_eq!(r.stopped, 2, "the launched workloads of the dead apply are stopped");
+    assert_same(&before, &snapshot());
+}
+
+#[test]
+fn attach_moves_an_existing_process_and_reset_gives_it_back_alive() {
+    root_or_skip!();
+    if !two_cpus() {
+        return;
+    }
+    let _lock = KernelLock::acquire();
+    let mut child = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = child.id() as i32;
+    let cg_before = read(format!("/proc/{pid}/cgroup"));
+    let before = snapshot();
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("attach-{}", std::process::id());
+    let setup = Setup {
+        workloads: vec![WorkloadSetup {
+            name: name.clone(),
+            cpus: cpus("1"),
+            threads: vec![ThreadRule { name: "^sleep$".into(), policy: Some(Policy::Batch { nice: 5 }), cpus: None, budget_share: None }],
+            launch: Launch::Attach { pids: vec![pid] },
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    apply_setup(&setup, &opts(&dir, Mechanism::None)).unwrap();
+    assert!(read(format!("/proc/{pid}/cgroup")).contains(&format!("cpuset:/rtslice/{name}")));
+    assert_eq!(sched::get_policy(pid).unwrap(), Policy::Batch { nice: 5 });
+    assert_eq!(sched::get_affinity(pid).unwrap(), cpus("1"));
+    let r = reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
+    assert_eq!(r.stopped, 0);
+    assert!(child.try_wait().unwrap().is_none(), "an attached process is not killed");
+    assert_eq!(read(format!("/proc/{pid}/cgroup")), cg_before);
+    assert_eq!(sched::get_policy(pid).unwrap(), Policy::Other { nice: 0 });
+    assert_same(&before, &snapshot());
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn fair_server_request_is_applied_or_reported_and_leaves_no_mount() {
+    root_or_skip!();
+    if !two_cpus() {
+        return;
+    }
+    let _lock = KernelLock::acquire();
+    let mounts_before = read("/proc/mounts").lines().filter(|l| l.contains(" debugfs ")).count();
+    let before = snapshot();
+    let dir = tempfile::tempdir().unwrap();
+    let mut setup = smoke_setup();
+    setup.workloads.truncate(1);
+    setup.workloads[0].partition = true;
+    let o = ApplyOptions { fair_server_off: true, ..opts(&dir, Mechanism::Deadline) };
+    let applied = apply_setup(&setup, &o).unwrap();
+    let fs = "/sys/kernel/debug/sched/fair_server/cpu1/runtime";
+    match std::fs::read_to_string(fs) {
+        Ok(v) => assert_eq!(v.trim(), "0", "fair_server runtime 0 on the reserved CPU"),
+        Err(_) => assert!(
+            applied.warnings.iter().any(|w| w.contains("fair_server")),
+            "when debugfs is unusable (lockdown) the request is reported: {:?}",
+            applied.warnings
+        ),
+    }
+    reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
+    assert_same(&before, &snapshot());
+    assert_eq!(read("/proc/mounts").lines().filter(|l| l.contains(" debugfs ")).count(), mounts_before);
+}
