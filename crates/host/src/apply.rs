@@ -311,7 +311,7 @@ pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec
         let has_rt_rules = ws.threads.iter().any(|r| matches!(r.policy, Some(Policy::Fifo { .. } | Policy::Rr { .. })));
         let cfs = ws.cfs.is_some_and(|c| c.quota_us.is_some() || c.weight.is_some() || c.idle);
         let mut cpu_group = !v1 || rt_budget.is_some() || matches!(ws.launch, Launch::Oci(_));
-        if v1 && cfs && !rt_budget.is_some() {
+        if v1 && cfs && rt_budget.is_none() {
             if has_rt_rules {
                 warnings.push(format!(
                     "workload {}: CFS controls skipped — on cgroup v1 with RT group scheduling its FIFO/RR threads need \

@@ -71,11 +71,7 @@ impl CgroupLayout {
             let opts = r.next().unwrap_or("");
             let Some(mount_point) = mount_point else { continue };
             match fstype {
-                "cgroup2" => {
-                    if v2.is_none() {
-                        v2 = Some(PathBuf::from(mount_point));
-                    }
-                }
+                "cgroup2" if v2.is_none() => v2 = Some(PathBuf::from(mount_point)),
                 "cgroup" => {
                     for opt in opts.split(',') {
                         if matches!(opt, "rw" | "ro" | "relatime" | "noexec" | "nosuid" | "nodev" | "clone_children")

@@ -55,7 +55,7 @@ pub struct HostReport {
     pub nohz_full: CpuList,
     pub preemption: String,
     pub topology: Vec<CpuTopo>,
-    pub fair_server: Vec<(u32, Option<u64>, Option<u64>)>,
+    pub fair_server: FairServers,
     pub irqbalance_pids: Vec<i32>,
     pub runc: Option<(PathBuf, String)>,
     pub crun: Option<(PathBuf, String)>,
@@ -176,7 +176,10 @@ fn topology(cpus: &CpuList) -> Vec<CpuTopo> {
         .collect()
 }
 
-fn fair_servers(cpus: &CpuList) -> (Vec<(u32, Option<u64>, Option<u64>)>, Option<String>) {
+/// Per CPU: (cpu, runtime ns, period ns).
+pub type FairServers = Vec<(u32, Option<u64>, Option<u64>)>;
+
+fn fair_servers(cpus: &CpuList) -> (FairServers, Option<String>) {
     let base = Path::new("/sys/kernel/debug/sched/fair_server");
     if !Path::new("/sys/kernel/debug/sched").exists() {
         return (Vec::new(), Some("debugfs is not mounted".into()));
