@@ -31,7 +31,7 @@ pub fn read() -> (Option<bool>, Option<bool>) {
 
 /// Mounts debugfs at /sys/kernel/debug if the scheduler features are not visible yet.
 pub fn ensure_debugfs() -> Result<()> {
-    if Path::new(FEATURES).exists() {
+    if Path::new(FEATURES).exists() || Path::new("/sys/kernel/debug/sched").exists() {
         return Ok(());
     }
     run_cmd("mount", &["-t", "debugfs", "debugfs", "/sys/kernel/debug"])?;
@@ -51,6 +51,12 @@ fn write(name: &str, on: bool) -> Result<()> {
 impl HrtickGuard {
     pub fn set(on: bool) -> Result<HrtickGuard> {
         ensure_debugfs()?;
+        if let Err(e) = std::fs::read_to_string(FEATURES) {
+            return Err(LoadgenError::Invalid(format!(
+                "cannot read {FEATURES} ({e}): this kernel does not let root switch scheduler features \
+                 (debugfs restricted); run without --hrtick (HRTICK and HRTICK_DL default to off)"
+            )));
+        }
         let old = read();
         if old.0.is_none() && old.1.is_none() {
             return Err(LoadgenError::Invalid(format!(
