@@ -95,7 +95,11 @@ impl BpfTracer {
             let mut open = RtlatSkelBuilder::default().open(storage_ref).map_err(|e| format!("open: {e}"))?;
             let rodata = open.maps.rodata_data.as_deref_mut().ok_or("the object has no .rodata")?;
             match filter {
-                Filter::Pids { .. } => rodata.filter_mode = FILTER_PIDS,
+                Filter::Pids { tgids, tids } => {
+                    rodata.filter_mode = FILTER_PIDS;
+                    rodata.have_tgids = !tgids.is_empty();
+                    rodata.have_tids = !tids.is_empty();
+                }
                 Filter::Cgroup { id, ctrl } => {
                     rodata.filter_mode = FILTER_CGROUP;
                     rodata.cg_id = *id;
@@ -141,8 +145,12 @@ impl BpfTracer {
         }
     }
 
-    /// Adds processes to the kernel filter (e.g. a workload that started after the session).
+    /// Adds processes to the kernel filter (e.g. a workload that started after the session). Only
+    /// for sessions started with at least one process (the program skips an empty process filter).
     pub fn add_tgids(&self, tgids: &[u32]) -> Result<(), TraceError> {
+        if !self.skel.maps.rodata_data.as_deref().is_some_and(|r| r.have_tgids) {
+            return Err(TraceError::Bpf("this session filters by thread or cgroup; processes cannot be added".into()));
+        }
         for t in tgids {
             self.skel
                 .maps

@@ -123,11 +123,13 @@ pub struct TraceSession {
     host_start: HostSample,
     hw: HwCounters,
     irq_names: Vec<String>,
-    loader_cpu_ns: std::cell::Cell<u64>,
+    /// CPU time of start() (loading and verifying the program) and of all reads since.
+    load_cpu_ns: u64,
+    read_cpu_ns: std::cell::Cell<u64>,
 }
 
-// SAFETY: Cell<u64> is only updated through &self by the one thread that holds the session at a time
-// (TraceSession is not Sync).
+// SAFETY: the Cell is only updated through &self by the one thread that holds the session at a time
+// (TraceSession is not Sync); the BPF tracer is Send.
 unsafe impl Send for TraceSession {}
 
 fn thread_cpu_ns() -> u64 {
@@ -245,10 +247,10 @@ impl TraceSession {
             host_start: HostSample::take(),
             hw,
             irq_names: options.irq_names,
-            loader_cpu_ns: std::cell::Cell::new(0),
+            load_cpu_ns: 0,
+            read_cpu_ns: std::cell::Cell::new(0),
         };
-        s.loader_cpu_ns.set(thread_cpu_ns() - cpu0);
-        Ok(s)
+        Ok(TraceSession { load_cpu_ns: thread_cpu_ns() - cpu0, ..s })
     }
 
     fn schedstat_backend(target: &Target) -> Backend {
@@ -298,7 +300,7 @@ impl TraceSession {
             hw_counters: self.hw.report(),
             overhead: Overhead::default(),
         };
-        self.loader_cpu_ns.set(self.loader_cpu_ns.get() + thread_cpu_ns() - cpu0);
+        self.read_cpu_ns.set(self.read_cpu_ns.get() + thread_cpu_ns() - cpu0);
         report.overhead = self.overhead(secs);
         report
     }
@@ -311,10 +313,11 @@ impl TraceSession {
     }
 
     fn overhead(&self, secs: f64) -> Overhead {
-        let loader = self.loader_cpu_ns.get();
+        let reads = self.read_cpu_ns.get();
         let mut o = Overhead {
-            loader_cpu_ns: loader,
-            loader_cpu_pct: 100.0 * loader as f64 / 1e9 / secs.max(1e-9),
+            load_cpu_ns: self.load_cpu_ns,
+            read_cpu_ns: reads,
+            read_cpu_pct: 100.0 * reads as f64 / 1e9 / secs.max(1e-9),
             ..Default::default()
         };
         if let Backend::Bpf(t) = &self.backend {

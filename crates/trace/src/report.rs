@@ -145,9 +145,12 @@ pub struct Overhead {
     pub bpf_ns_per_run: Option<f64>,
     /// BPF run time as % of one CPU over the session.
     pub bpf_cpu_pct: Option<f64>,
-    /// CPU time of the user-space side (loading, reading maps, /proc), on the calling thread.
-    pub loader_cpu_ns: u64,
-    pub loader_cpu_pct: f64,
+    /// CPU time of starting the session (loading, verifying and attaching the program; opening
+    /// counters), on the calling thread.
+    pub load_cpu_ns: u64,
+    /// CPU time of all snapshots so far (reading maps and /proc), and as % of one CPU over the session.
+    pub read_cpu_ns: u64,
+    pub read_cpu_pct: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -344,12 +347,13 @@ impl TraceReport {
         let o = &self.overhead;
         let _ = writeln!(
             s,
-            "tracer overhead: BPF {} runs, {} ns/run, {} % of one CPU; loader {:.1} ms CPU ({:.2} %)",
+            "tracer overhead: BPF {} runs, {} ns/run, {} % of one CPU; loading {:.1} ms CPU; reading {:.1} ms CPU ({:.2} %)",
             o.bpf_runs.map(|x| x.to_string()).unwrap_or_else(|| "-".into()),
             f(o.bpf_ns_per_run),
             o.bpf_cpu_pct.map(|x| format!("{x:.3}")).unwrap_or_else(|| "-".into()),
-            o.loader_cpu_ns as f64 / 1e6,
-            o.loader_cpu_pct
+            o.load_cpu_ns as f64 / 1e6,
+            o.read_cpu_ns as f64 / 1e6,
+            o.read_cpu_pct
         );
         s
     }

@@ -23,6 +23,9 @@
 const volatile __u32 filter_mode = FILTER_PIDS;
 const volatile __u32 cg_ctrl = CG_V2;
 const volatile __u64 cg_id = 0;
+/* Skip lookups in an empty filter map: every switch on the machine runs the filter twice. */
+const volatile bool have_tgids = true;
+const volatile bool have_tids = true;
 
 /* Lost events: a latency start or a thread's statistics could not be stored (map full). */
 __u64 lost_start = 0;
@@ -162,7 +165,8 @@ static __always_inline bool traced(struct task_struct *t)
 		__u32 tgid = BPF_CORE_READ(t, tgid);
 		__u32 tid = BPF_CORE_READ(t, pid);
 
-		return bpf_map_lookup_elem(&filter_tgids, &tgid) || bpf_map_lookup_elem(&filter_tids, &tid);
+		return (have_tgids && bpf_map_lookup_elem(&filter_tgids, &tgid)) ||
+		       (have_tids && bpf_map_lookup_elem(&filter_tids, &tid));
 	}
 	return in_cgroup(t);
 }
@@ -187,6 +191,7 @@ static __always_inline struct tstats *stats_of(struct task_struct *t, __u32 tid)
 	if (st) {
 		st->last_cpu = (__u32)-1;
 		st->tgid = BPF_CORE_READ(t, tgid);
+		BPF_CORE_READ_STR_INTO(&st->comm, t, comm);
 	}
 	return st;
 }
@@ -282,8 +287,10 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 				st->migrations++;
 			st->last_cpu = cpu;
 			st->oncpu_since = now;
-			/* Threads are often named after they start (pthread_setname_np): keep the latest. */
-			BPF_CORE_READ_STR_INTO(&st->comm, next, comm);
+			/* Threads are often named after they start (pthread_setname_np): refresh the name now
+			 * and then (user space reads /proc for live threads; this is for exited ones). */
+			if ((st->slices & 255) == 1)
+				BPF_CORE_READ_STR_INTO(&st->comm, next, comm);
 		}
 	}
 	return 0;
