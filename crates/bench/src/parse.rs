@@ -105,14 +105,18 @@ pub fn stress_ng_ops(text: &str) -> Option<f64> {
     seen.then_some(total)
 }
 
-/// Per-echo RTTs in µs from ping's output, skipping echoes with `icmp_seq` below `skip_below`
-/// (the warm-up).
-pub fn ping_rtts_us(text: &str, skip_below: u64) -> Vec<f64> {
+/// Per-echo RTTs in µs from `ping -D` output (lines start with `[unix time]`), keeping the echoes
+/// received inside `window` (unix seconds); without timestamps every echo is kept.
+pub fn ping_rtts_us(text: &str, window: Option<(f64, f64)>) -> Vec<f64> {
     text.lines()
         .filter_map(|l| {
-            let seq: u64 = l.split("icmp_seq=").nth(1)?.split_whitespace().next()?.parse().ok()?;
             let ms: f64 = l.split("time=").nth(1)?.split_whitespace().next()?.parse().ok()?;
-            (seq >= skip_below).then_some(ms * 1000.0)
+            let ts: Option<f64> = l.strip_prefix('[').and_then(|r| r.split(']').next()).and_then(|t| t.parse().ok());
+            let inside = match (window, ts) {
+                (Some((from, to)), Some(t)) => t >= from && t <= to,
+                _ => true,
+            };
+            inside.then_some(ms * 1000.0)
         })
         .collect()
 }
@@ -165,9 +169,9 @@ stress-ng: info:  [805] successful run completed in 2.00s\n";
 
     #[test]
     fn reads_ping_and_loadgen() {
-        let p = "PING 10.0.0.2 (10.0.0.2) 56(84) bytes of data.\n64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=0.045 ms\n64 bytes from 10.0.0.2: icmp_seq=2 ttl=64 time=0.100 ms\n";
-        assert_eq!(ping_rtts_us(p, 0), vec![45.0, 100.0]);
-        assert_eq!(ping_rtts_us(p, 2), vec![100.0]);
+        let p = "PING 10.0.0.2 (10.0.0.2) 56(84) bytes of data.\n[100.5] 64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=0.045 ms\n[101.5] 64 bytes from 10.0.0.2: icmp_seq=2 ttl=64 time=0.100 ms\n";
+        assert_eq!(ping_rtts_us(p, None), vec![45.0, 100.0]);
+        assert_eq!(ping_rtts_us(p, Some((101.0, 102.0))), vec![100.0]);
         let c = "id,send_s,rtt_s,compute_s\n0,0.001,0.000500000,0.0002\n1,0.002,0.001000000,0.0003\n";
         assert_eq!(loadgen_rtts_us(c), vec![500.0, 1000.0]);
     }

@@ -263,7 +263,7 @@ pub fn stacked_shares(title: &str, rows: &[(String, Vec<f64>)], bucket_labels: &
             .margin(12)
             .x_label_area_size(35)
             .y_label_area_size(230)
-            .build_cartesian_2d(0.0..100.0, (0..n).into_segmented())
+            .build_cartesian_2d(0.0..128.0, (0..n).into_segmented())
             .map_err(|e| e.to_string())?;
         chart
             .configure_mesh()
@@ -276,8 +276,11 @@ pub fn stacked_shares(title: &str, rows: &[(String, Vec<f64>)], bucket_labels: &
             })
             .draw()
             .map_err(|e| e.to_string())?;
+        // Sequential colours, good (green) to bad (red), so the eye reads the tail at once.
+        const BUCKET_COLORS: [RGBColor; 5] =
+            [RGBColor(26, 152, 80), RGBColor(145, 207, 96), RGBColor(254, 224, 139), RGBColor(252, 141, 89), RGBColor(215, 48, 39)];
         for (k, bl) in bucket_labels.iter().enumerate() {
-            let c = color(k);
+            let c = BUCKET_COLORS[k % BUCKET_COLORS.len()];
             chart
                 .draw_series(rows.iter().enumerate().map(|(i, (_, s))| {
                     let start: f64 = s[..k].iter().sum();
@@ -294,7 +297,7 @@ pub fn stacked_shares(title: &str, rows: &[(String, Vec<f64>)], bucket_labels: &
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::LowerLeft)
+            .position(SeriesLabelPosition::UpperRight)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .label_font(("sans-serif", 14))

@@ -228,12 +228,19 @@ fn latency_tables(r: &Results, cells: &[&Cell], s: &mut Section) {
                     .into(),
             ),
         );
-        // Keep the plot readable: the RT threads' rows only when there are many.
-        let rows: Vec<(String, Vec<f64>)> = if stacked.len() > 40 {
-            stacked.into_iter().filter(|(l, _)| !l.starts_with("TASK_")).take(40).collect()
-        } else {
-            stacked
-        };
+        // Keep the plot readable: the vBS's own threads, not the emulator's helper threads (main
+        // thread, signal handler) nor, when there are many rows, the non-RT TASK_* threads.
+        let helper = |l: &str| l.starts_with("rtslice ·") || l.starts_with("ctrl-c ·");
+        let mut rows: Vec<(String, Vec<f64>)> = stacked.iter().filter(|(l, _)| !helper(l)).cloned().collect();
+        if rows.len() > 36 {
+            rows.retain(|(l, _)| !l.starts_with("TASK_"));
+        }
+        rows.truncate(60);
+        if rows.is_empty() {
+            rows = stacked;
+        }
+        // plotters puts segment 0 at the bottom: reverse so the table's order reads top-down.
+        rows.reverse();
         if let Ok(svg) = plots::stacked_shares("Wake-up latency buckets per thread · scenario · strategy", &rows, BUCKETS) {
             s.items.push(Item::Plot(format!("{}-latency-buckets", s.id), svg));
         }

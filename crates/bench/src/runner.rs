@@ -336,8 +336,9 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostFacts, wo
         let mut netns = None;
         let mut addr = None;
         let argv: Vec<String> = if let Some(e) = &w.emulate {
-            // A short tail after the window so the emulator is still running when the tracer stops.
-            let mut v = vec![rtslice.clone(), s("emulate"), s("--profile"), e.profile.clone(), s("--duration"), fmt_dur(total + Duration::from_millis(500)), s("--json"), s("--quiet")];
+            // Ended by SIGINT right after the window (the emulator then prints its summary), so a
+            // slow apply can never make it finish before the window; the duration is a backstop.
+            let mut v = vec![rtslice.clone(), s("emulate"), s("--profile"), e.profile.clone(), s("--duration"), fmt_dur(total + Duration::from_secs(300)), s("--json"), s("--quiet")];
             v.extend(e.args.iter().cloned());
             v
         } else if let Some(c) = &w.command {
@@ -346,8 +347,9 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostFacts, wo
             let (ns, target) = crate::netns::ping_target(ctx.rec.seq, idx)?;
             netns = Some(ns);
             let interval = pg.interval.as_deref().map(|i| rtslice_spec::units::parse_duration(i).unwrap_or(Duration::from_millis(10))).unwrap_or(Duration::from_millis(10));
-            let deadline = (total + Duration::from_millis(500)).as_secs().max(1) + 1;
-            vec![s("ping"), s("-n"), s("-i"), format!("{:.3}", interval.as_secs_f64()), s("-s"), pg.size.unwrap_or(56).to_string(), s("-w"), deadline.to_string(), target]
+            // Stopped after the window like the emulator; -D timestamps select the window's echoes.
+            let deadline = (total + Duration::from_secs(300)).as_secs();
+            vec![s("ping"), s("-n"), s("-D"), s("-i"), format!("{:.3}", interval.as_secs_f64()), s("-s"), pg.size.unwrap_or(56).to_string(), s("-w"), deadline.to_string(), target]
         } else if let Some(lg) = &w.loadgen {
             let port = 20000 + (ctx.rec.seq % 2000) * 8 + idx;
             let a = format!("127.0.0.1:{port}");
@@ -386,7 +388,9 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostFacts, wo
         // everything it did) and journals into the bench's own state directory.
         let opts = rtslice_host::ApplyOptions::with_state_dir(&opt.state_dir);
         ctx.applied = true;
+        let t_apply = Instant::now();
         let applied = rtslice_host::apply(&plan, &opts).map_err(|e| format!("apply ({} layout): {e}", cell.strategy))?;
+        ctx.rec.notes.push(format!("apply took {} ms ({:?})", t_apply.elapsed().as_millis(), applied.mechanism));
         let mut record = serde_json::to_value(&applied).unwrap_or_default();
         match rtslice_host::status(&opts.state_dir) {
             Ok(st) => {
@@ -487,6 +491,7 @@ fn measure(ctx: &mut RunCtx, _cell: &Cell) -> Result<(), String> {
             ir
         }).collect();
     let start = Instant::now();
+    let start_unix = now_unix();
     let mut last = start;
     let mut last_switch_read: Vec<u64> = ctx.instances.iter().map(|r| r.switches_start).collect();
     let ncpu = procfs::host_facts().cpus.len().max(1) as f64;
@@ -517,6 +522,7 @@ fn measure(ctx: &mut RunCtx, _cell: &Cell) -> Result<(), String> {
         }
     }
     let measured_ms = start.elapsed().as_secs_f64() * 1000.0;
+    let window_unix = (start_unix, now_unix());
     for (k, r) in ctx.instances.iter_mut().enumerate() {
         if r.proc.poll().is_none() {
             last_switch_read[k] = procfs::tree_switches(r.proc.pid()).max(last_switch_read[k]);
@@ -556,10 +562,7 @@ fn measure(ctx: &mut RunCtx, _cell: &Cell) -> Result<(), String> {
     for (k, r) in ctx.instances.iter_mut().enumerate() {
         let ir = &mut results[k];
         if r.workload.emulate.is_some() {
-            let st = if interrupted { r.proc.stop(Duration::from_secs(5)) } else { r.proc.wait_timeout(Duration::from_secs(30)) };
-            if st.is_none() {
-                r.proc.stop(Duration::from_secs(5));
-            }
+            r.proc.stop(Duration::from_secs(10));
             ir.exit_code = r.proc.poll().and_then(|s| s.code());
             match parse::emulator(&r.proc.stdout_text()) {
                 Ok(e) => ir.emu = Some(e),
@@ -571,11 +574,8 @@ fn measure(ctx: &mut RunCtx, _cell: &Cell) -> Result<(), String> {
                 Err(_) => {}
             }
         } else if r.workload.ping.is_some() {
-            r.proc.wait_timeout(Duration::from_secs(3));
             r.proc.stop(Duration::from_secs(2));
-            let interval = r.workload.ping.as_ref().and_then(|p| p.interval.as_deref()).and_then(|i| rtslice_spec::units::parse_duration(i).ok()).unwrap_or(Duration::from_millis(10));
-            let skip = (exp.warmup.as_secs_f64() / interval.as_secs_f64()).ceil() as u64 + 1;
-            ir.latency_samples_us = parse::ping_rtts_us(&r.proc.stdout_text(), skip);
+            ir.latency_samples_us = parse::ping_rtts_us(&r.proc.stdout_text(), Some(window_unix));
             if ir.latency_samples_us.is_empty() && !interrupted {
                 ctx.rec.instances = results;
                 return Err(format!("{}: ping got no replies ({}): {}", r.name, r.proc.describe_exit(), r.proc.stderr_tail(4)));

@@ -1,3 +1,4 @@
+#![allow(dead_code)] // each test binary uses a different part of these helpers
 //! Shared helpers of the bench's integration tests: the rtslice binary the runner drives, and a
 //! quick run of an experiment into a temporary directory.
 

@@ -14,7 +14,7 @@ use super::EXIT_FAILURE;
 #[derive(clap::Args)]
 pub struct Args {
     /// Where to write the results and report.html
-    #[arg(long, default_value = "rtslice-demo")]
+    #[arg(long, default_value = "results/demo")]
     out: PathBuf,
     /// No progress bar
     #[arg(long)]
