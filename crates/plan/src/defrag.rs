@@ -1,10 +1,15 @@
 //! Defragmentation proposals (study B): when a reservation of bandwidth b on k CPUs is refused
 //! although the node has enough free bandwidth in total, find the fewest moves of existing per-CPU
 //! shares that would leave k CPUs with b free each. Nothing is applied; the plan only proposes.
+//!
+//! Per target CPU, the fewest evictions is found exactly (subsets by size, then by bandwidth moved)
+//! up to MAX_EVICTIONS shares; a lower bound (its largest shares that fit somewhere else) orders and
+//! prunes the targets, so a full 256-CPU node costs a few target evaluations, not 256.
 
 use crate::{Bw, Defrag, Move, State};
 
-/// Most shares tried as one eviction set on a target CPU (subsets grow exponentially).
+/// Most shares moved off one target CPU (subsets grow exponentially; more moves is rarely a plan
+/// an operator would run anyway).
 const MAX_EVICTIONS: usize = 3;
 
 pub(crate) fn propose(st: &State, eligible: &[usize], b: Bw, k: usize) -> Option<Defrag> {
@@ -13,25 +18,57 @@ pub(crate) fn propose(st: &State, eligible: &[usize], b: Bw, k: usize) -> Option
     if (total_free as u128) < b as u128 * k as u128 {
         return None;
     }
-    // Per target CPU, the cheapest eviction (fewest moves, then least bandwidth moved, then lowest id).
-    let mut options: Vec<(usize, Bw, usize, Vec<Move>)> = Vec::new();
+    // A share can only move if another CPU has room for it: on a full node most cannot, and knowing
+    // that up front keeps the search from trying every subset everywhere.
+    let mut frees: Vec<Bw> = eligible.iter().map(|&ci| st.free(&st.cpus[ci])).collect();
+    frees.sort_unstable_by(|a, b| b.cmp(a));
+    let roomiest = frees.first().copied().unwrap_or(0);
+    let second = frees.get(1).copied().unwrap_or(0);
+    let may_move = |ci: usize, s: Bw| s <= if st.free(&st.cpus[ci]) == roomiest { second } else { roomiest };
+    // Lower bound of moves per target: how many of its largest movable shares cover the shortfall.
+    let mut cands: Vec<(usize, Bw, usize)> = Vec::new(); // (lower bound, shortfall, cpu index)
     for &ci in eligible {
         let c = &st.cpus[ci];
-        if st.free(c) >= b {
-            options.push((0, 0, ci, Vec::new()));
+        let Some(need) = b.checked_sub(st.free(c)).filter(|&n| n > 0) else {
+            cands.push((0, 0, ci));
             continue;
-        }
-        if let Some((moved, moves)) = cheapest_eviction(st, eligible, ci, b, &[], &[]) {
-            options.push((moves.len(), moved, ci, moves));
+        };
+        let mut sizes: Vec<Bw> = c.shares.iter().filter(|&&(w, s)| st.movable[w] && may_move(ci, s)).map(|&(_, s)| s).collect();
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        let mut sum = 0;
+        let lb = sizes.iter().take(MAX_EVICTIONS).position(|&s| {
+            sum += s;
+            sum >= need
+        });
+        if let Some(lb) = lb {
+            cands.push((lb + 1, need, ci));
         }
     }
-    options.sort_by(|a, b| (a.0, a.1, st.cpus[a.2].id).cmp(&(b.0, b.1, st.cpus[b.2].id)));
-    if options.len() < k {
+    cands.sort_by_key(|&(lb, need, ci)| (lb, need, st.cpus[ci].id));
+    // Exact costs, in lower-bound order, until no remaining target can enter the k best.
+    let mut found: Vec<(usize, Bw, u32, usize)> = Vec::new(); // (moves, moved, cpu id, cpu index)
+    for &(lb, _, ci) in &cands {
+        if found.len() >= k {
+            found.sort_unstable();
+            // Nothing left can need fewer moves. (Equal counts are not explored further: candidates
+            // come by smallest shortfall, which is what usually moves the least bandwidth.)
+            if lb >= found[k - 1].0 {
+                break;
+            }
+        }
+        if lb == 0 {
+            found.push((0, 0, st.cpus[ci].id, ci));
+        } else if let Some((moved, moves)) = cheapest_eviction(st, eligible, ci, b, &[], &[]) {
+            found.push((moves.len(), moved, st.cpus[ci].id, ci));
+        }
+    }
+    found.sort_unstable();
+    if found.len() < k {
         return None;
     }
     // Take the k cheapest targets; re-plan their evictions together so destinations neither land on
     // another target nor overfill a CPU that several moves share.
-    let targets: Vec<usize> = options[..k].iter().map(|o| o.2).collect();
+    let targets: Vec<usize> = found[..k].iter().map(|f| f.3).collect();
     let target_ids: Vec<u32> = targets.iter().map(|&t| st.cpus[t].id).collect();
     let mut planned: Vec<Move> = Vec::new();
     for &t in &targets {
@@ -41,34 +78,31 @@ pub(crate) fn propose(st: &State, eligible: &[usize], b: Bw, k: usize) -> Option
         let (_, moves) = cheapest_eviction(st, eligible, t, b, &planned, &target_ids)?;
         planned.extend(moves);
     }
-    let mut then: Vec<u32> = targets.iter().map(|&t| st.cpus[t].id).collect();
+    let mut then = target_ids;
     then.sort_unstable();
     Some(Defrag { moves: planned, then_cpus: then })
 }
 
-/// Fewest shares to move off CPU `ci` so that it has `b` free, each to a CPU that can take it.
-/// `planned` are moves already decided for other targets; `targets` receive nothing.
+/// Fewest shares to move off CPU `ci` so that it has `b` free, each to a CPU that can take it;
+/// among equally few, the least bandwidth moved. `planned` are moves already decided for other
+/// targets; `targets` receive nothing.
 fn cheapest_eviction(st: &State, eligible: &[usize], ci: usize, b: Bw, planned: &[Move], targets: &[u32]) -> Option<(Bw, Vec<Move>)> {
     let c = &st.cpus[ci];
     let need = b.checked_sub(st.free(c))?;
-    let shares: Vec<(usize, Bw)> = c.shares.iter().copied().filter(|&(w, _)| st.movable_to[w].is_some()).collect();
+    let shares: Vec<(usize, Bw)> = c.shares.iter().copied().filter(|&(w, _)| st.movable[w]).collect();
     let n = shares.len();
     for size in 1..=MAX_EVICTIONS.min(n) {
-        let mut best: Option<(Bw, Vec<Move>)> = None;
-        for subset in combinations(n, size) {
-            let moved: Bw = subset.iter().map(|&s| shares[s].1).sum();
-            if moved < need {
-                continue;
+        let mut subsets: Vec<(Bw, Vec<usize>)> = combinations(n, size)
+            .into_iter()
+            .map(|s| (s.iter().map(|&x| shares[x].1).sum(), s))
+            .filter(|(moved, _)| *moved >= need)
+            .collect();
+        subsets.sort();
+        for (moved, subset) in subsets {
+            let evicted: Vec<(usize, Bw)> = subset.iter().map(|&x| shares[x]).collect();
+            if let Some(moves) = place(st, eligible, ci, &evicted, planned, targets) {
+                return Some((moved, moves));
             }
-            if best.as_ref().is_some_and(|(m, _)| *m <= moved) {
-                continue;
-            }
-            if let Some(moves) = place(st, eligible, ci, &subset.iter().map(|&s| shares[s]).collect::<Vec<_>>(), planned, targets) {
-                best = Some((moved, moves));
-            }
-        }
-        if best.is_some() {
-            return best;
         }
     }
     None
@@ -82,17 +116,20 @@ fn place(st: &State, eligible: &[usize], from: usize, evicted: &[(usize, Bw)], p
     order.sort_by_key(|&&(w, bw)| (std::cmp::Reverse(bw), w));
     let mut moves = Vec::new();
     for &&(w, bw) in &order {
-        let allowed = st.movable_to[w].as_ref()?;
+        if !st.movable[w] {
+            return None;
+        }
         let mut best: Option<(Bw, usize)> = None;
         for &di in eligible {
             if di == from {
                 continue;
             }
             let d = &st.cpus[di];
-            if !allowed.contains(&d.id) || d.shares.iter().any(|&(x, _)| x == w) {
+            // Cheap test first: most CPUs of a full node cannot take the share at all.
+            if st.free(d) < bw || best.is_some_and(|(f, _)| st.free(d) <= f) {
                 continue;
             }
-            if targets.contains(&d.id) {
+            if targets.contains(&d.id) || d.shares.iter().any(|&(x, _)| x == w) {
                 continue;
             }
             if planned.iter().chain(moves.iter()).any(|m: &Move| m.to_cpu == d.id && m.workload == st.names[w]) {
@@ -108,7 +145,7 @@ fn place(st: &State, eligible: &[usize], from: usize, evicted: &[(usize, Bw)], p
         let (_, di) = best?;
         added.push((di, bw));
         moves.push(Move {
-            workload: st.names[w].to_string(),
+            workload: st.names[w].clone(),
             from_cpu: st.cpus[from].id,
             to_cpu: st.cpus[di].id,
             bandwidth: crate::bw_f64(bw),

@@ -59,18 +59,20 @@ pub(crate) struct CpuState {
     pub reserved: Bw,
 }
 
-pub(crate) struct State<'a> {
+#[derive(Clone)]
+pub(crate) struct State {
     pub cap: Bw,
     pub policy: Policy,
     pub cpus: Vec<CpuState>,
-    pub names: Vec<&'a str>,
-    /// Per workload index: CPUs a defragmentation may move its shares to (None = not movable).
-    pub movable_to: Vec<Option<Vec<u32>>>,
+    pub names: Vec<String>,
+    /// Per workload index: may a defragmentation move its shares? Only free-choice reservations on
+    /// shared CPUs: they may go to any shared CPU, which is exactly the set defrag considers.
+    pub movable: Vec<bool>,
     /// Per workload index: refused only for lack of bandwidth on shared CPUs (a defrag may help).
     pub wants_defrag: Vec<bool>,
 }
 
-impl State<'_> {
+impl State {
     pub fn free(&self, c: &CpuState) -> Bw {
         if c.housekeeping || c.exclusive.is_some() {
             0
@@ -84,6 +86,7 @@ impl State<'_> {
 }
 
 /// What a workload asks for, normalized.
+#[derive(Clone)]
 enum Want {
     Reservation { runtime: Duration, period: Duration, k: usize, fixed: Option<Vec<u32>> },
     Dedicated { k: usize, fixed: Option<Vec<u32>> },
@@ -93,159 +96,216 @@ enum Want {
 /// Plans `spec` on a node described by `facts`. Never fails: what cannot be admitted is in
 /// `Plan::rejected` with the reason.
 pub fn plan(spec: &Spec, facts: &NodeFacts) -> Plan {
-    let mut warnings = Vec::new();
-    let node_cpus: Vec<u32> = match &spec.node.cpus {
-        NodeCpus::Discovered => sorted(facts.online.clone()),
-        NodeCpus::List(l) => {
-            let l = sorted(l.clone());
-            if !facts.online.is_empty() {
-                let offline: Vec<u32> = l.iter().copied().filter(|c| !facts.online.contains(c)).collect();
-                if !offline.is_empty() {
-                    warnings.push(format!(
-                        "spec CPUs {} are not online on this host (online: {}); applying this plan here will fail",
-                        format_cpu_list(&offline),
-                        format_cpu_list(&facts.online)
-                    ));
-                }
-            }
-            l
-        }
-    };
-    let housekeeping: Vec<u32> = spec.node.housekeeping.iter().copied().filter(|c| node_cpus.contains(c)).collect();
-    let isolcpus = sorted(facts.isolcpus.clone());
-    let cap = (spec.node.cap.clamp(0.0, 1.0) * ONE as f64).round() as Bw;
-    let mut st = State {
-        cap,
-        policy: spec.node.policy,
-        cpus: node_cpus
-            .iter()
-            .map(|&id| CpuState {
-                id,
-                housekeeping: housekeeping.contains(&id),
-                isolated: isolcpus.contains(&id),
-                exclusive: None,
-                shares: Vec::new(),
-                reserved: 0,
-            })
-            .collect(),
-        names: spec.workloads.iter().map(|w| w.name.as_str()).collect(),
-        movable_to: vec![None; spec.workloads.len()],
-        wants_defrag: vec![false; spec.workloads.len()],
-    };
+    Planner::new(spec, facts).plan()
+}
 
-    let n = spec.workloads.len();
-    let mut outcome: Vec<Option<Result<Vec<u32>, Rejection>>> = vec![None; n];
-    let mut wants: Vec<Option<Want>> = Vec::with_capacity(n);
-    for w in &spec.workloads {
-        wants.push(match spec.effective_demand(w) {
-            Some(d) => Some(want_of(&d, spec)),
-            None => None,
-        });
-    }
-    for (i, w) in spec.workloads.iter().enumerate() {
-        if wants[i].is_none() {
-            outcome[i] = Some(Err(reject(w, format!("flavor `{}` is not defined", w.flavor.as_deref().unwrap_or("")))));
-        }
-        if node_cpus.is_empty() {
-            outcome[i] = Some(Err(reject(
-                w,
-                "the node has no CPUs: the spec says `cpus: discovered` and no online CPUs were given".into(),
-            )));
-        }
-    }
+/// A plan that can keep taking workloads one at a time (an orchestrator's arrivals, study B's
+/// RTShareFilter), without re-planning the ones already placed.
+#[derive(Clone)]
+pub struct Planner {
+    spec: Spec,
+    st: State,
+    wants: Vec<Option<Want>>,
+    /// Per workload, in spec order.
+    results: Vec<Result<WorkloadPlan, Rejection>>,
+    warnings: Vec<String>,
+    node_cpus: Vec<u32>,
+    housekeeping: Vec<u32>,
+    isolcpus: Vec<u32>,
+}
 
-    // Order of admission (see docs/plan.md): requests naming their CPUs first, because they cannot go
-    // elsewhere; then dedicated counts (whole empty CPUs); then free reservations in spec order
-    // (study B's arrival order); best-effort last, on whatever stays shared.
-    let phase = |want: &Want| match want {
-        Want::Dedicated { fixed: Some(_), .. } => 0,
-        Want::Reservation { fixed: Some(_), .. } => 1,
-        Want::Dedicated { fixed: None, .. } => 2,
-        Want::Reservation { fixed: None, .. } => 3,
-        Want::BestEffort { .. } => 4,
-    };
-    // A dedicated count should not grab a CPU that a fixed reservation named (it came first there).
-    let named: Vec<u32> = wants
-        .iter()
-        .flatten()
-        .filter_map(|w| match w {
-            Want::Reservation { fixed: Some(f), .. } | Want::Dedicated { fixed: Some(f), .. } => Some(f.clone()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
-    for p in 0..=4 {
-        for i in 0..n {
-            if outcome[i].is_some() {
-                continue;
-            }
-            let Some(want) = &wants[i] else { continue };
-            if phase(want) != p {
-                continue;
-            }
-            let w = &spec.workloads[i];
-            outcome[i] = Some(admit(&mut st, i, w, want, &named));
-        }
-    }
-
-    // Defragmentation proposals against the final state: what the user would apply them to.
-    for i in 0..n {
-        if !st.wants_defrag[i] {
-            continue;
-        }
-        if let (Some(Err(rej)), Some(Want::Reservation { runtime, period, k, .. })) = (&mut outcome[i], &wants[i]) {
-            let eligible: Vec<usize> = (0..st.cpus.len()).filter(|&ci| why_not(&st, &st.cpus[ci]).is_none()).collect();
-            rej.defrag = defrag::propose(&st, &eligible, bw_of(*runtime, *period), *k);
-        }
-    }
-
-    let mut workloads = Vec::new();
-    let mut rejected = Vec::new();
-    for (i, w) in spec.workloads.iter().enumerate() {
-        match outcome[i].take().expect("every workload was decided") {
-            Err(r) => rejected.push(r),
-            Ok(cpus) => {
-                let want = wants[i].as_ref().expect("admitted workloads have a demand");
-                match resolve(spec, w, want, &cpus, &st, i, &mut warnings) {
-                    Ok(wp) => workloads.push(wp),
-                    Err(reason) => {
-                        // Rules that cannot be resolved on the CPUs it got: give the CPUs back.
-                        release(&mut st, i);
-                        rejected.push(reject(w, reason));
+impl Planner {
+    /// Plans every workload of `spec` (see [`plan`]).
+    pub fn new(spec: &Spec, facts: &NodeFacts) -> Planner {
+        let mut warnings = Vec::new();
+        let node_cpus: Vec<u32> = match &spec.node.cpus {
+            NodeCpus::Discovered => sorted(facts.online.clone()),
+            NodeCpus::List(l) => {
+                let l = sorted(l.clone());
+                if !facts.online.is_empty() {
+                    let offline: Vec<u32> = l.iter().copied().filter(|c| !facts.online.contains(c)).collect();
+                    if !offline.is_empty() {
+                        warnings.push(format!(
+                            "spec CPUs {} are not online on this host (online: {}); applying this plan here will fail",
+                            format_cpu_list(&offline),
+                            format_cpu_list(&facts.online)
+                        ));
                     }
                 }
+                l
+            }
+        };
+        let housekeeping: Vec<u32> = spec.node.housekeeping.iter().copied().filter(|c| node_cpus.contains(c)).collect();
+        let isolcpus = sorted(facts.isolcpus.clone());
+        let cap = (spec.node.cap.clamp(0.0, 1.0) * ONE as f64).round() as Bw;
+        let mut st = State {
+            cap,
+            policy: spec.node.policy,
+            cpus: node_cpus
+                .iter()
+                .map(|&id| CpuState {
+                    id,
+                    housekeeping: housekeeping.contains(&id),
+                    isolated: isolcpus.contains(&id),
+                    exclusive: None,
+                    shares: Vec::new(),
+                    reserved: 0,
+                })
+                .collect(),
+            names: spec.workloads.iter().map(|w| w.name.clone()).collect(),
+            movable: vec![false; spec.workloads.len()],
+            wants_defrag: vec![false; spec.workloads.len()],
+        };
+
+        let n = spec.workloads.len();
+        let mut outcome: Vec<Option<Result<Vec<u32>, Rejection>>> = vec![None; n];
+        let wants: Vec<Option<Want>> = spec.workloads.iter().map(|w| spec.effective_demand(w).map(|d| want_of(&d, spec))).collect();
+        for (i, w) in spec.workloads.iter().enumerate() {
+            if let Some(r) = precheck(spec, &node_cpus, w, wants[i].is_some()) {
+                outcome[i] = Some(Err(r));
             }
         }
+
+        // Order of admission (see docs/plan.md): requests naming their CPUs first, because they cannot go
+        // elsewhere; then dedicated counts (whole empty CPUs); then free reservations in spec order
+        // (study B's arrival order); best-effort last, on whatever stays shared.
+        let phase = |want: &Want| match want {
+            Want::Dedicated { fixed: Some(_), .. } => 0,
+            Want::Reservation { fixed: Some(_), .. } => 1,
+            Want::Dedicated { fixed: None, .. } => 2,
+            Want::Reservation { fixed: None, .. } => 3,
+            Want::BestEffort { .. } => 4,
+        };
+        // A dedicated count should not grab a CPU that a fixed request named (it came first there).
+        let named: Vec<u32> = wants
+            .iter()
+            .flatten()
+            .filter_map(|w| match w {
+                Want::Reservation { fixed: Some(f), .. } | Want::Dedicated { fixed: Some(f), .. } => Some(f.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        for p in 0..=4 {
+            for i in 0..n {
+                if outcome[i].is_some() {
+                    continue;
+                }
+                let Some(want) = &wants[i] else { continue };
+                if phase(want) != p {
+                    continue;
+                }
+                outcome[i] = Some(admit(&mut st, i, &spec.workloads[i], want, &named));
+            }
+        }
+
+        // Defragmentation proposals against the final state: what the user would apply them to.
+        for i in 0..n {
+            if let (true, Some(Err(rej)), Some(want)) = (st.wants_defrag[i], &mut outcome[i], &wants[i]) {
+                rej.defrag = propose_for(&st, want);
+            }
+        }
+
+        let mut results = Vec::with_capacity(n);
+        for (i, w) in spec.workloads.iter().enumerate() {
+            results.push(match outcome[i].take().expect("every workload was decided") {
+                Err(r) => Err(r),
+                Ok(cpus) => {
+                    let want = wants[i].as_ref().expect("admitted workloads have a demand");
+                    resolve(spec, w, want, &cpus, &st, &mut warnings).map_err(|reason| {
+                        // Rules that cannot be resolved on the CPUs it got: give the CPUs back.
+                        release(&mut st, i);
+                        reject(w, reason)
+                    })
+                }
+            });
+        }
+        Planner { spec: spec.clone(), st, wants, results, warnings, node_cpus, housekeeping, isolcpus }
     }
 
-    let per_cpu = st
-        .cpus
-        .iter()
-        .map(|c| CpuUse {
-            cpu: c.id,
-            housekeeping: c.housekeeping,
-            exclusive_to: c.exclusive.map(|i| st.names[i].to_string()),
-            reserved: bw_f64(c.reserved),
-            by: c.shares.iter().map(|&(i, b)| CpuShare { workload: st.names[i].to_string(), bandwidth: bw_f64(b) }).collect(),
-            free: bw_f64(st.free(c)),
-        })
-        .collect();
-
-    Plan {
-        api_version: rtslice_spec::API_VERSION.into(),
-        node: NodePlan {
-            name: spec.node.name.clone(),
-            cpus: node_cpus,
-            housekeeping,
-            isolcpus,
-            cap: bw_f64(cap),
-            policy: spec.node.policy,
-            per_cpu,
-        },
-        workloads,
-        rejected,
-        warnings,
+    /// Decides one more workload on top of what is placed (nothing already placed moves). A refused
+    /// workload is kept in the plan's `rejected` list like any other.
+    pub fn admit(&mut self, w: &Workload) -> Result<&WorkloadPlan, &Rejection> {
+        let i = self.spec.workloads.len();
+        let want = self.spec.effective_demand(w).map(|d| want_of(&d, &self.spec));
+        self.spec.workloads.push(w.clone());
+        self.st.names.push(w.name.clone());
+        self.st.movable.push(false);
+        self.st.wants_defrag.push(false);
+        let mut result = match precheck(&self.spec, &self.node_cpus, w, want.is_some()) {
+            Some(r) => Err(r),
+            None if self.spec.workloads[..i].iter().any(|x| x.name == w.name) => {
+                Err(reject(w, format!("a workload named `{}` is already on the node", w.name)))
+            }
+            None => admit(&mut self.st, i, w, want.as_ref().expect("prechecked"), &[]),
+        };
+        if let (true, Err(rej), Some(want)) = (self.st.wants_defrag[i], &mut result, &want) {
+            rej.defrag = propose_for(&self.st, want);
+        }
+        let resolved = match result {
+            Err(r) => Err(r),
+            Ok(cpus) => resolve(&self.spec, w, want.as_ref().expect("admitted"), &cpus, &self.st, &mut self.warnings).map_err(|reason| {
+                release(&mut self.st, i);
+                reject(w, reason)
+            }),
+        };
+        self.wants.push(want);
+        self.results.push(resolved);
+        self.results[i].as_ref()
     }
+
+    /// The plan as it stands.
+    pub fn plan(&self) -> Plan {
+        let st = &self.st;
+        let per_cpu = st
+            .cpus
+            .iter()
+            .map(|c| CpuUse {
+                cpu: c.id,
+                housekeeping: c.housekeeping,
+                exclusive_to: c.exclusive.map(|i| st.names[i].clone()),
+                reserved: bw_f64(c.reserved),
+                by: c.shares.iter().map(|&(i, b)| CpuShare { workload: st.names[i].clone(), bandwidth: bw_f64(b) }).collect(),
+                free: bw_f64(st.free(c)),
+            })
+            .collect();
+        Plan {
+            api_version: rtslice_spec::API_VERSION.into(),
+            node: NodePlan {
+                name: self.spec.node.name.clone(),
+                cpus: self.node_cpus.clone(),
+                housekeeping: self.housekeeping.clone(),
+                isolcpus: self.isolcpus.clone(),
+                cap: bw_f64(st.cap),
+                policy: self.spec.node.policy,
+                per_cpu,
+            },
+            workloads: self.results.iter().filter_map(|r| r.as_ref().ok().cloned()).collect(),
+            rejected: self.results.iter().filter_map(|r| r.as_ref().err().cloned()).collect(),
+            warnings: self.warnings.clone(),
+        }
+    }
+}
+
+/// Refusals that do not depend on the other workloads.
+fn precheck(spec: &Spec, node_cpus: &[u32], w: &Workload, has_demand: bool) -> Option<Rejection> {
+    if !has_demand {
+        return Some(reject(w, format!("flavor `{}` is not defined", w.flavor.as_deref().unwrap_or(""))));
+    }
+    if node_cpus.is_empty() {
+        let why = match spec.node.cpus {
+            NodeCpus::Discovered => "the node has no CPUs: the spec says `cpus: discovered` and no online CPUs were given",
+            NodeCpus::List(_) => "the node has no CPUs",
+        };
+        return Some(reject(w, why.into()));
+    }
+    None
+}
+
+fn propose_for(st: &State, want: &Want) -> Option<Defrag> {
+    let Want::Reservation { runtime, period, k, .. } = want else { return None };
+    let eligible: Vec<usize> = (0..st.cpus.len()).filter(|&ci| !blocked(&st.cpus[ci])).collect();
+    defrag::propose(st, &eligible, bw_of(*runtime, *period), *k)
 }
 
 fn sorted(mut v: Vec<u32>) -> Vec<u32> {
@@ -283,6 +343,11 @@ fn describe_free(st: &State, cpus: &[usize]) -> String {
     parts.join(", ")
 }
 
+/// A CPU that takes nothing more: housekeeping, or exclusive to a workload.
+fn blocked(c: &CpuState) -> bool {
+    c.housekeeping || c.exclusive.is_some()
+}
+
 /// Why a CPU cannot take anything, for messages.
 fn why_not(st: &State, c: &CpuState) -> Option<String> {
     if c.housekeeping {
@@ -300,6 +365,13 @@ fn admit(st: &mut State, i: usize, w: &Workload, want: &Want, named: &[u32]) -> 
             w,
             "requires isolcpus CPUs but none are isolated on this host; boot with isolcpus=<cpus> (e.g. isolcpus=4-7) or drop isolation.isolcpus".into(),
         ));
+    }
+    let k = match want {
+        Want::Reservation { k, .. } | Want::Dedicated { k, .. } => *k,
+        Want::BestEffort { .. } => 1,
+    };
+    if k == 0 {
+        return Err(reject(w, "asks for 0 CPUs; give a count of at least 1".into()));
     }
     match want {
         Want::Dedicated { k, fixed: Some(f) } | Want::Reservation { k, fixed: Some(f), .. } => {
@@ -343,7 +415,7 @@ fn admit(st: &mut State, i: usize, w: &Workload, want: &Want, named: &[u32]) -> 
             let mut cands: Vec<usize> = (0..st.cpus.len())
                 .filter(|&ci| {
                     let c = &st.cpus[ci];
-                    why_not(st, c).is_none() && c.shares.is_empty() && (!needs_isolated || c.isolated)
+                    !blocked(c) && c.shares.is_empty() && (!needs_isolated || c.isolated)
                 })
                 .collect();
             cands.sort_by_key(|&ci| (named.contains(&st.cpus[ci].id), st.cpus[ci].id));
@@ -369,7 +441,7 @@ fn admit(st: &mut State, i: usize, w: &Workload, want: &Want, named: &[u32]) -> 
             let eligible: Vec<usize> = (0..st.cpus.len())
                 .filter(|&ci| {
                     let c = &st.cpus[ci];
-                    why_not(st, c).is_none() && (!needs_isolated || c.isolated) && (!exclusive || c.shares.is_empty())
+                    !blocked(c) && (!needs_isolated || c.isolated) && (!exclusive || c.shares.is_empty())
                 })
                 .collect();
             let mut fits: Vec<usize> = eligible.iter().copied().filter(|&ci| st.free(&st.cpus[ci]) >= b).collect();
@@ -398,16 +470,26 @@ fn admit(st: &mut State, i: usize, w: &Workload, want: &Want, named: &[u32]) -> 
                 st.wants_defrag[i] = !exclusive && !needs_isolated;
                 return Err(reject(w, reason));
             }
-            match st.policy {
-                Policy::WorstFit => fits.sort_by_key(|&ci| (std::cmp::Reverse(st.free(&st.cpus[ci])), st.cpus[ci].id)),
-                Policy::BestFit => fits.sort_by_key(|&ci| (st.free(&st.cpus[ci]), st.cpus[ci].id)),
-                Policy::FirstFit => fits.sort_by_key(|&ci| st.cpus[ci].id),
+            // Keys are unique (the CPU id breaks ties), so selecting the k best and sorting only
+            // those gives the same order as sorting all; a 256-CPU node needs no full sort.
+            let key = |ci: usize| {
+                let (free, id) = (st.free(&st.cpus[ci]), st.cpus[ci].id);
+                match st.policy {
+                    Policy::WorstFit => (ONE - free.min(ONE), id),
+                    Policy::BestFit => (free, id),
+                    Policy::FirstFit => (0, id),
+                }
+            };
+            if *k < fits.len() {
+                fits.select_nth_unstable_by_key(*k - 1, |&ci| key(ci));
+                fits.truncate(*k);
             }
+            fits.sort_unstable_by_key(|&ci| key(ci));
             let chosen: Vec<usize> = fits[..*k].to_vec();
             // Remember the order chosen (study B lists "CPUs 3, 2, 0"); the cpuset itself is sorted.
             take(st, i, &chosen, b, exclusive);
             if !exclusive && !needs_isolated {
-                st.movable_to[i] = Some(eligible.iter().map(|&ci| st.cpus[ci].id).collect());
+                st.movable[i] = true;
             }
             Ok(chosen.iter().map(|&ci| st.cpus[ci].id).collect())
         }
@@ -415,7 +497,7 @@ fn admit(st: &mut State, i: usize, w: &Workload, want: &Want, named: &[u32]) -> 
             let shared: Vec<u32> = st
                 .cpus
                 .iter()
-                .filter(|c| why_not(st, c).is_none() && (!needs_isolated || c.isolated))
+                .filter(|c| !blocked(c) && (!needs_isolated || c.isolated))
                 .map(|c| c.id)
                 .collect();
             let cpus: Vec<u32> = match fixed {
@@ -441,7 +523,7 @@ fn admit(st: &mut State, i: usize, w: &Workload, want: &Want, named: &[u32]) -> 
 }
 
 fn sharers(st: &State, c: &CpuState) -> String {
-    let mut names: Vec<&str> = c.shares.iter().map(|&(i, _)| st.names[i]).collect();
+    let mut names: Vec<&str> = c.shares.iter().map(|&(i, _)| st.names[i].as_str()).collect();
     names.dedup();
     names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
 }
@@ -495,7 +577,6 @@ fn resolve(
     want: &Want,
     chosen: &[u32],
     st: &State,
-    _i: usize,
     warnings: &mut Vec<String>,
 ) -> Result<WorkloadPlan, String> {
     let cpus = sorted(chosen.to_vec());
