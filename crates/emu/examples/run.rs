@@ -1,5 +1,6 @@
 //! Runs the emulator from the library without the CLI (handy for release-build measurements):
 //! `cargo run --release -p rtslice-emu --example run -- PROFILE SECONDS [key=value ...]`
+//! or `... --example run -- calibrate` for the per-kernel cost table.
 //! keys: load (percent), prb, traffic (0..1), mcs, antennas, snr, sched (profile|other|fifo|rr),
 //! cpus (comma list). Prints the summary JSON.
 
@@ -7,6 +8,10 @@ use rtslice_emu::{Class, Config, Profile, SchedMode};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("calibrate") {
+        print!("{}", rtslice_emu::Calibration::measure().report());
+        return;
+    }
     let profile = args.first().and_then(|p| Profile::parse(p)).unwrap_or(Profile::OaiLte);
     let mut cfg = Config::new(profile);
     cfg.duration = std::time::Duration::from_secs_f64(args.get(1).and_then(|s| s.parse().ok()).unwrap_or(5.0));

@@ -140,32 +140,33 @@ impl Ldpc {
         work.post.extend_from_slice(&llr[..n]);
         work.msg.clear();
         work.msg.resize(self.edges(), 0.0);
-        let mut tmp: Vec<f32> = std::mem::take(&mut work.tmp);
         for it in 1..=max_it {
+            let post = &mut work.post[..];
+            let msg_all = &mut work.msg[..];
             for c in 0..self.m {
                 let (s, e) = (self.row_start[c] as usize, self.row_start[c + 1] as usize);
                 let vars = &self.row_vars[s..e];
-                let msg = &mut work.msg[s..e];
-                let post = &mut work.post[..];
-                tmp.clear();
+                let msg = &mut msg_all[s..e];
                 let (mut min1, mut min2, mut arg, mut sign) = (f32::INFINITY, f32::INFINITY, 0usize, false);
-                for (i, (&v, &r)) in vars.iter().zip(msg.iter()).enumerate() {
+                // First pass: extrinsic inputs q = posterior − old message, kept in the message
+                // slots (no scratch buffer), with the two smallest magnitudes and the sign parity.
+                for (i, (&v, r)) in vars.iter().zip(msg.iter_mut()).enumerate() {
                     // SAFETY: every variable index is < n by construction (see `new`), and
                     // `post` has n entries.
-                    let q = unsafe { *post.get_unchecked(v as usize) } - r;
-                    tmp.push(q);
+                    let q = unsafe { *post.get_unchecked(v as usize) } - *r;
+                    *r = q;
                     let a = q.abs();
                     sign ^= q < 0.0;
-                    if a < min1 {
-                        min2 = min1;
-                        min1 = a;
+                    let below1 = a < min1;
+                    min2 = if below1 { min1 } else { min2.min(a) };
+                    if below1 {
                         arg = i;
-                    } else if a < min2 {
-                        min2 = a;
                     }
+                    min1 = min1.min(a);
                 }
                 let (m1, m2) = (MIN_SUM_SCALE * min1, MIN_SUM_SCALE * min2);
-                for (i, ((&v, r), &q)) in vars.iter().zip(msg.iter_mut()).zip(tmp.iter()).enumerate() {
+                for (i, (&v, r)) in vars.iter().zip(msg.iter_mut()).enumerate() {
+                    let q = *r;
                     let mag = if i == arg { m2 } else { m1 };
                     let new = if sign ^ (q < 0.0) { -mag } else { mag };
                     *r = new;
@@ -174,12 +175,10 @@ impl Ldpc {
                 }
             }
             if early && self.syndrome_ok(&work.post) {
-                work.tmp = tmp;
                 self.harden(work);
                 return Decoded { iterations: it, converged: true };
             }
         }
-        work.tmp = tmp;
         let ok = self.syndrome_ok(&work.post);
         self.harden(work);
         Decoded { iterations: max_it, converged: ok }
@@ -200,7 +199,6 @@ impl Ldpc {
 pub struct DecoderWork {
     post: Vec<f32>,
     msg: Vec<f32>,
-    tmp: Vec<f32>,
     pub hard: Vec<u8>,
 }
 

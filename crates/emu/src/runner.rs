@@ -168,6 +168,8 @@ pub struct Summary {
     pub dl_throughput_bps: f64,
     /// What every TTI in time would give.
     pub offered_bps: f64,
+    /// Delivered throughput of each full second of the run (median/IQR within one run).
+    pub throughput_series_bps: Vec<f64>,
     pub proc_mean_us: f64,
     pub proc_p50_us: f64,
     pub proc_p99_us: f64,
@@ -684,6 +686,7 @@ pub fn run(cfg: Config) -> Result<Summary, EmuError> {
     let mut col = Collector::new(budget_ns, tbs);
     let mut next_line = start + 1_000_000_000;
     let mut second = 0;
+    let mut series = Vec::new();
     loop {
         match ev_rx.recv_timeout(Duration::from_millis(50)) {
             Ok(ev) => col.add(ev),
@@ -700,6 +703,7 @@ pub fn run(cfg: Config) -> Result<Summary, EmuError> {
         let now = os::now_ns();
         if now >= next_line {
             second += 1;
+            series.push((col.window.ul_bits + col.window.dl_bits) as f64);
             if cfg.live {
                 eprintln!("{}", live_line(second, &mut col.window, tti_ns));
             }
@@ -759,6 +763,7 @@ pub fn run(cfg: Config) -> Result<Summary, EmuError> {
         ul_throughput_bps: t.ul_bits as f64 / span_s,
         dl_throughput_bps: t.dl_bits as f64 / span_s,
         offered_bps: offered,
+        throughput_series_bps: series,
         proc_mean_us: if t.proc_us.is_empty() { 0.0 } else { t.proc_us.iter().map(|&x| x as f64).sum::<f64>() / t.proc_us.len() as f64 },
         proc_p50_us: percentile(&t.proc_us, 0.5),
         proc_p99_us: percentile(&t.proc_us, 0.99),
