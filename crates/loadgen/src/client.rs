@@ -44,6 +44,9 @@ pub struct Sample {
     pub send_s: f64,
     pub rtt_s: f64,
     pub compute_s: f64,
+    /// Server thread CPU time (total, and in requested work) when it answered, ns.
+    pub server_cpu_ns: u64,
+    pub server_work_ns: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -61,6 +64,16 @@ pub struct ClientRun {
 impl ClientRun {
     pub fn rtts_s(&self) -> Vec<f64> {
         self.samples.iter().map(|s| s.rtt_s).collect()
+    }
+
+    /// The server's CPU time per request beyond the requested work (receive, reply, bookkeeping),
+    /// from the counters in the first and last replies; None with fewer than two replies.
+    pub fn server_overhead_s(&self) -> Option<f64> {
+        let (first, last) = (self.samples.first()?, self.samples.last()?);
+        let n = last.id.checked_sub(first.id).filter(|&n| n > 0)?;
+        let cpu = last.server_cpu_ns.checked_sub(first.server_cpu_ns)?;
+        let work = last.server_work_ns.checked_sub(first.server_work_ns)?;
+        Some(cpu.saturating_sub(work) as f64 * 1e-9 / n as f64)
     }
 }
 
@@ -218,6 +231,8 @@ fn run_here(cfg: &ClientConfig) -> Result<ClientRun> {
                         send_s: m.send_ns.saturating_sub(base) as f64 * 1e-9,
                         rtt_s: now.saturating_sub(m.send_ns) as f64 * 1e-9,
                         compute_s: m.compute_ns as f64 * 1e-9,
+                        server_cpu_ns: m.server_cpu_ns,
+                        server_work_ns: m.server_work_ns,
                     });
                     received += 1;
                 }
@@ -243,6 +258,8 @@ fn run_here(cfg: &ClientConfig) -> Result<ClientRun> {
             id: id as u64,
             compute_ns,
             send_ns: now,
+            server_cpu_ns: 0,
+            server_work_ns: 0,
         };
         m.encode(&mut out);
         let r = match &conn {
@@ -298,7 +315,7 @@ pub fn stop_server(server: SocketAddr, protocol: Protocol, netns_name: Option<&s
             netns::enter(ns)?;
         }
         let mut out = Vec::new();
-        Message { kind: Kind::Stop, len: 0, reply_len: 0, id: 0, compute_ns: 0, send_ns: 0 }.encode(&mut out);
+        Message { kind: Kind::Stop, len: 0, reply_len: 0, id: 0, compute_ns: 0, send_ns: 0, server_cpu_ns: 0, server_work_ns: 0 }.encode(&mut out);
         match connect(&cfg)? {
             Conn::Udp(s) => s.send(&out).map(|_| ()).map_err(io_err("udp send stop")),
             Conn::Tcp(s) => {

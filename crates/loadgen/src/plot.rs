@@ -26,11 +26,26 @@ fn draw(report: &Report, path: &Path) -> std::result::Result<(), Box<dyn std::er
             predict_bandwidth(&sc, e.bandwidth, e.phi).ok().map(|p| (x, p.mean_s * 1e3, p.percentile_s * 1e3))
         })
         .collect();
+    // The model with the server's measured per-request overhead (mean over the points) added.
+    let overheads: Vec<f64> = report.points.iter().filter_map(|p| p.server_overhead_s).collect();
+    let corrected: Vec<(f64, f64, f64)> = if overheads.is_empty() {
+        Vec::new()
+    } else {
+        let o = overheads.iter().sum::<f64>() / overheads.len() as f64;
+        (0..=80)
+            .filter_map(|i| {
+                let x = xmin * (xmax / xmin).powf(i as f64 / 80.0);
+                let mut sc = scenario(e, std::time::Duration::from_secs_f64(x / 1e3), report.corrected_one_way_delay_s);
+                sc.mu = 1.0 / (1.0 / sc.mu + o);
+                predict_bandwidth(&sc, e.bandwidth, e.phi).ok().map(|p| (x, p.mean_s * 1e3, p.percentile_s * 1e3))
+            })
+            .collect()
+    };
     let ys = report
         .points
         .iter()
         .flat_map(|p| [p.measured.mean_s * 1e3, p.measured_percentile_s * 1e3])
-        .chain(curve.iter().flat_map(|c| [c.1, c.2]));
+        .chain(curve.iter().chain(corrected.iter()).flat_map(|c| [c.1, c.2]));
     let (ymin, ymax) = ys.fold((f64::INFINITY, 0.0f64), |(a, b), y| (a.min(y), b.max(y)));
     let (ymin, ymax) = (ymin.max(1e-3) / 1.5, ymax * 1.5);
 
@@ -65,6 +80,18 @@ fn draw(report: &Report, path: &Path) -> std::result::Result<(), Box<dyn std::er
         .draw_series(LineSeries::new(curve.iter().map(|c| (c.0, c.2)), RED.stroke_width(2)))?
         .label(format!("model {pct}"))
         .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], RED.stroke_width(2)));
+    if !corrected.is_empty() {
+        let light_blue = BLUE.mix(0.45);
+        let light_red = RED.mix(0.45);
+        chart
+            .draw_series(DashedLineSeries::new(corrected.iter().map(|c| (c.0, c.1)), 6, 4, light_blue.stroke_width(2)))?
+            .label("model + measured overhead, mean")
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], light_blue.stroke_width(2)));
+        chart
+            .draw_series(DashedLineSeries::new(corrected.iter().map(|c| (c.0, c.2)), 6, 4, light_red.stroke_width(2)))?
+            .label(format!("model + measured overhead, {pct}"))
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], light_red.stroke_width(2)));
+    }
     chart
         .draw_series(report.points.iter().map(|p| Circle::new((p.interarrival_s * 1e3, p.measured.mean_s * 1e3), 5, BLUE.filled())))?
         .label("measured mean")

@@ -10,11 +10,16 @@
 //! | 16 | 8 | request id |
 //! | 24 | 8 | compute amount in ns |
 //! | 32 | 8 | client send time in ns (echoed back, so the client needs no shared state) |
+//! | 40 | 8 | reply: the server thread's total CPU time so far (ns) |
+//! | 48 | 8 | reply: of which spent in requested work (ns) |
+//!
+//! The last two let the client measure the server's per-request overhead (receive, reply, loop),
+//! CPU the model does not know about unless told.
 
 use crate::{LoadgenError, Result};
 
 pub const MAGIC: [u8; 4] = *b"RTLG";
-pub const HEADER: usize = 40;
+pub const HEADER: usize = 56;
 /// Largest message (a UDP datagram must fit in one).
 pub const MAX_MESSAGE: usize = 65_000;
 
@@ -33,6 +38,8 @@ pub struct Message {
     pub id: u64,
     pub compute_ns: u64,
     pub send_ns: u64,
+    pub server_cpu_ns: u64,
+    pub server_work_ns: u64,
 }
 
 impl Message {
@@ -48,6 +55,8 @@ impl Message {
         buf[16..24].copy_from_slice(&self.id.to_le_bytes());
         buf[24..32].copy_from_slice(&self.compute_ns.to_le_bytes());
         buf[32..40].copy_from_slice(&self.send_ns.to_le_bytes());
+        buf[40..48].copy_from_slice(&self.server_cpu_ns.to_le_bytes());
+        buf[48..56].copy_from_slice(&self.server_work_ns.to_le_bytes());
     }
 
     /// Reads a header (the first [`HEADER`] bytes of a message).
@@ -71,7 +80,16 @@ impl Message {
         if (len as usize) < HEADER || len as usize > MAX_MESSAGE {
             return Err(LoadgenError::Protocol(format!("message length {len} outside {HEADER}..={MAX_MESSAGE}")));
         }
-        Ok(Message { kind, len, reply_len: u32_at(12), id: u64_at(16), compute_ns: u64_at(24), send_ns: u64_at(32) })
+        Ok(Message {
+            kind,
+            len,
+            reply_len: u32_at(12),
+            id: u64_at(16),
+            compute_ns: u64_at(24),
+            send_ns: u64_at(32),
+            server_cpu_ns: u64_at(40),
+            server_work_ns: u64_at(48),
+        })
     }
 }
 
@@ -81,7 +99,16 @@ mod tests {
 
     #[test]
     fn round_trip_and_rejects() {
-        let m = Message { kind: Kind::Request, len: 128, reply_len: 64, id: 7, compute_ns: 123_456, send_ns: 99 };
+        let m = Message {
+            kind: Kind::Request,
+            len: 128,
+            reply_len: 64,
+            id: 7,
+            compute_ns: 123_456,
+            send_ns: 99,
+            server_cpu_ns: 5,
+            server_work_ns: 4,
+        };
         let mut buf = Vec::new();
         m.encode(&mut buf);
         assert_eq!(buf.len(), 128);

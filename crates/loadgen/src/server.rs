@@ -92,8 +92,14 @@ impl Server {
     }
 }
 
-fn reply_for(req: &Message) -> Message {
-    Message { kind: Kind::Reply, len: req.reply_len.max(HEADER as u32), ..*req }
+fn reply_for(req: &Message, stats: &ServerStats) -> Message {
+    Message {
+        kind: Kind::Reply,
+        len: req.reply_len.max(HEADER as u32),
+        server_cpu_ns: thread_cpu_ns(),
+        server_work_ns: stats.cpu_ns,
+        ..*req
+    }
 }
 
 fn done(stats: &ServerStats, c: &ServerConfig, stop: &AtomicBool) -> bool {
@@ -118,7 +124,7 @@ fn serve_udp(sock: UdpSocket, c: &ServerConfig, stop: &AtomicBool) -> Result<Ser
             Kind::Request => {}
         }
         work(c, &req, &mut stats);
-        reply_for(&req).encode(&mut out);
+        reply_for(&req, &stats).encode(&mut out);
         // A full socket buffer loses the reply like a network would; the client counts it lost.
         let _ = sock.send_to(&out, peer);
         stats.requests += 1;
@@ -196,7 +202,7 @@ fn serve_tcp(listener: TcpListener, c: &ServerConfig, stop: &AtomicBool) -> Resu
                 Kind::Request => {}
             }
             work(c, &req, &mut stats);
-            reply_for(&req).encode(&mut out);
+            reply_for(&req, &stats).encode(&mut out);
             if stream.write_all(&out).is_err() {
                 continue 'accept;
             }

@@ -149,6 +149,12 @@ pub struct PointResult {
     pub measured_percentile_s: f64,
     pub mean_error_pct: f64,
     pub percentile_error_pct: f64,
+    /// Server CPU per request beyond the requested work (receive, reply), measured in this point.
+    pub server_overhead_s: Option<f64>,
+    /// The model with that overhead added to every request's service time (and taken out of δ);
+    /// None when the overhead makes the point unstable (λ ≥ μ'Q/P).
+    pub corrected_mean_s: Option<f64>,
+    pub corrected_percentile_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -164,6 +170,12 @@ pub struct Report {
     pub probe: Summary,
     pub points: Vec<PointResult>,
     pub accuracy: Accuracy,
+    /// Server overhead of the zero-work probe requests, and δ with it taken out (for the corrected model).
+    pub probe_overhead_s: Option<f64>,
+    pub corrected_one_way_delay_s: f64,
+    /// Accuracy of the overhead-corrected model over the points where it is stable, and how many.
+    pub corrected_accuracy: Option<Accuracy>,
+    pub corrected_points: usize,
     pub host: HostNotes,
     pub wall_s: f64,
 }
@@ -259,7 +271,7 @@ pub fn validate(exp: &Experiment, opts: &ValidateOptions, launcher: &dyn Launche
     let stopped = server.stop();
     drop(server);
     drop(pair);
-    let (probe, one_way_delay_s, points, reservation, reservation_spec) = result?;
+    let (probe, one_way_delay_s, points, reservation, reservation_spec, probe_overhead_s, corrected_one_way_delay_s) = result?;
     stopped?;
 
     let col = |f: &dyn Fn(&PointResult) -> f64| points.iter().map(f).collect::<Vec<f64>>();
@@ -270,6 +282,14 @@ pub fn validate(exp: &Experiment, opts: &ValidateOptions, launcher: &dyn Launche
         &col(&|p| p.model_percentile_s),
     )
     .ok_or_else(|| LoadgenError::Invalid("no point produced a measurement".into()))?;
+    let stable: Vec<&PointResult> = points.iter().filter(|p| p.corrected_mean_s.is_some()).collect();
+    let ccol = |f: &dyn Fn(&PointResult) -> f64| stable.iter().map(|p| f(p)).collect::<Vec<f64>>();
+    let corrected_accuracy = Accuracy::from_points(
+        &ccol(&|p| p.measured.mean_s),
+        &ccol(&|p| p.corrected_mean_s.unwrap_or(f64::NAN)),
+        &ccol(&|p| p.measured_percentile_s),
+        &ccol(&|p| p.corrected_percentile_s.unwrap_or(f64::NAN)),
+    );
     let model = predict_bandwidth(&scenario(exp, exp.interarrival[0], one_way_delay_s), exp.bandwidth, exp.phi)?.model.to_string();
     // Read while the run's setting is still in force.
     let host = host_notes();
@@ -281,14 +301,18 @@ pub fn validate(exp: &Experiment, opts: &ValidateOptions, launcher: &dyn Launche
         model,
         one_way_delay_s,
         probe,
+        corrected_points: stable.len(),
         points,
         accuracy,
+        probe_overhead_s,
+        corrected_one_way_delay_s,
+        corrected_accuracy,
         host,
         wall_s: started.elapsed().as_secs_f64(),
     })
 }
 
-type PointsOutcome = (Summary, f64, Vec<PointResult>, String, Option<String>);
+type PointsOutcome = (Summary, f64, Vec<PointResult>, String, Option<String>, Option<f64>, f64);
 
 fn run_points(
     exp: &Experiment,
@@ -344,6 +368,8 @@ fn run_points(
     let probe = Summary::of(&probe_run.rtts_s())
         .ok_or_else(|| LoadgenError::Invalid("no reply to the delay probe".into()))?;
     let one_way_delay_s = probe.p50_s / 2.0;
+    let probe_overhead_s = probe_run.server_overhead_s();
+    let corrected_one_way_delay_s = ((probe.p50_s - probe_overhead_s.unwrap_or(0.0)) / 2.0).max(0.0);
     progress(&format!(
         "delay probe: RTT min {:.1} / median {:.1} / mean {:.1} / max {:.1} µs → δ = {:.1} µs",
         probe.min_s * 1e6,
@@ -376,6 +402,13 @@ fn run_points(
             LoadgenError::Invalid(format!("no replies at inter-arrival {ia:?}: is the server still running (pid {})?", running.pid()))
         })?;
         let measured_percentile_s = Summary::percentile(&rtts, exp.phi);
+        // The same model with the measured per-request overhead added to the service time.
+        let server_overhead_s = run.server_overhead_s();
+        let corrected = server_overhead_s.and_then(|o| {
+            let mut c = scenario(exp, ia, corrected_one_way_delay_s);
+            c.mu = 1.0 / (1.0 / c.mu + o);
+            predict_bandwidth(&c, exp.bandwidth, exp.phi).ok()
+        });
         let p = PointResult {
             interarrival_s: ia.as_secs_f64(),
             lambda: sc.lambda,
@@ -390,9 +423,12 @@ fn run_points(
             measured_percentile_s,
             mean_error_pct: 100.0 * (pred.mean_s - measured.mean_s) / measured.mean_s,
             percentile_error_pct: 100.0 * (pred.percentile_s - measured_percentile_s) / measured_percentile_s,
+            server_overhead_s,
+            corrected_mean_s: corrected.as_ref().map(|c| c.mean_s),
+            corrected_percentile_s: corrected.as_ref().map(|c| c.percentile_s),
         };
         progress(&format!(
-            "T = {:>7.1} µs (λ = {:>7.1}/s, C̄ = {:>6.1} µs): mean {:>8.1} µs (model {:>8.1}, {:+.1}%), p{} {:>8.1} µs (model {:>8.1}, {:+.1}%), {} lost",
+            "T = {:>7.1} µs (λ = {:>7.1}/s, C̄ = {:>6.1} µs): mean {:>8.1} µs (model {:>8.1}, {:+.1}%), p{} {:>8.1} µs (model {:>8.1}, {:+.1}%), {} lost, overhead {:.1} µs/req → model+o mean {}, p99 {}",
             ia.as_secs_f64() * 1e6,
             sc.lambda,
             1e6 / sc.mu,
@@ -403,11 +439,14 @@ fn run_points(
             measured_percentile_s * 1e6,
             pred.percentile_s * 1e6,
             p.percentile_error_pct,
-            run.lost
+            run.lost,
+            server_overhead_s.unwrap_or(f64::NAN) * 1e6,
+            p.corrected_mean_s.map_or("unstable".to_string(), |v| format!("{:.1}", v * 1e6)),
+            p.corrected_percentile_s.map_or("unstable".to_string(), |v| format!("{:.1}", v * 1e6)),
         ));
         points.push(p);
     }
-    Ok((probe, one_way_delay_s, points, reservation, running.spec()))
+    Ok((probe, one_way_delay_s, points, reservation, running.spec(), probe_overhead_s, corrected_one_way_delay_s))
 }
 
 impl Report {
@@ -424,18 +463,44 @@ impl Report {
             if self.quick { e.quick_samples } else { e.samples },
             if self.quick { ", quick" } else { "" }
         );
-        s += &format!("reservation: {}; model: {}; δ = {:.1} µs\n\n", self.reservation, self.model, self.one_way_delay_s * 1e6);
+        s += &format!(
+            "reservation: {}; model: {}; δ = {:.1} µs (half the median zero-work round trip; {:.1} µs without the server's overhead)\n\n",
+            self.reservation,
+            self.model,
+            self.one_way_delay_s * 1e6,
+            self.corrected_one_way_delay_s * 1e6
+        );
         s += &format!("| request size (B) | load LD | Q/P | mechanism | mean RMSE (µs) | mean MAPE | p{pct} RMSE (µs) | p{pct} MAPE |\n");
         s += "|---|---|---|---|---|---|---|---|\n";
         s += &format!(
-            "| {} | {} | {} | {} | {:.1} | {:.2}% | {:.1} | {:.2}% |\n\n",
+            "| {} | {} | {} | {} | {:.1} | {:.2}% | {:.1} | {:.2}% |\n",
             e.request_bytes, e.load, e.bandwidth, e.mechanism, a.mean_rmse_us, a.mean_mape_pct, a.pct_rmse_us, a.pct_mape_pct
         );
-        s += &format!("| T (µs) | λ (1/s) | C̄ (µs) | mean (µs) | model mean | err | p{pct} (µs) | model p{pct} | err | max (µs) | lost |\n");
-        s += "|---|---|---|---|---|---|---|---|---|---|---|\n";
+        match &self.corrected_accuracy {
+            Some(c) => {
+                s += &format!(
+                    "| {} | {} | {} | {} + measured overhead ({} of {} points stable) | {:.1} | {:.2}% | {:.1} | {:.2}% |\n\n",
+                    e.request_bytes,
+                    e.load,
+                    e.bandwidth,
+                    e.mechanism,
+                    self.corrected_points,
+                    self.points.len(),
+                    c.mean_rmse_us,
+                    c.mean_mape_pct,
+                    c.pct_rmse_us,
+                    c.pct_mape_pct
+                );
+            }
+            None => s += "\n",
+        }
+        s += &format!(
+            "| T (µs) | λ (1/s) | C̄ (µs) | mean (µs) | model mean | err | p{pct} (µs) | model p{pct} | err | max (µs) | lost | overhead (µs) | model+o mean | model+o p{pct} |\n"
+        );
+        s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
         for p in &self.points {
             s += &format!(
-                "| {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:+.1}% | {:.1} | {:.1} | {:+.1}% | {:.0} | {} |\n",
+                "| {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:+.1}% | {:.1} | {:.1} | {:+.1}% | {:.0} | {} | {:.1} | {} | {} |\n",
                 p.interarrival_s * 1e6,
                 p.lambda,
                 p.mean_compute_s * 1e6,
@@ -446,7 +511,10 @@ impl Report {
                 p.model_percentile_s * 1e6,
                 p.percentile_error_pct,
                 p.measured.max_s * 1e6,
-                p.lost
+                p.lost,
+                p.server_overhead_s.unwrap_or(f64::NAN) * 1e6,
+                p.corrected_mean_s.map_or("unstable".to_string(), |v| format!("{:.1}", v * 1e6)),
+                p.corrected_percentile_s.map_or("unstable".to_string(), |v| format!("{:.1}", v * 1e6)),
             );
         }
         let h = &self.host;

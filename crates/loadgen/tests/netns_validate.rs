@@ -33,7 +33,11 @@ fn quick_validation_in_namespaces() {
         // but the mean must exceed the mean work itself.
         assert!(p.measured.mean_s > p.mean_compute_s, "{p:?}");
         assert!(p.model_mean_s > 0.0 && p.model_percentile_s > p.model_mean_s);
+        // The server's per-request overhead is measured from the counters in its replies.
+        let o = p.server_overhead_s.expect("overhead measured");
+        assert!(o > 0.0 && o < 5e-3, "overhead {o}");
     }
+    assert!(report.corrected_one_way_delay_s <= report.one_way_delay_s);
     assert!(report.one_way_delay_s > 0.0 && report.one_way_delay_s < 5e-3, "δ = {}", report.one_way_delay_s);
     assert!(report.model.contains("network M/M/1"), "{}", report.model);
     let md = report.to_markdown();

@@ -14,7 +14,7 @@ pub fn rmse(measured: &[f64], predicted: &[f64]) -> Option<f64> {
 /// Mean absolute percentage error, in percent, relative to the measurement (as study B reports it).
 /// `None` for empty or mismatched inputs or a zero measurement.
 pub fn mape(measured: &[f64], predicted: &[f64]) -> Option<f64> {
-    if measured.is_empty() || measured.len() != predicted.len() || measured.iter().any(|m| *m == 0.0) {
+    if measured.is_empty() || measured.len() != predicted.len() || measured.contains(&0.0) {
         return None;
     }
     let sum: f64 = measured.iter().zip(predicted).map(|(m, p)| ((m - p) / m).abs()).sum();

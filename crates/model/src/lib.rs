@@ -377,7 +377,7 @@ pub fn sweep_lambda(
     steps: usize,
 ) -> Result<Vec<SweepPoint>> {
     positive("sweep FROM", from)?;
-    if steps < 2 || !(to > from) || !to.is_finite() {
+    if steps < 2 || to.partial_cmp(&from) != Some(std::cmp::Ordering::Greater) || !to.is_finite() {
         return Err(ModelError::BadSweep { from, to, steps });
     }
     check_phi(phi)?;
