@@ -178,12 +178,12 @@ impl BpfTracer {
         out
     }
 
-    /// (map-full losses of latency starts, of thread entries).
-    pub fn lost(&self) -> (u64, u64) {
+    /// Threads whose entry could not be created (stats map full).
+    pub fn lost_threads(&self) -> u64 {
         match self.skel.maps.bss_data.as_deref() {
             // SAFETY: .bss is mmapped and written by the kernel concurrently; read volatile.
-            Some(bss) => unsafe { (std::ptr::read_volatile(&bss.lost_start), std::ptr::read_volatile(&bss.lost_stats)) },
-            None => (0, 0),
+            Some(bss) => unsafe { std::ptr::read_volatile(&bss.lost_stats) },
+            None => 0,
         }
     }
 

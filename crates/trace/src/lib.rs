@@ -333,7 +333,6 @@ impl TraceSession {
 
     fn bpf_threads(&self, t: &BpfTracer, secs: f64) -> (Vec<ThreadReport>, Lost) {
         let now = monotonic_ns();
-        let (lost_start, lost_threads) = t.lost();
         let threads = t
             .read()
             .into_iter()
@@ -368,7 +367,7 @@ impl TraceSession {
                 }
             })
             .collect();
-        (threads, Lost { latency_starts: lost_start, threads: lost_threads, program_runs: t.run_stats().1 })
+        (threads, Lost { threads: t.lost_threads(), program_runs: t.run_stats().1 })
     }
 
     fn schedstat_threads(&self, baseline: &HashMap<u32, SchedStat>, secs: f64) -> Vec<ThreadReport> {

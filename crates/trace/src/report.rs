@@ -127,9 +127,8 @@ pub struct FineHistogramInfo {
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Lost {
-    /// Latency starts that could not be stored (start map full): those events are missing.
-    pub latency_starts: u64,
-    /// Threads whose statistics could not be stored (stats map full).
+    /// Threads whose statistics could not be stored (stats map full, 8192 threads): their events
+    /// are missing.
     pub threads: u64,
     /// Program runs the kernel skipped (bpf recursion protection: a tracepoint hit while the same
     /// program ran on that CPU, e.g. a wake-up from an interrupt during a wake-up).
@@ -293,11 +292,11 @@ impl TraceReport {
                     t.involuntary_switches
                 );
             }
-            if self.lost.latency_starts + self.lost.threads + self.lost.program_runs > 0 {
+            if self.lost.threads + self.lost.program_runs > 0 {
                 let _ = writeln!(
                     s,
-                    "LOST: {} latency starts, {} threads (BPF maps full), {} skipped program runs",
-                    self.lost.latency_starts, self.lost.threads, self.lost.program_runs
+                    "LOST: {} threads (BPF map full), {} skipped program runs",
+                    self.lost.threads, self.lost.program_runs
                 );
             }
         }

@@ -27,8 +27,7 @@ const volatile __u64 cg_id = 0;
 const volatile bool have_tgids = true;
 const volatile bool have_tids = true;
 
-/* Lost events: a latency start or a thread's statistics could not be stored (map full). */
-__u64 lost_start = 0;
+/* Threads whose statistics could not be stored (map full): their events are lost. */
 __u64 lost_stats = 0;
 
 struct {
@@ -45,14 +44,8 @@ struct {
 	__type(value, __u8);
 } filter_tids SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_THREADS);
-	__type(key, __u32);
-	__type(value, struct start);
-} start SEC(".maps");
-
-/* ~9.5 KiB per thread: allocate on first use instead of preallocating MAX_THREADS of them. */
+/* Per thread: counters, histograms and the start of the current wait (no separate start map: one
+ * lookup per event). ~9.5 KiB per thread: allocated on first use, not preallocated. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_THREADS);
@@ -226,19 +219,18 @@ static __always_inline void record(struct tstats *st, __u32 kind, __u64 delta_ns
 
 static __always_inline int on_wakeup(struct task_struct *p)
 {
-	struct start s = { .kind = KIND_WAKEUP };
-	__u32 tid;
-	long err;
+	struct tstats *st;
 
 	if (!traced(p))
 		return 0;
-	tid = BPF_CORE_READ(p, pid);
-	s.ts = bpf_ktime_get_ns();
-	/* NOEXIST: a wake-up of a task that is still queued after a preemption (ttwu_runnable) does not
-	 * restart its wait; a stale entry of a task woken while running is removed when it blocks. */
-	err = bpf_map_update_elem(&start, &tid, &s, BPF_NOEXIST);
-	if (err && err != -17 /* EEXIST */)
-		__sync_fetch_and_add(&lost_start, 1);
+	st = stats_of(p, BPF_CORE_READ(p, pid));
+	/* Only a task not already waiting starts a wait: a wake-up of a task still queued after a
+	 * preemption (ttwu_runnable) does not restart it. A task woken while running (it had not yet
+	 * blocked) gets a start that its next switch-out replaces or clears. */
+	if (st && !st->wait_since) {
+		st->wait_kind = KIND_WAKEUP;
+		st->wait_since = bpf_ktime_get_ns();
+	}
 	return 0;
 }
 
@@ -247,41 +239,32 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 	__u64 now = bpf_ktime_get_ns();
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct tstats *st;
-	struct start *s;
-	__u32 tid;
 
 	if (traced(prev)) {
-		tid = BPF_CORE_READ(prev, pid);
-		st = stats_of(prev, tid);
-		if (st && st->oncpu_since) {
-			st->oncpu_ns += now - st->oncpu_since;
-			st->oncpu_since = 0;
-		}
-		/* Preempted (or blocked with a pending wake-up): still on the run queue. */
-		if (preempt || task_state(prev) == TASK_RUNNING) {
-			struct start ps = { .ts = now, .kind = KIND_PREEMPT };
-
-			if (st)
+		st = stats_of(prev, BPF_CORE_READ(prev, pid));
+		if (st) {
+			if (st->oncpu_since) {
+				st->oncpu_ns += now - st->oncpu_since;
+				st->oncpu_since = 0;
+			}
+			/* Preempted (or blocked with a wake-up already pending): still on the run queue. */
+			if (preempt || task_state(prev) == TASK_RUNNING) {
 				st->nivcsw++;
-			if (bpf_map_update_elem(&start, &tid, &ps, BPF_ANY))
-				__sync_fetch_and_add(&lost_start, 1);
-		} else {
-			if (st)
+				st->wait_kind = KIND_PREEMPT;
+				st->wait_since = now;
+			} else {
 				st->nvcsw++;
-			bpf_map_delete_elem(&start, &tid);
+				st->wait_since = 0;
+			}
 		}
 	}
 
 	if (traced(next)) {
-		tid = BPF_CORE_READ(next, pid);
-		st = stats_of(next, tid);
-		s = bpf_map_lookup_elem(&start, &tid);
-		if (s) {
-			if (st && now > s->ts)
-				record(st, s->kind, now - s->ts);
-			bpf_map_delete_elem(&start, &tid);
-		}
+		st = stats_of(next, BPF_CORE_READ(next, pid));
 		if (st) {
+			if (st->wait_since && now > st->wait_since)
+				record(st, st->wait_kind, now - st->wait_since);
+			st->wait_since = 0;
 			st->slices++;
 			if (st->last_cpu != (__u32)-1 && st->last_cpu != cpu)
 				st->migrations++;

@@ -44,15 +44,12 @@ struct tstats {
 	__u64 oncpu_ns;
 	__u64 slices;      /* switch-ins: compares with schedstat's pcount */
 	__u64 oncpu_since; /* 0 when off CPU */
+	__u64 wait_since;  /* 0 when not waiting for a CPU: woken or preempted at this time */
+	__u32 wait_kind;   /* KIND_WAKEUP or KIND_PREEMPT, valid while wait_since != 0 */
 	__u32 last_cpu;
 	__u32 tgid;
-	char comm[16];
-};
-
-struct start {
-	__u64 ts;
-	__u32 kind;
 	__u32 pad;
+	char comm[16];
 };
 
 #endif
