@@ -592,7 +592,7 @@ fn resolve(
         Want::Dedicated { .. } => {
             // SCHED_DEADLINE on a dedicated CPU can use up to the cap (the kernel's RT/DL limit).
             let period = spec.node.default_period;
-            let runtime = Duration::from_nanos((period.as_nanos() as u128 * st.cap as u128 / ONE as u128) as u64);
+            let runtime = Duration::from_nanos((period.as_nanos() * st.cap as u128 / ONE as u128) as u64);
             (Allocation::Dedicated { cpus: cpus.clone() }, Some((runtime, period)))
         }
         Want::BestEffort { weight, cap, .. } => (Allocation::BestEffort { weight: *weight, cap: *cap }, None),
