@@ -460,3 +460,52 @@ impl Spec {
             .or_else(|| w.flavor.as_ref().and_then(|f| self.flavors.get(f)).and_then(|f| f.memory))
     }
 }
+
+/// Shorthands for building specs in Rust (benchmarks, generated experiments).
+impl Workload {
+    /// A workload with only a name (best-effort, nothing launched).
+    pub fn new(name: impl Into<String>) -> Self {
+        Workload { name: name.into(), ..Workload::default() }
+    }
+    pub fn with_demand(mut self, demand: Demand) -> Self {
+        self.demand = Some(demand);
+        self
+    }
+    pub fn with_launch(mut self, launch: Launch) -> Self {
+        self.launch = Some(launch);
+        self
+    }
+    pub fn with_thread(mut self, rule: ThreadRule) -> Self {
+        self.threads.push(rule);
+        self
+    }
+    pub fn with_irq(mut self, pattern: impl Into<String>, slots: Slots) -> Self {
+        self.irqs.push(IrqRule { pattern: pattern.into(), slots });
+        self
+    }
+}
+
+impl Demand {
+    /// `runtime` every `period` on each of `count` CPUs the planner chooses.
+    pub fn reservation(runtime: Duration, period: Duration, count: u32) -> Demand {
+        Demand::Reservation(Reservation { runtime, period: Some(period), count: Some(count), cpus: None })
+    }
+    /// `runtime` every `period` on exactly these CPUs.
+    pub fn reservation_on(runtime: Duration, period: Duration, cpus: Vec<u32>) -> Demand {
+        Demand::Reservation(Reservation { runtime, period: Some(period), count: None, cpus: Some(cpus) })
+    }
+    /// These whole CPUs, exclusively.
+    pub fn dedicated(cpus: Vec<u32>) -> Demand {
+        Demand::Dedicated(Dedicated { count: None, cpus: Some(cpus) })
+    }
+    /// Best-effort on the shared CPUs (or only `cpus`).
+    pub fn best_effort(cpus: Option<Vec<u32>>) -> Demand {
+        Demand::BestEffort(BestEffort { weight: None, cap: None, cpus })
+    }
+}
+
+impl ThreadRule {
+    pub fn new(pattern: impl Into<String>, policy: SchedPolicy, slots: Slots) -> Self {
+        ThreadRule { pattern: pattern.into(), policy, slots }
+    }
+}

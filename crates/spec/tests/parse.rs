@@ -352,3 +352,22 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn rust_built_specs_write_valid_yaml() {
+    let spec = Spec {
+        node: rtslice_spec::Node { cpus: NodeCpus::List((0..8).collect()), housekeeping: vec![0], ..Default::default() },
+        workloads: vec![
+            Workload::new("vbbu")
+                .with_demand(Demand::dedicated(vec![4, 5, 6, 7]))
+                .with_launch(Launch::Command { command: vec!["emu".into()], env: Default::default(), cwd: None })
+                .with_thread(ThreadRule::new("^ru$", SchedPolicy::Fifo { priority: 90 }, Slots::List(vec![0])))
+                .with_irq("^eth1-", Slots::List(vec![3])),
+            Workload::new("rt").with_demand(Demand::reservation(Duration::from_micros(500), Duration::from_millis(1), 2)),
+            Workload::new("be").with_demand(Demand::best_effort(None)),
+        ],
+        ..Spec::default()
+    };
+    let text = to_yaml(&spec);
+    assert_eq!(parse(&text, "generated.yaml").unwrap_or_else(|e| panic!("{e}\n{text}")), spec);
+}
