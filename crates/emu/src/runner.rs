@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
@@ -20,6 +20,8 @@ use crate::EmuError;
 
 /// Distinct synthesised uplink TTIs the "radio" cycles through (different payload, channel, noise).
 const UL_BUFFERS: usize = 8;
+/// Receive buffering of the emulated radio (SDR drivers buffer some milliseconds of samples).
+const RADIO_BUFFER_NS: u64 = 10_000_000;
 
 /// How scheduling classes are chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,7 +121,8 @@ pub struct Misses {
     pub ul_late: u64,
     /// Downlink ready after its air time (→ lost subframe).
     pub dl_late: u64,
-    /// Uplink TTIs never processed: no free worker / queue full / clock overrun beyond the budget.
+    /// Uplink TTIs never processed: the radio buffer overflowed (the pipeline or the host held the
+    /// clock back by more than 10 ms) and the samples were lost.
     pub ul_dropped: u64,
     /// Downlink TTIs never built for the same reasons.
     pub dl_dropped: u64,
@@ -337,7 +340,6 @@ struct Cell {
     external_stop: Option<Arc<AtomicBool>>,
     events: Mutex<Sender<Event>>,
     grids: Mutex<Vec<Vec<Complex32>>>,
-    busy_workers: AtomicUsize,
     threads: Mutex<Vec<ThreadReport>>,
     up_sent: AtomicUsize,
     up_bytes_sent: AtomicUsize,
@@ -376,7 +378,7 @@ struct Wiring {
     l1tx: Option<Receiver<(u64, u64)>>,
     l1tx_tx: Option<SyncSender<(u64, u64)>>,
     pool: Option<Arc<Mutex<Receiver<Job>>>>,
-    pool_tx: Option<Sender<Job>>,
+    pool_tx: Option<SyncSender<Job>>,
     cb_pool: Option<Arc<Mutex<Receiver<CbJob>>>>,
     cb_pool_tx: Option<Sender<CbJob>>,
     stack: Option<Receiver<Vec<u8>>>,
@@ -555,7 +557,6 @@ pub fn run(cfg: Config) -> Result<Summary, EmuError> {
         external_stop: cfg.stop.clone(),
         events: Mutex::new(ev_tx),
         grids: Mutex::new(Vec::new()),
-        busy_workers: AtomicUsize::new(0),
         threads: Mutex::new(Vec::new()),
         up_sent: AtomicUsize::new(0),
         up_bytes_sent: AtomicUsize::new(0),
@@ -565,20 +566,22 @@ pub fn run(cfg: Config) -> Result<Summary, EmuError> {
 
     let specs = cfg.profile.threads(workers);
     let mut w = Wiring::default();
-    let queue = budget_ttis as usize;
     let (tx, rx) = mpsc::channel();
     w.fep_tx = Some(tx);
     w.fep = Some(rx);
-    let (tx, rx) = mpsc::sync_channel(queue);
+    // Hand-offs block when the next stage is busy, as in the real stacks (OAI's ru thread waits
+    // for its L1 thread, srsENB's TXRX for an idle worker): capacity one TTI waiting.
+    let (tx, rx) = mpsc::sync_channel(1);
     w.l1_tx = Some(tx);
     w.l1 = Some(rx);
     let (tx, rx) = mpsc::channel();
     w.dl_tx = Some(tx);
     w.dl = Some(rx);
-    let (tx, rx) = mpsc::sync_channel(queue);
+    let (tx, rx) = mpsc::sync_channel(1);
     w.l1tx_tx = Some(tx);
     w.l1tx = Some(rx);
-    let (tx, rx) = mpsc::channel();
+    // Rendezvous: the send completes only when an idle worker takes the TTI.
+    let (tx, rx) = mpsc::sync_channel(0);
     w.pool_tx = Some(tx);
     w.pool = Some(Arc::new(Mutex::new(rx)));
     let (tx, rx) = mpsc::channel();
@@ -849,37 +852,47 @@ fn clock_loop(
     fep_tx: Option<Sender<HalfGrid>>,
     l1_tx: Option<SyncSender<Job>>,
     l1tx_tx: Option<SyncSender<(u64, u64)>>,
-    pool_tx: Option<Sender<Job>>,
+    pool_tx: Option<SyncSender<Job>>,
 ) {
     let mut scratch = Scratch::default();
     let (done_tx, done_rx) = mpsc::sync_channel::<()>(1);
-    let workers = cell.threads.lock().map(|t| t.iter().filter(|r| r.role == Role::Worker).count()).unwrap_or(1);
-    // Start on a round time a little ahead, so every thread is waiting when the first TTI arrives.
+    // Start a little ahead, so every thread is waiting when the first TTI arrives.
     let t0 = os::now_ns() + 20 * cell.tti_ns;
     let half = SYMBOLS / 2;
-    for n in 0..cell.total_ttis {
+    // The radio's receive buffer: a clock that falls further behind than this (blocked by a busy
+    // pipeline, or stalled) loses the samples (overflow) and resynchronises to the TTI on the air.
+    let radio_buffer_ns = RADIO_BUFFER_NS.max(2 * cell.budget_ns);
+    let mut n = 0u64;
+    while n < cell.total_ttis {
         if cell.stopping() {
             break;
         }
         // Samples of TTI n are complete at the end of its air time.
         let avail = t0 + (n + 1) * cell.tti_ns;
+        let before = os::now_ns();
         os::sleep_until_ns(avail);
         let wake = os::now_ns();
-        cell.send(Event::Tick { avail, wake });
-        let buf = (n % cell.ul.len() as u64) as usize;
-        let drop_both = |cell: &Cell| {
+        let drop_both = |cell: &Cell, n: u64, avail: u64| {
             cell.send(Event::Ul { n, avail, done: None, ok: false, iterations: 0, code_blocks: 0 });
             cell.send(Event::Dl { n, avail, done: None });
         };
-        if wake > avail + cell.budget_ns {
-            // The clock itself is beyond the budget: the radio buffer overran, samples are gone.
-            drop_both(cell);
+        if wake > avail + radio_buffer_ns {
+            let current = ((wake - t0) / cell.tti_ns).saturating_sub(1).min(cell.total_ttis);
+            for k in n..current {
+                drop_both(cell, k, t0 + (k + 1) * cell.tti_ns);
+            }
+            n = current.max(n + 1);
             continue;
         }
+        // A wake-up latency only when the clock really slept (not when it was behind already).
+        if before < avail {
+            cell.send(Event::Tick { avail, wake });
+        }
+        let buf = (n % cell.ul.len() as u64) as usize;
         match profile {
             Profile::OaiLte => {
                 // ru-thread transforms the first half of the symbols while fep_processing does the
-                // second half, then hands the subframe to lte-softmodem.
+                // second half, then hands the subframe to lte-softmodem (waiting while it is busy).
                 let mut grid = cell.grid();
                 let split = cell.phy.symbol_offset(half);
                 let (a, b) = grid.split_at_mut(split);
@@ -892,50 +905,39 @@ fn clock_loop(
                 } else {
                     cell.phy.ul_fft(&cell.ul[buf].time, b, half..SYMBOLS, &mut scratch);
                 }
-                let job = Job { n, avail, buf, grid };
                 if let Some(tx) = &l1_tx {
-                    match tx.try_send(job) {
-                        Ok(()) => {}
-                        Err(TrySendError::Full(job)) | Err(TrySendError::Disconnected(job)) => {
-                            cell.put_grid(job.grid);
-                            drop_both(cell);
-                        }
+                    if let Err(e) = tx.send(Job { n, avail, buf, grid }) {
+                        cell.put_grid(e.0.grid);
+                        drop_both(cell, n, avail);
                     }
                 }
             }
             Profile::Srsenb => {
-                // TXRX hands the TTI to an idle worker; with none idle the samples are dropped.
-                if cell.busy_workers.load(Ordering::Acquire) >= workers {
-                    drop_both(cell);
-                    continue;
-                }
-                cell.busy_workers.fetch_add(1, Ordering::AcqRel);
-                let job = Job { n, avail, buf, grid: Vec::new() };
+                // TXRX waits for an idle worker, as srsENB's worker pool does.
                 if let Some(tx) = &pool_tx {
-                    if tx.send(job).is_err() {
-                        drop_both(cell);
+                    if tx.send(Job { n, avail, buf, grid: Vec::new() }).is_err() {
+                        drop_both(cell, n, avail);
                     }
                 }
             }
             Profile::NrGnb => {
-                // ru_thread runs the whole front end, then feeds L1_rx and triggers L1_tx.
+                // ru_thread runs the whole front end, then triggers L1_tx and feeds L1_rx.
                 let mut grid = cell.grid();
                 cell.phy.ul_fft(&cell.ul[buf].time, &mut grid, 0..SYMBOLS, &mut scratch);
-                if let Some(tx) = &l1_tx {
-                    if let Err(TrySendError::Full(job)) | Err(TrySendError::Disconnected(job)) =
-                        tx.try_send(Job { n, avail, buf, grid })
-                    {
-                        cell.put_grid(job.grid);
-                        cell.send(Event::Ul { n, avail, done: None, ok: false, iterations: 0, code_blocks: 0 });
+                if let Some(tx) = &l1tx_tx {
+                    if tx.send((n, avail)).is_err() {
+                        cell.send(Event::Dl { n, avail, done: None });
                     }
                 }
-                if let Some(tx) = &l1tx_tx {
-                    if tx.try_send((n, avail)).is_err() {
-                        cell.send(Event::Dl { n, avail, done: None });
+                if let Some(tx) = &l1_tx {
+                    if let Err(e) = tx.send(Job { n, avail, buf, grid }) {
+                        cell.put_grid(e.0.grid);
+                        cell.send(Event::Ul { n, avail, done: None, ok: false, iterations: 0, code_blocks: 0 });
                     }
                 }
             }
         }
+        n += 1;
     }
     // Dropping the senders lets the pipeline drain and end.
     cell.stop.store(true, Ordering::Relaxed);
@@ -1058,7 +1060,6 @@ fn worker_loop(cell: &Cell, pool: Arc<Mutex<Receiver<Job>>>, l2: Option<Sender<V
         cell.phy.dl_build(job.n, &mut grid, &mut scratch);
         cell.phy.dl_ifft(&mut grid, &mut scratch);
         cell.send(Event::Dl { n: job.n, avail: job.avail, done: Some(os::now_ns()) });
-        cell.busy_workers.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
