@@ -197,3 +197,31 @@ fn tempfile_dir() -> PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+#[test]
+fn unreadable_spec_is_invalid_input() {
+    let out = rtslice(&["plan", "does/not/exist.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read spec"));
+}
+
+#[test]
+fn spec_from_stdin() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rtslice"))
+        .args(["plan", "-", "--json", "--online", "0-3"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"apiVersion: rtslice/v1\nworkloads:\n  - name: a\n    demand: { reservation: { runtime: 1ms, period: 2ms, count: 4 } }\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let p: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(ids(&workload(&p, "a")["cpus"]), [0, 1, 2, 3], "discovered CPUs come from --online");
+}

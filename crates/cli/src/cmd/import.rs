@@ -22,7 +22,14 @@ pub enum Command {
 pub fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Tosca { file, strict } => {
-            let (text, name) = super::plan::read_spec(&file)?;
+            // A spec that cannot be read is invalid input (exit 2), like one that cannot be parsed.
+            let (text, name) = match super::plan::read_spec(&file) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("rtslice: {e:#}");
+                    return Ok(ExitCode::from(EXIT_INVALID));
+                }
+            };
             let imported = match rtslice_spec::import_tosca(&text, &name) {
                 Ok(i) => i,
                 Err(errors) => {

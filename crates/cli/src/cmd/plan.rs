@@ -26,7 +26,14 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (text, name) = read_spec(&args.spec)?;
+    // A spec that cannot be read is invalid input (exit 2), like one that cannot be parsed.
+    let (text, name) = match read_spec(&args.spec) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("rtslice: {e:#}");
+            return Ok(ExitCode::from(EXIT_INVALID));
+        }
+    };
     let spec = match rtslice_spec::parse(&text, &name) {
         Ok(s) => s,
         Err(errors) => {
