@@ -62,9 +62,27 @@ pub(crate) fn policy(tid: u32) -> String {
         libc::SCHED_IDLE => "SCHED_IDLE".into(),
         libc::SCHED_FIFO => format!("SCHED_FIFO/{}", param.sched_priority),
         libc::SCHED_RR => format!("SCHED_RR/{}", param.sched_priority),
-        6 => "SCHED_DEADLINE".into(),
+        6 => deadline_params(tid).map(|(rt, dl, per)| format!("DL {}/{}/{}", us(rt), us(dl), us(per))).unwrap_or_else(|| "SCHED_DEADLINE".into()),
         p => format!("policy {p}"),
     }
+}
+
+fn us(ns: u64) -> String {
+    if ns % 1_000_000 == 0 {
+        format!("{}ms", ns / 1_000_000)
+    } else {
+        format!("{}us", ns / 1000)
+    }
+}
+
+/// (runtime, deadline, period) in ns of a SCHED_DEADLINE thread.
+fn deadline_params(tid: u32) -> Option<(u64, u64, u64)> {
+    // struct sched_attr (SCHED_ATTR_SIZE_VER0 = 48 bytes; room for later versions).
+    let mut attr = [0u64; 8];
+    // SAFETY: attr is 64 writable bytes and we pass that size; the kernel fills at most that.
+    let rc = unsafe { libc::syscall(libc::SYS_sched_getattr, tid as libc::c_long, attr.as_mut_ptr(), 64u32, 0u32) };
+    // Layout: u32 size, u32 policy, u64 flags, i32 nice, u32 priority, u64 runtime, deadline, period.
+    (rc == 0).then(|| (attr[3], attr[4], attr[5]))
 }
 
 /// Cumulative per-thread scheduler counters from /proc.

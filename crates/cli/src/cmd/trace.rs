@@ -130,6 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         Mode::Auto
     };
+    let target_desc = target.to_string();
     let session = match TraceSession::start(target, Options { mode, irq_names, hw_counters: true, raw_tp: false }) {
         Ok(s) => s,
         Err(e @ (TraceError::NoSuchProcess(_) | TraceError::NoSuchThread(_) | TraceError::Cgroup { .. } | TraceError::Empty(_))) => {
@@ -141,7 +142,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let json_to_stdout = args.json.as_deref() == Some(std::path::Path::new("-"));
-    let report = trace_loop(session, total, interval, args.quiet)?;
+    let report = trace_loop(session, &target_desc, total, interval, args.quiet)?;
     let report = if args.by == By::Name { report.merged_by_name() } else { report };
 
     let table = report.render_table();
@@ -166,7 +167,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn trace_loop(session: TraceSession, total: Duration, interval: Duration, quiet: bool) -> anyhow::Result<TraceReport> {
+fn trace_loop(session: TraceSession, target: &str, total: Duration, interval: Duration, quiet: bool) -> anyhow::Result<TraceReport> {
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
@@ -178,7 +179,7 @@ fn trace_loop(session: TraceSession, total: Duration, interval: Duration, quiet:
     let mut last_events: std::collections::HashMap<u32, (u64, u64)> = Default::default();
     eprintln!(
         "rtslice trace: {} via {} for {:.1} s (Ctrl-C stops early)",
-        session.snapshot().target,
+        target,
         match session.source() {
             rtslice_trace::Source::Bpf => "BPF",
             rtslice_trace::Source::Schedstat => "schedstat (fallback)",
