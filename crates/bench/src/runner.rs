@@ -291,45 +291,15 @@ fn run_one(exp: &Experiment, cell: &Cell, seq: usize, repetition: u32, facts: &H
     rec
 }
 
+/// Time an interference generator gets to reach full strength before the warm-up goes on.
+const NOISE_SETTLE: Duration = Duration::from_millis(700);
+
 fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostFacts, workloads: &[(WorkloadSpec, u32)]) -> Result<(), String> {
     let exp = ctx.exp;
     let opt = ctx.opt;
     let rtslice = opt.rtslice.display().to_string();
     let block = &exp.blocks[cell.block];
-    // 1. Interference, first: the workloads start into a loaded machine, as in the studies.
-    let scenario = &block.scenarios[cell.scenario];
-    let noise_argv: Option<Vec<String>> = match &scenario.kind {
-        ScenarioKind::Idle => None,
-        ScenarioKind::Noise { kind, args } => {
-            let mut v = vec![rtslice.clone(), s("noise"), kind.clone(), s("--quiet"), s("--json")];
-            // The flood's veths live in namespaces of their own, out of reach of apply's RPS rules;
-            // under IRQ-steering strategies the flood generator itself steers its receive softirq
-            // to the strategy's IRQ CPU (study A's IA: the NIC's IRQs next to the non-RT threads).
-            let irq_cpu = layout.placements.iter().find(|p| p.role == Role::Measured).and_then(|p| p.irq_cpu);
-            if let (true, Some(cpu)) = (kind == "kernel" && !args.iter().any(|a| a == "--cpus"), irq_cpu) {
-                v.extend([s("--cpus"), cpu.to_string()]);
-                ctx.rec.notes.push(format!("flood softirq steered to CPU {cpu} (IRQ steering)"));
-            }
-            v.extend(args.iter().cloned());
-            Some(v)
-        }
-        ScenarioKind::Command { argv } => Some(argv.clone()),
-    };
-    if let Some(argv) = noise_argv {
-        let mut p = Proc::spawn("noise", &argv, &ctx.dir)?;
-        if !nap(Duration::from_millis(700), &opt.stop) {
-            ctx.noise = Some(p);
-            return Ok(());
-        }
-        if let Some(st) = p.poll() {
-            if !st.success() {
-                return Err(format!("interference `{}` stopped at start ({}): {}", scenario.name, p.describe_exit(), p.stderr_tail(6)));
-            }
-            ctx.rec.notes.push(format!("interference `{}` exited by itself at start ({})", scenario.name, p.describe_exit()));
-        }
-        ctx.noise = Some(p);
-    }
-    // 2. Workloads.
+    // 1. Workloads.
     let total = exp.warmup + exp.duration;
     for (idx, p) in layout.placements.iter().enumerate() {
         let w = workloads.iter().find(|(w, _)| w.name == p.workload).map(|(w, _)| w.clone()).ok_or("layout names an unknown workload")?;
@@ -373,7 +343,7 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostFacts, wo
         return Ok(());
     }
     check_alive(ctx, "at start")?;
-    // 3. The strategy: plan (admission control, pure) then apply with the host backend.
+    // 2-3. The strategy: plan (admission control, pure) then apply with the host backend.
     let pids: Vec<(String, u32)> = ctx.instances.iter().map(|r| (r.name.clone(), r.proc.pid())).collect();
     if let Some(spec) = specgen::spec_for(layout, &facts.cpus, &opt.steering, &|name| pids.iter().find(|(n, _)| n == name).map(|(_, p)| *p)) {
         let yaml = specgen::to_yaml(&spec)?;
@@ -403,13 +373,47 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostFacts, wo
         }
         ctx.rec.applied = Some(record);
     }
-    // 4. Warm-up.
-    let warm_left = exp.warmup.saturating_sub(Duration::from_millis(400));
+    // 4. Interference, after apply: the host's apply and reset journal with fsync, and an I/O
+    //    stressor (study A's User set writes to disk) can stretch one fsync to a minute.
+    let scenario = &block.scenarios[cell.scenario];
+    let noise_argv: Option<Vec<String>> = match &scenario.kind {
+        ScenarioKind::Idle => None,
+        ScenarioKind::Noise { kind, args } => {
+            let mut v = vec![rtslice.clone(), s("noise"), kind.clone(), s("--quiet"), s("--json")];
+            // The flood's veths live in namespaces of their own, out of reach of apply's RPS rules;
+            // under IRQ-steering strategies the flood generator itself steers its receive softirq
+            // to the strategy's IRQ CPU (study A's IA: the NIC's IRQs next to the non-RT threads).
+            let irq_cpu = layout.placements.iter().find(|p| p.role == Role::Measured).and_then(|p| p.irq_cpu);
+            if let (true, Some(cpu)) = (kind == "kernel" && !args.iter().any(|a| a == "--cpus"), irq_cpu) {
+                v.extend([s("--cpus"), cpu.to_string()]);
+                ctx.rec.notes.push(format!("flood softirq steered to CPU {cpu} (IRQ steering)"));
+            }
+            v.extend(args.iter().cloned());
+            Some(v)
+        }
+        ScenarioKind::Command { argv } => Some(argv.clone()),
+    };
+    if let Some(argv) = noise_argv {
+        let mut p = Proc::spawn("noise", &argv, &ctx.dir)?;
+        if !nap(NOISE_SETTLE, &opt.stop) {
+            ctx.noise = Some(p);
+            return Ok(());
+        }
+        if let Some(st) = p.poll() {
+            if !st.success() {
+                return Err(format!("interference `{}` stopped at start ({}): {}", scenario.name, p.describe_exit(), p.stderr_tail(6)));
+            }
+            ctx.rec.notes.push(format!("interference `{}` exited by itself at start ({})", scenario.name, p.describe_exit()));
+        }
+        ctx.noise = Some(p);
+    }
+    // 5. Warm-up (the time since the workloads started counts).
+    let warm_left = exp.warmup.saturating_sub(Duration::from_millis(400) + if ctx.noise.is_some() { NOISE_SETTLE } else { Duration::ZERO });
     if !nap(warm_left, &opt.stop) {
         return Ok(());
     }
     check_alive(ctx, "after warm-up")?;
-    // 5. Measurement window.
+    // 6. Measurement window.
     measure(ctx, cell)
 }
 
@@ -599,10 +603,17 @@ fn measure(ctx: &mut RunCtx, _cell: &Cell) -> Result<(), String> {
     Ok(())
 }
 
-/// Stops everything in reverse order of start and resets the host; errors are added, never lost.
+/// Stops the workloads and the interference, then resets the host (with no I/O stressor running);
+/// errors are added, never lost.
 fn teardown(ctx: &mut RunCtx, errors: &mut Vec<String>) {
     for r in ctx.instances.iter_mut().rev() {
         r.proc.stop(Duration::from_secs(3));
+    }
+    if let Some(n) = &mut ctx.noise {
+        if n.stop(Duration::from_secs(15)).is_none() {
+            errors.push(format!("the interference generator did not stop: {}", n.stderr_tail(3)));
+        }
+        ctx.rec.interference = parse::last_json_object(&n.stdout_text());
     }
     if ctx.applied {
         if let Err(e) = reset(ctx.opt, &ctx.dir) {
@@ -613,12 +624,6 @@ fn teardown(ctx: &mut RunCtx, errors: &mut Vec<String>) {
         if let Some(ns) = r.netns.take() {
             crate::netns::remove(&ns);
         }
-    }
-    if let Some(n) = &mut ctx.noise {
-        if n.stop(Duration::from_secs(10)).is_none() {
-            errors.push(format!("the interference generator did not stop: {}", n.stderr_tail(3)));
-        }
-        ctx.rec.interference = parse::last_json_object(&n.stdout_text());
     }
 }
 
