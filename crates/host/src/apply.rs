@@ -413,10 +413,22 @@ pub fn cgroup_ops(prepared: &[Prepared], facts: &HostFacts, mech: Mechanism) -> 
                     cfs_ops(&mut ops, b, p);
                 }
             }
+            let mut seen = vec![root.cpuset.clone(), root.cpu.clone()];
+            if let Some(mem) = memory_mount(facts).filter(|_| prepared.iter().any(|p| p.ws.memory.is_some())) {
+                let evac = mem.join("cgroup.procs");
+                ops.push(Op::Mkdir { path: mem.join(crate::cgroup::V1_PARENT), evacuate_to: evac.clone() });
+                for p in prepared.iter().filter(|p| p.ws.memory.is_some() || matches!(p.ws.launch, Launch::Oci(_))) {
+                    let dir = mem.join(crate::cgroup::V1_PARENT).join(&p.ws.name);
+                    ops.push(Op::Mkdir { path: dir.clone(), evacuate_to: evac.clone() });
+                    if let Some(bytes) = p.ws.memory {
+                        ops.push(Op::Write { path: dir.join("memory.limit_in_bytes"), value: bytes.to_string() });
+                    }
+                }
+                seen.push(mem);
+            }
             // runc creates the container's cgroup in every v1 hierarchy; pre-create its parents so reset
             // removes them.
             if prepared.iter().any(|p| matches!(p.ws.launch, Launch::Oci(_))) {
-                let mut seen = vec![root.cpuset.clone(), root.cpu.clone()];
                 for mount in facts.layout.v1.values() {
                     if seen.contains(mount) {
                         continue;
@@ -432,9 +444,15 @@ pub fn cgroup_ops(prepared: &[Prepared], facts: &HostFacts, mech: Mechanism) -> 
         }
         Backend::V2 { .. } => {
             let evac = root.cpuset.join("cgroup.procs");
-            w(&mut ops, b.enable_controllers_writes(&root.cpuset));
+            let memory = prepared.iter().any(|p| p.ws.memory.is_some());
+            let enable = |ops: &mut Vec<Op>, dir: &Path| {
+                for (path, value) in b.enable_controllers_writes(dir) {
+                    ops.push(Op::Write { path, value: if memory { format!("{value} +memory") } else { value } });
+                }
+            };
+            enable(&mut ops, &root.cpuset);
             ops.push(Op::Mkdir { path: parent.cpuset.clone(), evacuate_to: evac.clone() });
-            w(&mut ops, b.enable_controllers_writes(&parent.cpuset));
+            enable(&mut ops, &parent.cpuset);
             let all: CpuList = prepared.iter().fold(CpuList::new(), |acc, p| acc.union(&p.ws.cpus));
             // A partition's parent must be a partition root too; then the parent holds only the
             // workloads' CPUs and the rest stays with the root cgroup.
@@ -458,10 +476,20 @@ pub fn cgroup_ops(prepared: &[Prepared], facts: &HostFacts, mech: Mechanism) -> 
                     w(&mut ops, b.rt_budget_writes(&p.group, r, per));
                 }
                 cfs_ops(&mut ops, b, p);
+                if let Some(bytes) = p.ws.memory {
+                    ops.push(Op::Write { path: p.group.cpu.join("memory.max"), value: bytes.to_string() });
+                }
             }
         }
     }
     ops
+}
+
+/// The v1 memory hierarchy, when it is mounted on its own (not co-mounted with cpuset or cpu).
+fn memory_mount(facts: &HostFacts) -> Option<PathBuf> {
+    let m = facts.layout.v1.get("memory")?;
+    let root = facts.backend.root();
+    (m != &root.cpuset && m != &root.cpu).then(|| m.clone())
 }
 
 fn cfs_ops(ops: &mut Vec<Op>, b: &Backend, p: &Prepared) {
@@ -655,6 +683,9 @@ fn procs_files_for(p: &Prepared, ctx: &Ctx) -> Vec<PathBuf> {
     let mut v = vec![p.group.cpuset.join("cgroup.procs")];
     if ctx.facts.backend.is_v1() && p.cpu_group {
         v.push(p.group.cpu.join("cgroup.procs"));
+    }
+    if let (true, Some(mem)) = (ctx.facts.backend.is_v1() && p.ws.memory.is_some(), memory_mount(ctx.facts)) {
+        v.push(mem.join(crate::cgroup::V1_PARENT).join(&p.ws.name).join("cgroup.procs"));
     }
     v
 }
@@ -877,6 +908,10 @@ fn attach(txn: &mut Txn, pid: i32, ctx: &Ctx, p: &Prepared) -> Result<()> {
             if p.cpu_group {
                 let from = current_procs_file(pid, cpu, Some("cpu")).unwrap_or_else(|| cpu.join("cgroup.procs"));
                 txn.move_process(pid, &from, &p.group.cpu.join("cgroup.procs"))?;
+            }
+            if let (Some(_), Some(mem)) = (p.ws.memory, memory_mount(ctx.facts)) {
+                let from = current_procs_file(pid, &mem, Some("memory")).unwrap_or_else(|| mem.join("cgroup.procs"));
+                txn.move_process(pid, &from, &mem.join(crate::cgroup::V1_PARENT).join(&p.ws.name).join("cgroup.procs"))?;
             }
         }
         Backend::V2 { root } => {

@@ -47,7 +47,7 @@ pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<(Setup, Vec<Stri
             plan.rejected.iter().map(|r| format!("{}: {}", r.name, r.reason)).collect::<Vec<_>>().join("; ")
         )));
     }
-    let mut warnings = Vec::new();
+    let warnings = Vec::new();
     let mut setup = Setup {
         name: plan.node.name.clone().unwrap_or_else(|| "rtslice".into()),
         housekeeping: cpus(&plan.node.housekeeping),
@@ -76,9 +76,7 @@ pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<(Setup, Vec<Stri
         ws.shield = w.isolation.shield;
         ws.partition |= w.isolation.shield;
         ws.wide_affinity = w.isolation.wide_affinity;
-        if w.memory.is_some() {
-            warnings.push(format!("workload {}: memory limits are not enforced by rtslice apply yet", w.name));
-        }
+        ws.memory = w.memory;
         ws.threads = w
             .threads
             .iter()

@@ -37,6 +37,8 @@ pub struct WorkloadSetup {
     pub reservation: Option<Reservation>,
     /// Best-effort controls.
     pub cfs: Option<Cfs>,
+    /// Memory limit in bytes (v1 memory.limit_in_bytes, v2 memory.max).
+    pub memory: Option<u64>,
     pub threads: Vec<ThreadRule>,
     /// Give every thread not placed by a rule the whole workload CPU set (study A's wide affinity).
     pub wide_affinity: bool,

@@ -50,6 +50,7 @@ fn smoke_setup() -> Setup {
                 name: format!("be-{}", std::process::id()),
                 cpus: cpus("0"),
                 cfs: Some(Cfs { quota_us: Some(50_000), period_us: Some(100_000), weight: Some(50), idle: false }),
+                memory: Some(64 << 20),
                 launch: Launch::Command { argv: vec!["sleep".into(), "60".into()], env: vec![], cwd: None },
                 ..Default::default()
             },
@@ -92,6 +93,9 @@ fn rt_group_apply_sets_every_file_and_reset_restores_them() {
     assert_eq!(read(format!("/sys/fs/cgroup/cpuset/rtslice/{be}/cpuset.cpus")), "0");
     assert_eq!(read(format!("/sys/fs/cgroup/cpu/rtslice/{be}/cpu.shares")), "512");
     assert_eq!(read(format!("/sys/fs/cgroup/cpu/rtslice/{be}/cpu.cfs_quota_us")), "50000");
+    assert_eq!(read(format!("/sys/fs/cgroup/memory/rtslice/{be}/memory.limit_in_bytes")), (64u64 << 20).to_string());
+    let be_pid = applied.workloads[1].pids[0].pid;
+    assert!(read(format!("/proc/{be_pid}/cgroup")).contains(&format!("memory:/rtslice/{be}")));
     // Thread rule on the launched process, inside its cgroups.
     let pid = applied.workloads[0].pids[0].pid;
     assert_eq!(sched::get_policy(pid).unwrap(), Policy::Fifo { priority: 10 });

@@ -35,7 +35,8 @@ pub fn snapshot() -> BTreeMap<String, String> {
             read(f);
         }
     }
-    // Our own cgroups (the test process must end where it started).
+    // Our own cgroups (the test process must end where it started). The memory hierarchy's root
+    // cgroup.procs is not listed (it changes with every process on the host).
     read(Path::new("/proc/self/cgroup"));
     for e in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
         for name in ["rtslice", "rtslice.slice"] {
