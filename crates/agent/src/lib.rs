@@ -131,7 +131,11 @@ impl Agent {
                         }
                         self.latencies.push(lat);
                     }
-                    println!("{}: thread {tid} ({comm}) ← rule {} of {}", tgid, want.rule, w.name);
+                    // Log the first applications and then a sample, so thread churn cannot fill the disk.
+                    let n = self.stats.applied;
+                    if n <= 200 || n % 1000 == 0 {
+                        println!("{tgid}: thread {tid} ({comm}) ← rule {} of {} (#{n})", want.rule, w.name);
+                    }
                 }
                 self.seen.insert(tid, comm);
             }
