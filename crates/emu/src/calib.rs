@@ -14,7 +14,7 @@ use crate::ldpc::{DecoderWork, Ldpc, Rng};
 use crate::phy::{self, SYMBOLS};
 use crate::EmuError;
 
-const FORMAT_VERSION: u32 = 2;
+const FORMAT_VERSION: u32 = 3;
 pub const FFT_SIZES: [usize; 6] = [128, 256, 512, 1024, 2048, 4096];
 
 /// One LDPC reference point, shaped like the public OAI figures (block size, rate, iterations).
