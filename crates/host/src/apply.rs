@@ -429,7 +429,9 @@ pub fn cgroup_ops(prepared: &[Prepared], facts: &HostFacts, mech: Mechanism) -> 
             // runc creates the container's cgroup in every v1 hierarchy; pre-create its parents so reset
             // removes them.
             if prepared.iter().any(|p| matches!(p.ws.launch, Launch::Oci(_))) {
-                for mount in facts.layout.v1.values() {
+                // On hybrid layouts runc also creates the path in the cgroup2 mount.
+                let hybrid_v2 = facts.layout.v2.iter().filter(|_| facts.layout.mode == crate::cgroup::CgroupMode::Hybrid);
+                for mount in facts.layout.v1.values().chain(hybrid_v2) {
                     if seen.contains(mount) {
                         continue;
                     }

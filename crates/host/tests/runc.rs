@@ -66,7 +66,7 @@ fn runc_container_with_rt_budget_is_throttled_to_its_share() {
     reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
     assert!(!std::path::Path::new(&format!("/proc/{pid}/stat")).exists() || read(format!("/proc/{pid}/stat")).contains(") Z"));
     assert_same(&before, &snapshot());
-    for h in ["memory", "pids", "freezer", "cpuacct"] {
+    for h in ["memory", "pids", "freezer", "cpuacct", "unified"] {
         assert!(!std::path::Path::new(&format!("/sys/fs/cgroup/{h}/rtslice")).exists(), "{h}/rtslice removed");
     }
 }
