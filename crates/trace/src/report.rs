@@ -226,16 +226,16 @@ impl TraceReport {
             let _ = writeln!(s, "schedstat fallback: no histograms; `wait/slice` is the mean run-queue wait per timeslice");
             let _ = writeln!(
                 s,
-                "{:<16} {:>7} {:<14} {:>8} {:>12} {:>8} {:>6}",
+                "{:<16} {:>7} {:<16} {:>8} {:>12} {:>8} {:>6}",
                 "thread", "tid", "policy", "slices", "wait/slice µs", "sw/ms", "CPU%"
             );
             for t in &self.threads {
                 let _ = writeln!(
                     s,
-                    "{:<16} {:>7} {:<14} {:>8} {:>12} {:>8.2} {:>6.1}",
+                    "{:<16} {:>7} {:<16} {:>8} {:>12} {:>8.2} {:>6.1}",
                     trunc(&t.name, 16),
                     t.tid,
-                    trunc(&t.policy, 14),
+                    trunc(&t.policy, 16),
                     t.slices,
                     f(t.schedstat_mean_wait_us),
                     t.switches_per_ms,
@@ -246,17 +246,17 @@ impl TraceReport {
             let _ = writeln!(s, "wake-up → on-CPU latency: % of events per bucket (µs); percentiles in µs (fine histogram, ≤ +6.25 %)");
             let _ = writeln!(
                 s,
-                "{:<16} {:>7} {:<14} {:>8} {:>6} {:>6} {:>6} {:>6} {:>6} {:>8} {:>8} {:>8} {:>9} {:>7} {:>6}",
+                "{:<16} {:>7} {:<16} {:>8} {:>6} {:>6} {:>6} {:>6} {:>6} {:>8} {:>8} {:>8} {:>9} {:>7} {:>6}",
                 "thread", "tid", "policy", "events", "0-1", "2-3", "4-7", "8-15", ">=16", "p50", "p99", "p99.9", "max", "sw/ms", "CPU%"
             );
             for t in &self.threads {
                 let sh = t.wakeup.study_shares();
                 let _ = writeln!(
                     s,
-                    "{:<16} {:>7} {:<14} {:>8} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>8} {:>8} {:>8} {:>9} {:>7.2} {:>6.1}",
+                    "{:<16} {:>7} {:<16} {:>8} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>8} {:>8} {:>8} {:>9} {:>7.2} {:>6.1}",
                     trunc(&t.name, 16),
                     t.tid,
-                    trunc(&t.policy, 14),
+                    trunc(&t.policy, 16),
                     t.wakeup.events,
                     sh[0],
                     sh[1],
