@@ -83,6 +83,8 @@ impl Proc {
             return Some(s);
         }
         self.signal(libc::SIGINT);
+        // A process held stopped (a neighbour before apply) only sees signals once continued.
+        self.signal(libc::SIGCONT);
         if let Some(s) = self.wait_timeout(grace) {
             return Some(s);
         }

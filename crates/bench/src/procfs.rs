@@ -39,12 +39,21 @@ pub fn machine() -> Machine {
         .unwrap_or(0.0);
     let version = read("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
     let full = read("/proc/version").unwrap_or_default();
-    let preemption = ["PREEMPT_RT", "PREEMPT_DYNAMIC", "PREEMPT "]
-        .iter()
-        .find(|p| full.contains(*p))
-        .map(|p| p.trim().to_string())
-        .or_else(|| read("/sys/kernel/debug/sched/preempt").map(|s| s.trim().to_string()))
-        .unwrap_or_else(|| "none (no PREEMPT in the version string)".into());
+    // A PREEMPT_DYNAMIC kernel shows the active mode in parentheses in debugfs, e.g.
+    // `(none) voluntary full`; debugfs may be unmounted or locked down.
+    let dynamic = || match read("/sys/kernel/debug/sched/preempt") {
+        Some(m) => format!("PREEMPT_DYNAMIC, active: {}", m.split('(').nth(1).and_then(|x| x.split(')').next()).unwrap_or(m.trim())),
+        None => "PREEMPT_DYNAMIC (active mode not readable: /sys/kernel/debug/sched/preempt)".to_string(),
+    };
+    let preemption = if full.contains("PREEMPT_RT") {
+        "PREEMPT_RT".to_string()
+    } else if full.contains("PREEMPT_DYNAMIC") {
+        dynamic()
+    } else if full.contains("PREEMPT ") {
+        "PREEMPT (full)".to_string()
+    } else {
+        "none (no PREEMPT in the version string)".to_string()
+    };
     let cgroup = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
         "v2 (unified)".to_string()
     } else if Path::new("/sys/fs/cgroup/cpuset").exists() {

@@ -291,6 +291,9 @@ fn run_one(exp: &Experiment, cell: &Cell, seq: usize, repetition: u32, facts: &H
     rec
 }
 
+/// How long an emulator runs past the nominal end of the window (set-up and apply time).
+const EMU_TAIL: Duration = Duration::from_secs(2);
+
 /// Time an interference generator gets to reach full strength before the warm-up goes on.
 const NOISE_SETTLE: Duration = Duration::from_millis(700);
 
@@ -306,13 +309,23 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostFacts, wo
         let mut netns = None;
         let mut addr = None;
         let argv: Vec<String> = if let Some(e) = &w.emulate {
-            // Ended by SIGINT right after the window (the emulator then prints its summary), so a
-            // slow apply can never make it finish before the window; the duration is a backstop.
-            let mut v = vec![rtslice.clone(), s("emulate"), s("--profile"), e.profile.clone(), s("--duration"), fmt_dur(total + Duration::from_secs(300)), s("--json"), s("--quiet")];
+            // It ends by itself EMU_TAIL after the window (apply is fast: the interference starts
+            // after it and neighbours are held stopped during it); SIGINT is only the fallback,
+            // since not every profile ends promptly on it.
+            let mut v = vec![rtslice.clone(), s("emulate"), s("--profile"), e.profile.clone(), s("--duration"), fmt_dur(total + EMU_TAIL), s("--json"), s("--quiet")];
             v.extend(e.args.iter().cloned());
             v
         } else if let Some(c) = &w.command {
-            c.clone()
+            if w.role == Role::Neighbour {
+                // Held stopped until the strategy is applied: a CPU hog running during apply made
+                // it take minutes here, and its children (stress-ng forks workers) must be born
+                // inside the cgroups apply puts the PID in. `exec` keeps the PID.
+                let mut v = vec![s("sh"), s("-c"), s("kill -STOP $$; exec \"$@\""), s("sh")];
+                v.extend(c.iter().cloned());
+                v
+            } else {
+                c.clone()
+            }
         } else if let Some(pg) = &w.ping {
             let (ns, target) = crate::netns::ping_target(ctx.rec.seq, idx)?;
             netns = Some(ns);
@@ -343,6 +356,11 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostFacts, wo
         return Ok(());
     }
     check_alive(ctx, "at start")?;
+    for r in &ctx.instances {
+        if r.workload.role == Role::Neighbour && r.workload.command.is_some() && !wait_stopped(r.proc.pid(), Duration::from_secs(5)) {
+            return Err(format!("{} did not reach its stopped start state", r.name));
+        }
+    }
     // 2-3. The strategy: plan (admission control, pure) then apply with the host backend.
     let pids: Vec<(String, u32)> = ctx.instances.iter().map(|r| (r.name.clone(), r.proc.pid())).collect();
     if let Some(spec) = specgen::spec_for(layout, &facts.cpus, &opt.steering, &|name| pids.iter().find(|(n, _)| n == name).map(|(_, p)| *p)) {
@@ -356,10 +374,32 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostFacts, wo
         }
         // The host backend in-process: apply is transactional (a failed step rolls back
         // everything it did) and journals into the bench's own state directory.
-        let opts = rtslice_host::ApplyOptions::with_state_dir(&opt.state_dir);
+        let mut opts = rtslice_host::ApplyOptions::with_state_dir(&opt.state_dir);
+        // SCHED_DEADLINE needs an exclusive partition; when a best-effort neighbour is meant to use
+        // what the reservation leaves on the same CPUs (the frontier's question), RT group
+        // throttling is the mechanism that allows it.
+        let reserved: Vec<u32> = layout.placements.iter().filter(|p| p.reservation.is_some()).flat_map(|p| p.cpus.clone().unwrap_or_default()).collect();
+        let shares_cpu = layout.placements.iter().any(|p| {
+            p.role == Role::Neighbour && p.cpus.as_ref().is_none_or(|c| c.iter().any(|x| reserved.contains(x)))
+        });
+        if !reserved.is_empty() && shares_cpu {
+            opts.mechanism = Some(rtslice_host::Mechanism::RtGroup);
+            ctx.rec.notes.push("RT group throttling forced: the neighbour shares the reserved CPUs".into());
+        }
         ctx.applied = true;
         let t_apply = Instant::now();
-        let applied = rtslice_host::apply(&plan, &opts).map_err(|e| format!("apply ({} layout): {e}", cell.strategy))?;
+        // One retry: RT budget freed by the previous run's reset returns to the parent groups
+        // asynchronously, and SCHED_DEADLINE bandwidth is released when the old tasks are gone.
+        let applied = match rtslice_host::apply(&plan, &opts) {
+            Ok(a) => a,
+            Err(first) => {
+                nap(Duration::from_secs(1), &opt.stop);
+                let a = rtslice_host::apply(&plan, &opts)
+                    .map_err(|e| format!("apply ({} layout), tried twice 1 s apart: {e} (first attempt: {first})", cell.strategy))?;
+                ctx.rec.notes.push(format!("apply succeeded on the second attempt; the first failed: {first}"));
+                a
+            }
+        };
         ctx.rec.notes.push(format!("apply took {} ms ({:?})", t_apply.elapsed().as_millis(), applied.mechanism));
         let mut record = serde_json::to_value(&applied).unwrap_or_default();
         match rtslice_host::status(&opts.state_dir) {
@@ -372,6 +412,11 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostFacts, wo
             Err(e) => ctx.rec.notes.push(format!("status after apply: {e}")),
         }
         ctx.rec.applied = Some(record);
+    }
+    for r in &ctx.instances {
+        if r.workload.role == Role::Neighbour && r.workload.command.is_some() {
+            r.proc.signal(libc::SIGCONT);
+        }
     }
     // 4. Interference, after apply: the host's apply and reset journal with fsync, and an I/O
     //    stressor (study A's User set writes to disk) can stretch one fsync to a minute.
@@ -415,6 +460,19 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostFacts, wo
     check_alive(ctx, "after warm-up")?;
     // 6. Measurement window.
     measure(ctx, cell)
+}
+
+/// True once the process is in the stopped state (`T` in /proc/PID/stat).
+fn wait_stopped(pid: u32, limit: Duration) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()) == Some("T") {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    false
 }
 
 fn check_alive(ctx: &mut RunCtx, when: &str) -> Result<(), String> {
@@ -566,7 +624,9 @@ fn measure(ctx: &mut RunCtx, _cell: &Cell) -> Result<(), String> {
     for (k, r) in ctx.instances.iter_mut().enumerate() {
         let ir = &mut results[k];
         if r.workload.emulate.is_some() {
-            r.proc.stop(Duration::from_secs(10));
+            if interrupted || r.proc.wait_timeout(EMU_TAIL + Duration::from_secs(5)).is_none() {
+                r.proc.stop(Duration::from_secs(10));
+            }
             ir.exit_code = r.proc.poll().and_then(|s| s.code());
             match parse::emulator(&r.proc.stdout_text()) {
                 Ok(e) => ir.emu = Some(e),
