@@ -49,6 +49,7 @@ fn host_smoke_example_applies_with_each_mechanism_and_resets() {
         let dir = tempfile::tempdir().unwrap();
         let opts = ApplyOptions { mechanism: Some(mech), ..ApplyOptions::with_state_dir(dir.path()) };
         let applied = apply(&plan, &opts).unwrap_or_else(|e| panic!("{mech}: {e}"));
+        let _cleanup = ResetOnDrop::new(dir.path());
         let pid = applied.workloads[0].pids[0].pid;
         let cs = format!("/sys/fs/cgroup/cpuset/rtslice/{}", w.name);
         assert_eq!(read(format!("{cs}/cpuset.cpus")), cpu.to_string());
@@ -108,6 +109,7 @@ fn study_b_example_scaled_to_this_host_uses_rt_groups_for_overlapping_reservatio
     let dir = tempfile::tempdir().unwrap();
     // Overlapping reservations: auto-selection must pick RT groups (deadline partitions cannot overlap).
     let applied = apply(&plan, &ApplyOptions::with_state_dir(dir.path())).unwrap();
+    let _cleanup = ResetOnDrop::new(dir.path());
     assert_eq!(applied.mechanism, Mechanism::RtGroup);
     let mut total = 0.0;
     for w in &plan.workloads {
@@ -154,6 +156,7 @@ fn study_a_example_scaled_dedicated_cpu_with_wide_affinity_and_fifo_rule() {
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
     let applied = apply(&plan, &ApplyOptions::with_state_dir(dir.path())).unwrap();
+    let _cleanup = ResetOnDrop::new(dir.path());
     let cpu = plan.workloads[0].cpus[0];
     let pid = applied.workloads[0].pids[0].pid;
     assert_eq!(read("/sys/fs/cgroup/cpuset/rtslice/vbbu2/cpuset.cpu_exclusive"), "1");

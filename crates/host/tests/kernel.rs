@@ -81,6 +81,7 @@ fn rt_group_apply_sets_every_file_and_reset_restores_them() {
     let dir = tempfile::tempdir().unwrap();
     let setup = smoke_setup();
     let applied = apply_setup(&setup, &opts(&dir, Mechanism::RtGroup)).expect("apply");
+    let _cleanup = ResetOnDrop::new(dir.path());
     assert_eq!(applied.mechanism, Mechanism::RtGroup);
     let rt = &setup.workloads[0].name;
     let be = &setup.workloads[1].name;
@@ -159,6 +160,7 @@ fn deadline_thread_pinned_through_a_partition_runs_and_is_admitted() {
         ..Default::default()
     };
     let applied = apply_setup(&setup, &opts(&dir, Mechanism::Deadline)).expect("apply");
+    let _cleanup = ResetOnDrop::new(dir.path());
     let pid = applied.workloads[0].pids[0].pid;
     assert_eq!(read("/sys/fs/cgroup/cpuset/cpuset.sched_load_balance"), "0");
     assert_eq!(read(format!("/sys/fs/cgroup/cpuset/rtslice/{name}/cpuset.cpu_exclusive")), "1");
@@ -217,6 +219,7 @@ fn a_failure_at_any_step_rolls_back_exactly() {
     setup.workloads[0].shield = true; // also exercises partitions, the system cpuset and moving tasks
     let o = opts(&dir, Mechanism::RtGroup);
     let applied = apply_setup(&setup, &o).expect("apply");
+    let _cleanup = ResetOnDrop::new(dir.path());
     let n = applied.changes;
     reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
     assert_same(&before, &snapshot());
@@ -348,6 +351,7 @@ fn attach_moves_an_existing_process_and_reset_gives_it_back_alive() {
         ..Default::default()
     };
     apply_setup(&setup, &opts(&dir, Mechanism::None)).unwrap();
+    let _cleanup = ResetOnDrop::new(dir.path());
     assert!(read(format!("/proc/{pid}/cgroup")).contains(&format!("cpuset:/rtslice/{name}")));
     assert_eq!(sched::get_policy(pid).unwrap(), Policy::Batch { nice: 5 });
     assert_eq!(sched::get_affinity(pid).unwrap(), cpus("1"));
@@ -376,6 +380,7 @@ fn fair_server_request_is_applied_or_reported_and_leaves_no_mount() {
     setup.workloads[0].partition = true;
     let o = ApplyOptions { fair_server_off: true, ..opts(&dir, Mechanism::Deadline) };
     let applied = apply_setup(&setup, &o).unwrap();
+    let _cleanup = ResetOnDrop::new(dir.path());
     let fs = "/sys/kernel/debug/sched/fair_server/cpu1/runtime";
     match std::fs::read_to_string(fs) {
         Ok(v) => assert_eq!(v.trim(), "0", "fair_server runtime 0 on the reserved CPU"),

@@ -47,6 +47,7 @@ fn runc_container_with_rt_budget_is_throttled_to_its_share() {
     };
     let opts = ApplyOptions { mechanism: Some(Mechanism::RtGroup), runc: Some(runc), ..ApplyOptions::with_state_dir(dir.path()) };
     let applied = apply_setup(&setup, &opts).expect("apply");
+    let _cleanup = ResetOnDrop::new(dir.path());
     let id = applied.workloads[0].container.clone().unwrap();
     let pid = applied.workloads[0].pids[0].pid;
     let ctr = format!("/sys/fs/cgroup/cpu/rtslice/{name}/{id}");

@@ -117,3 +117,21 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
 pub fn sh() -> PathBuf {
     PathBuf::from("/bin/sh")
 }
+
+/// Resets on drop, so a failing assertion does not leave the host modified (the temp state dir
+/// must outlive it: declare the guard after the dir). A second reset after the test's own is a no-op.
+pub struct ResetOnDrop(pub rtslice_host::StateDir);
+
+impl ResetOnDrop {
+    pub fn new(path: &Path) -> ResetOnDrop {
+        ResetOnDrop(rtslice_host::StateDir::new(path))
+    }
+}
+
+impl Drop for ResetOnDrop {
+    fn drop(&mut self) {
+        if let Err(e) = rtslice_host::reset(&self.0, rtslice_host::ResetOptions::default()) {
+            eprintln!("cleanup reset failed: {e}");
+        }
+    }
+}
