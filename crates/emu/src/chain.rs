@@ -299,10 +299,10 @@ impl Phy {
             }
             // 5-tap moving average across frequency: the channel is smooth, the noise is not.
             let raw: Vec<Complex32> = h.to_vec();
-            for i in 0..n_sc {
+            for (i, hi_out) in h.iter_mut().enumerate() {
                 let lo = i.saturating_sub(2);
                 let hi = (i + 3).min(n_sc);
-                h[i] = raw[lo..hi].iter().sum::<Complex32>() / (hi - lo) as f32;
+                *hi_out = raw[lo..hi].iter().sum::<Complex32>() / (hi - lo) as f32;
             }
         }
         let noise_var = (noise / (ants * n_sc) as f32).max(1e-6);

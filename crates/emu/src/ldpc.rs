@@ -185,7 +185,7 @@ impl Ldpc {
     }
 
     fn syndrome_ok(&self, post: &[f32]) -> bool {
-        (0..self.m).all(|c| self.row(c).iter().fold(false, |p, &v| p ^ (post[v as usize] < 0.0)) == false)
+        (0..self.m).all(|c| !self.row(c).iter().fold(false, |p, &v| p ^ (post[v as usize] < 0.0)))
     }
 
     fn harden(&self, work: &mut DecoderWork) {

@@ -12,7 +12,7 @@ fn netns_list() -> String {
 
 fn last_cpu() -> usize {
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").expect("online cpus");
-    online.trim().rsplit(|c| c == '-' || c == ',').next().and_then(|c| c.parse().ok()).unwrap_or(0)
+    online.trim().rsplit(['-', ',']).next().and_then(|c| c.parse().ok()).unwrap_or(0)
 }
 
 /// Processes whose process group is `pgid` (the tool and everything it forked).
@@ -66,7 +66,7 @@ fn user_noise_runs_study_a_stressors_and_stop_kills_the_whole_group() {
     root_or_skip!();
     let _lock = KernelLock::acquire();
     let cpu = last_cpu();
-    let mut g = Noise::start(NoiseSpec::new(NoiseKind::User, vec![cpu])).expect("stress-ng starts");
+    let g = Noise::start(NoiseSpec::new(NoiseKind::User, vec![cpu])).expect("stress-ng starts");
     let pids = g.pids();
     assert_eq!(pids.len(), 1, "one stress-ng set per chosen CPU");
     std::thread::sleep(Duration::from_millis(1500));
