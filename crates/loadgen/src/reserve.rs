@@ -96,9 +96,26 @@ impl Launcher for HostLauncher {
         std::fs::create_dir_all(&state_dir)
             .map_err(crate::io_err(format!("cannot create the state directory {}", state_dir.display())))?;
         let opts = ApplyOptions { mechanism: Some(mechanism), ..ApplyOptions::with_state_dir(&state_dir) };
-        let applied = rtslice_host::from_plan::apply(&plan, &opts).map_err(|e| {
-            LoadgenError::Reservation(format!("rtslice could not apply the server's reservation ({mechanism}): {e}"))
-        })?;
+        // Right after an earlier reservation was reset (the previous run or test), the kernel may
+        // still refuse SCHED_DEADLINE admission (EBUSY) or RT budget: root domains are rebuilt and
+        // freed budget returns asynchronously. A failed apply is rolled back completely by
+        // rtslice-host, so trying again after a pause is safe; the last error is reported.
+        let mut attempt = 0;
+        let applied = loop {
+            attempt += 1;
+            match rtslice_host::from_plan::apply(&plan, &opts) {
+                Ok(a) => break a,
+                Err(e) if attempt < 4 => {
+                    eprintln!("rtslice loadgen: apply attempt {attempt} failed, retrying in 500 ms: {e}");
+                    std::thread::sleep(std::time::Duration::from_millis(500));
+                }
+                Err(e) => {
+                    return Err(LoadgenError::Reservation(format!(
+                        "rtslice could not apply the server's reservation ({mechanism}) in {attempt} attempts: {e}"
+                    )))
+                }
+            }
+        };
         let record = applied.workloads.first();
         let pid = record.and_then(|w| w.pids.first()).map(|p| p.pid as u32).unwrap_or(0);
         let cpus: Vec<u32> = record.map(|w| w.cpus.iter().collect()).unwrap_or_default();
