@@ -101,7 +101,9 @@ fn study_b_noise_quick() {
     let _lock = KernelLock::acquire();
     let (r, dir) = common::run_quick("study-b-noise.yaml");
     every_problem_explained(&r);
-    for c in &r.cells {
+    // The reservation cells depend on the host's mechanisms (SCHED_DEADLINE admission, RT
+    // budgets); a failure there must be explained (checked above), the CFS cells must work.
+    for c in r.cells.iter().filter(|c| c.strategy == Strategy::None || !aggregate::usable(&r.runs, c).is_empty()) {
         let runs = ok_runs(&r, &c.id);
         let s = aggregate::latency_samples(&runs);
         assert!(s.len() >= 100, "{}: {} response times", c.id, s.len());
@@ -137,7 +139,9 @@ fn frontier_quick() {
     let _lock = KernelLock::acquire();
     let (r, dir) = common::run_quick("frontier.yaml");
     every_problem_explained(&r);
-    for c in &r.cells {
+    // `reservation` shares CPUs with the neighbour through RT-group throttling, which a host may
+    // lack (cgroup v2): there a failure with its reason is acceptable, the others must run.
+    for c in r.cells.iter().filter(|c| c.strategy != Strategy::Reservation || !aggregate::usable(&r.runs, c).is_empty()) {
         let runs = ok_runs(&r, &c.id);
         assert!(aggregate::neighbour_ops(&runs).is_some_and(|o| o > 0.0), "{}: neighbour bogo-ops", c.id);
         let m = aggregate::emu(&runs, None).and_then(|e| e.miss_ratio()).unwrap();
