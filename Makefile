@@ -12,6 +12,13 @@ CARGO ?= $(firstword $(shell command -v cargo 2>/dev/null) \
            $(wildcard /root/.cargo/bin/cargo) \
            $(if $(SUDO_USER),$(wildcard /home/$(SUDO_USER)/.cargo/bin/cargo)))
 export PATH := $(dir $(CARGO)):$(PATH)
+# A rustup cargo found in the invoking user's home must also use that user's toolchains.
+ifneq ($(SUDO_USER),)
+ifeq ($(CARGO),/home/$(SUDO_USER)/.cargo/bin/cargo)
+export RUSTUP_HOME ?= /home/$(SUDO_USER)/.rustup
+export CARGO_HOME ?= /home/$(SUDO_USER)/.cargo
+endif
+endif
 
 .PHONY: all deps apt-deps rust-deps build release test demo clean
 
