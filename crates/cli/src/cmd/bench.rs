@@ -1,12 +1,13 @@
 //! `rtslice bench`: run an experiment file (rtslice-bench) and write its results directory.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
 use anyhow::Context;
 use rtslice_bench::report::{self, Item};
 use rtslice_bench::runner::{self, Options};
+use rtslice_bench::results::{Results, RunStatus};
 use rtslice_bench::{Experiment, ExperimentError};
 
 use super::{EXIT_FAILURE, EXIT_INVALID};
@@ -77,6 +78,33 @@ impl MeasureLock {
         }
         Ok(MeasureLock { _file: file })
     }
+}
+
+/// Runs an experiment for `rtslice <who>` under the host-wide measurement lock, then prints its
+/// headline table. Returns the results and how many runs failed; `None` when the runner itself
+/// could not run (already said on stderr).
+pub(crate) fn run_and_summarize(
+    who: &str,
+    exp: &Experiment,
+    out: &Path,
+    progress: bool,
+) -> anyhow::Result<Option<(Results, usize)>> {
+    let rtslice = std::env::current_exe().context("cannot find the rtslice executable")?;
+    let mut opt = Options::new(rtslice, out.to_path_buf());
+    opt.progress = progress;
+    install_ctrlc(&opt);
+    let _lock = MeasureLock::acquire()?;
+    let results = match runner::run(exp, &opt) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("rtslice {who}: {e}");
+            return Ok(None);
+        }
+    };
+    println!();
+    print_headlines(&report::sections(&results));
+    let failed = results.runs.iter().filter(|r| matches!(r.status, RunStatus::Failed { .. })).count();
+    Ok(Some((results, failed)))
 }
 
 pub(crate) fn install_ctrlc(opt: &Options) {
@@ -160,21 +188,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("rtslice bench: warning: not root; strategies other than `none` and kernel interference will fail (run with sudo)");
     }
     let out = args.out.unwrap_or_else(|| PathBuf::from("results").join(&exp.name));
-    let rtslice = std::env::current_exe().context("cannot find the rtslice executable")?;
-    let mut opt = Options::new(rtslice, out.clone());
-    opt.progress = !args.no_progress;
-    install_ctrlc(&opt);
-    let _lock = MeasureLock::acquire()?;
-    let results = match runner::run(&exp, &opt) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("rtslice bench: {e}");
-            return Ok(ExitCode::from(EXIT_FAILURE));
-        }
+    let Some((results, failed)) = run_and_summarize("bench", &exp, &out, !args.no_progress)? else {
+        return Ok(ExitCode::from(EXIT_FAILURE));
     };
-    let sections = report::sections(&results);
-    print_headlines(&sections);
-    let failed = results.runs.iter().filter(|r| matches!(r.status, rtslice_bench::results::RunStatus::Failed { .. })).count();
     println!("raw data: {}/results.json, runs.csv, threads.csv, samples.csv", out.display());
     println!("report:   {}/report.md, {}/report.html", out.display(), out.display());
     if results.interrupted {

@@ -4,11 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
-use rtslice_bench::report;
-use rtslice_bench::runner::{self, Options};
-
-use super::bench::{install_ctrlc, print_headlines, MeasureLock};
+use super::bench::run_and_summarize;
 use super::EXIT_FAILURE;
 
 #[derive(clap::Args)]
@@ -29,22 +25,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("rtslice demo: warning: not root; applying strategies and kernel interference need root (sudo make demo)");
     }
-    let rtslice = std::env::current_exe().context("cannot find the rtslice executable")?;
-    let mut opt = Options::new(rtslice, args.out.clone());
-    opt.progress = !args.no_progress;
-    install_ctrlc(&opt);
-    let _lock = MeasureLock::acquire()?;
-    let results = match runner::run(&exp, &opt) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("rtslice demo: {e}");
-            return Ok(ExitCode::from(EXIT_FAILURE));
-        }
+    let Some((results, failed)) = run_and_summarize("demo", &exp, &args.out, !args.no_progress)? else {
+        return Ok(ExitCode::from(EXIT_FAILURE));
     };
-    let sections = report::sections(&results);
-    println!();
-    print_headlines(&sections);
-    let failed = results.runs.iter().filter(|r| matches!(r.status, rtslice_bench::results::RunStatus::Failed { .. })).count();
     if failed > 0 {
         println!("{failed} run(s) failed; the report lists why.");
     }
