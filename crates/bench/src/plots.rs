@@ -74,62 +74,54 @@ pub fn ecdf(title: &str, x_label: &str, series: &[(String, Vec<(f64, f64)>)]) ->
         };
         let steps = draw(series);
         if log {
-            let mut chart = chart_builder
+            let chart = chart_builder
                 .build_cartesian_2d((xmin * 0.9..xmax * 1.1).log_scale(), 0.0..1.0)
                 .map_err(|e| e.to_string())?;
-            chart
-                .configure_mesh()
-                .x_desc(x_label)
-                .y_desc("share of samples ≤ x")
-                .draw()
-                .map_err(|e| e.to_string())?;
-            for (i, (label, pts)) in steps.iter().enumerate() {
-                let c = color(i);
-                chart
-                    .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
-                    .map_err(|e| e.to_string())?
-                    .label(label.as_str())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
-            }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::LowerRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .label_font(("sans-serif", 14))
-                .draw()
-                .map_err(|e| e.to_string())?;
+            draw_ecdf_steps(chart, x_label, &steps)?;
         } else {
             let lo = if xs.is_empty() { 0.0 } else { (xmin - (xmax - xmin) * 0.05).max(0.0) };
-            let mut chart = chart_builder
+            let chart = chart_builder
                 .build_cartesian_2d(lo..xmax + (xmax - xmin) * 0.05, 0.0..1.0)
                 .map_err(|e| e.to_string())?;
-            chart
-                .configure_mesh()
-                .x_desc(x_label)
-                .y_desc("share of samples ≤ x")
-                .draw()
-                .map_err(|e| e.to_string())?;
-            for (i, (label, pts)) in steps.iter().enumerate() {
-                let c = color(i);
-                chart
-                    .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
-                    .map_err(|e| e.to_string())?
-                    .label(label.as_str())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
-            }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::LowerRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .label_font(("sans-serif", 14))
-                .draw()
-                .map_err(|e| e.to_string())?;
+            draw_ecdf_steps(chart, x_label, &steps)?;
         }
         root.present().map_err(|e| e.to_string())?;
     }
     Ok(finish(svg))
+}
+
+/// Mesh, one step line per series and the legend of an ECDF chart; the x axis may be linear or log.
+fn draw_ecdf_steps<'a, DB, X>(
+    mut chart: ChartContext<'a, DB, Cartesian2d<X, plotters::coord::types::RangedCoordf64>>,
+    x_label: &str,
+    steps: &[(String, Vec<(f64, f64)>)],
+) -> Result<(), String>
+where
+    DB: DrawingBackend + 'a,
+    X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+{
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc("share of samples ≤ x")
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (i, (label, pts)) in steps.iter().enumerate() {
+        let c = color(i);
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
+            .map_err(|e| e.to_string())?
+            .label(label.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(|e| e.to_string())
 }
 
 /// One bar per category at the median with an IQR whisker (q1–q3).
