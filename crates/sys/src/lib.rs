@@ -14,10 +14,14 @@
 //! - [`sched`]: scheduling policies and parameters (sched_setattr/sched_getattr, SCHED_DEADLINE).
 //! - [`proc_ref`]: a process identity that survives pid reuse (pid + start time).
 //! - [`proc_connector`]: the netlink process connector (fork/exec/comm events).
+//! - [`fs`]: a fail-fast exclusive file lock; mounting and lazily unmounting pseudo file systems.
+//! - [`probe`]: what the kernel offers: online CPU count, hardware performance counters.
 
 pub mod cpulist;
+pub mod fs;
 pub mod netns;
 pub mod perf;
+pub mod probe;
 pub mod proc_connector;
 pub mod proc_ref;
 pub mod process;
