@@ -7,12 +7,12 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use rtslice_host::record::Mechanism;
-use rtslice_host::sched::{self, Policy};
+use rtslice_host::Mechanism;
+use rtslice_host::sched::{self, SchedAttr};
 use rtslice_host::{apply_setup, reset, AgentCommand, ApplyOptions, CpuList, Launch, ResetOptions, Setup, StateDir, ThreadRule, WorkloadSetup};
 
 const ROLE: &str = "RTSLICE_AGENT_BENCH_ROLE";
-const RULE: Policy = Policy::Fifo { priority: 7 };
+const RULE: SchedAttr = SchedAttr::Fifo { priority: 7 };
 
 fn now_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -34,7 +34,7 @@ fn spawner(threads: usize, out: PathBuf) {
                 let tid = sched::gettid();
                 let end = Instant::now() + Duration::from_secs(2);
                 while Instant::now() < end {
-                    if sched::get_policy(tid).ok() == Some(RULE) && sched::get_affinity(tid).ok().as_ref() == Some(&want_cpus) {
+                    if sched::get_attr(tid).ok() == Some(RULE) && sched::get_affinity(tid).ok().as_ref() == Some(&want_cpus) {
                         return Some((now_ns() - t0) as f64 / 1000.0);
                     }
                     std::thread::sleep(Duration::from_micros(10));

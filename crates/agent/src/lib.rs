@@ -9,20 +9,20 @@
 //! `agent.ready` (its pid) into the state directory once it is subscribed and has done a first scan,
 //! and `agent.stats.json` with event→rule latencies.
 
-mod proc_connector;
-
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rtslice_host::cgroup::Backend;
-use rtslice_host::journal::StateDir;
 use rtslice_host::rules::CompiledRules;
-use rtslice_host::sched;
+use rtslice_host::StateDir;
+use rtslice_sys::proc_connector;
+use rtslice_sys::proc_ref;
 use serde::{Deserialize, Serialize};
 
-pub use proc_connector::{Event, ProcConnector};
+/// The kernel's process connector the agent listens to (in `rtslice-sys`).
+pub use rtslice_sys::proc_connector::{Event, ProcConnector};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
@@ -69,24 +69,15 @@ struct Workload {
 pub struct Agent {
     backend: Backend,
     workloads: Vec<Workload>,
-    /// tid → (comm, start time) last enforced; avoids repeated syscalls in rescans.
+    /// tid → comm last enforced; avoids repeated syscalls in rescans.
     seen: HashMap<i32, String>,
     stats: AgentStats,
     latencies: Vec<f64>,
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
+/// Set by SIGTERM/SIGINT: the loop ends and the statistics are written one last time.
+static STOP: std::sync::LazyLock<std::sync::Arc<AtomicBool>> = std::sync::LazyLock::new(|| std::sync::Arc::new(AtomicBool::new(false)));
 
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 impl Agent {
     /// Loads the applied record (workload cgroups and their rules) from the state directory.
@@ -106,7 +97,7 @@ impl Agent {
 
     /// Which workload a process belongs to (by its cgroup in the cpuset hierarchy).
     fn workload_of(&self, tgid: i32) -> Option<usize> {
-        let text = std::fs::read_to_string(format!("/proc/{tgid}/cgroup")).ok()?;
+        let text = proc_ref::cgroup_membership(tgid)?;
         let path = self.backend.cgroup_of(&text)?;
         self.workloads.iter().position(|w| path.starts_with(&w.dir))
     }
@@ -114,7 +105,7 @@ impl Agent {
     /// Applies the rule for one thread; `event_ns` is the kernel timestamp of the triggering event.
     fn handle(&mut self, tgid: i32, tid: i32, comm: Option<String>, event_ns: Option<u64>) {
         let Some(wi) = self.workload_of(tgid) else { return };
-        let Some(comm) = comm.or_else(|| sched::comm_of(tgid, tid)) else { return };
+        let Some(comm) = comm.or_else(|| proc_ref::thread_comm(tgid, tid)) else { return };
         let w = &self.workloads[wi];
         let Some(want) = w.rules.wanted(&comm) else {
             self.seen.insert(tid, comm);
@@ -125,7 +116,7 @@ impl Agent {
                 if changed {
                     self.stats.applied += 1;
                     if let Some(ts) = event_ns {
-                        let lat = monotonic_ns().saturating_sub(ts) as f64 / 1000.0;
+                        let lat = proc_connector::now_ns().saturating_sub(ts) as f64 / 1000.0;
                         if self.latencies.len() >= 10_000 {
                             self.latencies.remove(0);
                         }
@@ -156,9 +147,9 @@ impl Agent {
     pub fn scan(&mut self, only_new: bool) {
         let mut todo = Vec::new();
         for w in &self.workloads {
-            for pid in rtslice_host::apply::workload_pids(&w.dir) {
-                for tid in sched::threads_of(pid) {
-                    let comm = sched::comm_of(pid, tid);
+            for pid in rtslice_host::workload_pids(&w.dir) {
+                for tid in proc_ref::threads(pid) {
+                    let comm = proc_ref::thread_comm(pid, tid);
                     if only_new && comm.is_some() && self.seen.get(&tid) == comm.as_ref() {
                         continue;
                     }
@@ -179,7 +170,7 @@ impl Agent {
         let mut s = self.stats.clone();
         if !self.latencies.is_empty() {
             let mut v = self.latencies.clone();
-            v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            v.sort_by(f64::total_cmp);
             let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
             s.latency_us = Some([v[0], q(0.5), q(0.99), v[v.len() - 1]]);
         }
@@ -196,10 +187,9 @@ fn write_atomic(path: &std::path::Path, text: &str) -> Result<(), AgentError> {
 
 /// Runs until SIGTERM/SIGINT. Reports readiness through `<state>/agent.ready`.
 pub fn run(dir: &StateDir, opts: &AgentOptions) -> Result<(), AgentError> {
-    // SAFETY: installing a handler that only stores to an atomic is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, std::sync::Arc::clone(&STOP))
+            .map_err(|source| AgentError::Io { path: PathBuf::from(format!("<signal {sig} handler>")), source })?;
     }
     let mut agent = Agent::load(dir)?;
     let connector = if opts.force_polling {
@@ -233,6 +223,7 @@ pub fn run(dir: &StateDir, opts: &AgentOptions) -> Result<(), AgentError> {
                         }
                     }
                 }
+                // ENOBUFS: the socket overran and events were lost.
                 Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => agent.scan(true),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {

@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use rtslice_host::record::Mechanism;
-use rtslice_host::sched::{self, Policy};
+use rtslice_host::Mechanism;
+use rtslice_host::sched::{self, SchedAttr};
 use rtslice_host::{apply_setup, reset, status, AgentCommand, ApplyOptions, CpuList, Launch, ResetOptions, Setup, StateDir, ThreadRule, WorkloadSetup};
 use rtslice_testkit::{root_or_skip, KernelLock};
 
@@ -17,7 +17,7 @@ const THREADS: usize = 20;
 // SCHED_BATCH rather than FIFO: on this shared VM other people's RT spinners may hold the CPUs, and a
 // low-priority FIFO thread would then starve before it could observe its rule (the agent's path is the
 // same for every policy; the benchmark uses FIFO).
-const RULE: Policy = Policy::Batch { nice: 3 };
+const RULE: SchedAttr = SchedAttr::Batch { nice: 3 };
 
 fn now_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -56,7 +56,7 @@ fn helper_spawner_role() {
                 let tid = sched::gettid();
                 let deadline = Instant::now() + Duration::from_secs(2);
                 while Instant::now() < deadline {
-                    if sched::get_policy(tid).ok() == Some(RULE) && sched::get_affinity(tid).ok() == CpuList::parse("1").ok() {
+                    if sched::get_attr(tid).ok() == Some(RULE) && sched::get_affinity(tid).ok() == CpuList::parse("1").ok() {
                         return Some((now_ns() - t0) as f64 / 1000.0);
                     }
                     std::thread::sleep(Duration::from_micros(20));

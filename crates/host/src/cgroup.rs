@@ -280,6 +280,21 @@ pub fn read_pids(file: &Path) -> Vec<i32> {
         .unwrap_or_default()
 }
 
+/// All processes in a workload's cgroup tree (runc puts containers in a child group).
+pub fn workload_pids(group_dir: &Path) -> Vec<i32> {
+    let mut pids = read_pids(&group_dir.join("cgroup.procs"));
+    if let Ok(rd) = std::fs::read_dir(group_dir) {
+        for e in rd.flatten() {
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                pids.extend(workload_pids(&e.path()));
+            }
+        }
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

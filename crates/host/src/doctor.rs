@@ -74,9 +74,7 @@ fn finding(topic: &str, level: Level, detail: impl Into<String>, fix: impl Into<
 
 pub fn online_cpus() -> CpuList {
     fsio::read_trim("/sys/devices/system/cpu/online").ok().and_then(|s| CpuList::parse(&s).ok()).unwrap_or_else(|| {
-        // SAFETY: sysconf has no preconditions.
-        let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u32;
-        CpuList::from_cpus(0..n)
+        CpuList::from_cpus(0..rtslice_sys::probe::online_cpu_count())
     })
 }
 
@@ -205,24 +203,7 @@ fn fair_servers(cpus: &CpuList) -> (FairServers, Option<String>) {
 }
 
 fn perf_hw_counters() -> Result<(), std::io::Error> {
-    // perf_event_attr VER0 is 64 bytes; we need type, size, config (cycles) and disabled.
-    #[repr(C)]
-    struct Attr {
-        type_: u32,
-        size: u32,
-        config: u64,
-        rest: [u64; 6],
-    }
-    let mut attr = Attr { type_: 0, size: 64, config: 0, rest: [0; 6] };
-    attr.rest[2] = 1; // flags word: disabled=1
-    // SAFETY: attr is a valid perf_event_attr prefix of the declared size; the returned fd is closed.
-    let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, &mut attr as *mut Attr, 0, -1, -1, 0u64) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: fd was just returned by the kernel.
-    unsafe { libc::close(fd as i32) };
-    Ok(())
+    rtslice_sys::probe::hardware_counters()
 }
 
 fn tool_version(name: &str) -> Option<(PathBuf, String)> {

@@ -9,8 +9,8 @@ use rtslice_spec::Launch as SpecLaunch;
 use crate::apply::{apply_setup, Applied, ApplyOptions};
 use crate::cpus::CpuList;
 use crate::error::{HostError, Result};
-use crate::sched::Policy;
-use crate::setup::{Cfs, IrqRule, Launch, NetRule, OciLaunch, Reservation, Setup, ThreadRule, WorkloadSetup};
+use crate::sched::SchedAttr;
+use crate::setup::{Cfs, IrqRule, Launch, NetRule, OciLaunch, Setup, ThreadRule, WorkloadSetup};
 
 /// OCI choices the spec does not carry (per apply run).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -23,14 +23,14 @@ fn cpus(v: &[u32]) -> CpuList {
     CpuList::from_cpus(v.iter().copied())
 }
 
-pub fn policy_of(s: &ThreadSched) -> Policy {
+fn sched_attr_of(s: &ThreadSched) -> SchedAttr {
     match *s {
-        ThreadSched::Other { nice } => Policy::Other { nice },
-        ThreadSched::Batch { nice } => Policy::Batch { nice },
-        ThreadSched::Idle => Policy::Idle,
-        ThreadSched::Fifo { priority } => Policy::Fifo { priority },
-        ThreadSched::Rr { priority } => Policy::Rr { priority },
-        ThreadSched::Deadline { runtime, deadline, period } => Policy::Deadline {
+        ThreadSched::Other { nice } => SchedAttr::Other { nice },
+        ThreadSched::Batch { nice } => SchedAttr::Batch { nice },
+        ThreadSched::Idle => SchedAttr::Idle,
+        ThreadSched::Fifo { priority } => SchedAttr::Fifo { priority },
+        ThreadSched::Rr { priority } => SchedAttr::Rr { priority },
+        ThreadSched::Deadline { runtime, deadline, period } => SchedAttr::Deadline {
             runtime_ns: runtime.as_nanos() as u64,
             deadline_ns: deadline.as_nanos() as u64,
             period_ns: period.as_nanos() as u64,
@@ -39,7 +39,7 @@ pub fn policy_of(s: &ThreadSched) -> Policy {
 }
 
 /// Translates a plan. Refuses a plan with rejected workloads (apply all or nothing).
-pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<(Setup, Vec<String>)> {
+pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<Setup> {
     if !plan.rejected.is_empty() {
         return Err(HostError::Rejected(format!(
             "the plan rejected {}: {}; nothing applied (fix the spec, or remove them)",
@@ -47,7 +47,6 @@ pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<(Setup, Vec<Stri
             plan.rejected.iter().map(|r| format!("{}: {}", r.name, r.reason)).collect::<Vec<_>>().join("; ")
         )));
     }
-    let warnings = Vec::new();
     let mut setup = Setup {
         name: plan.node.name.clone().unwrap_or_else(|| "rtslice".into()),
         housekeeping: cpus(&plan.node.housekeeping),
@@ -56,12 +55,9 @@ pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<(Setup, Vec<Stri
     for w in &plan.workloads {
         let mut ws = WorkloadSetup { name: w.name.clone(), cpus: cpus(&w.cpus), ..Default::default() };
         match &w.allocation {
-            Allocation::Reservation { runtime, period, per_cpu } => {
-                // v1 RT groups and HCBS take one runtime per group; the plan's per-CPU shares are equal
-                // unless a defragmentation moved one, then the largest is the safe budget.
-                let rt = per_cpu.iter().map(|c| c.runtime).max().unwrap_or(*runtime).max(*runtime);
-                ws.reservation = Some(Reservation { runtime_us: rt.as_micros() as u64, period_us: period.as_micros() as u64 });
-            }
+            // Every CPU of the allocation carries the same reservation; the cgroup interfaces take
+            // whole microseconds.
+            Allocation::Reservation { reservation, .. } => ws.reservation = Some(reservation.whole_micros()),
             Allocation::Dedicated { .. } => ws.partition = true,
             Allocation::BestEffort { weight, cap } => {
                 let period = 100_000u64;
@@ -82,7 +78,7 @@ pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<(Setup, Vec<Stri
             .iter()
             .map(|t| ThreadRule {
                 name: t.pattern.clone(),
-                policy: Some(policy_of(&t.sched)),
+                policy: Some(sched_attr_of(&t.sched)),
                 cpus: match &t.cpus {
                     ThreadCpus::Anywhere => None,
                     ThreadCpus::Cpus(c) => Some(cpus(c)),
@@ -119,7 +115,7 @@ pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<(Setup, Vec<Stri
         }
         setup.workloads.push(ws);
     }
-    Ok((setup, warnings))
+    Ok(setup)
 }
 
 /// Processes of an existing cgroup, given absolute or relative to a cgroup mount.
@@ -141,11 +137,8 @@ fn pids_of_cgroup(path: &str) -> Result<Vec<i32>> {
     Err(HostError::Rejected(format!("cgroup {path:?} not found (tried {candidates:?})")))
 }
 
-/// Applies a plan: the library entry point (`rtslice apply` calls this).
-pub fn apply(plan: &Plan, opts: &ApplyOptions) -> Result<Applied> {
-    let (setup, mut warnings) = setup_from_plan(plan, opts.oci)?;
-    let mut applied = apply_setup(&setup, opts)?;
-    warnings.append(&mut applied.warnings);
-    applied.warnings = warnings;
-    Ok(applied)
+/// Applies a plan: the library entry point (`rtslice apply` calls this). `oci` gives OCI launches the
+/// choices a spec does not carry.
+pub fn apply(plan: &Plan, oci: OciDefaults, opts: &ApplyOptions) -> Result<Applied> {
+    apply_setup(&setup_from_plan(plan, oci)?, opts)
 }

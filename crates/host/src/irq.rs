@@ -91,14 +91,7 @@ pub fn interfaces(sys_class_net: &Path) -> Vec<String> {
 
 /// PIDs of running processes whose comm is `name`.
 pub fn pids_named(name: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-                .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.trim() == name).unwrap_or(false))
-                .collect()
-        })
-        .unwrap_or_default()
+    rtslice_sys::proc_ref::pids_named(name)
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@
 //! logged *before* it is made (an intent), so undoing a logged change that never happened is harmless.
 
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -12,44 +11,14 @@ use serde::{Deserialize, Serialize};
 use crate::cpus::CpuList;
 use crate::error::{HostError, Result};
 use crate::record::AppliedRecord;
-use crate::sched::Policy;
+use crate::sched::SchedAttr;
+
+pub use rtslice_sys::proc_ref::ProcRef;
 
 pub const FORMAT: &str = "rtslice-state";
 pub const VERSION: u32 = 1;
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/rtslice";
 const STATE_FILE: &str = "state.json";
-
-/// A process identity that survives PID reuse: the PID plus its start time (clock ticks since boot).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProcRef {
-    pub pid: i32,
-    pub start: u64,
-}
-
-impl ProcRef {
-    /// `None` if the process (or thread, given its tid) does not exist.
-    pub fn of(pid: i32) -> Option<ProcRef> {
-        start_time(pid).map(|start| ProcRef { pid, start })
-    }
-
-    pub fn alive(&self) -> bool {
-        start_time(self.pid) == Some(self.start) && !is_zombie(self.pid)
-    }
-}
-
-fn start_time(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // comm may contain spaces and parentheses: fields are counted after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
-        .unwrap_or(true)
-}
 
 /// One change, with what is needed to undo it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -64,7 +33,7 @@ pub enum Change {
     /// Many processes moved at once (a shield); undo writes the live ones back into `from`.
     MovedProcesses { procs: Vec<ProcRef>, from: PathBuf, to: PathBuf },
     /// A thread's scheduling policy changed.
-    Sched { thread: ProcRef, old: Policy, new: Policy },
+    Sched { thread: ProcRef, old: SchedAttr, new: SchedAttr },
     /// A thread's CPU affinity changed.
     Affinity { thread: ProcRef, old: CpuList, new: CpuList },
     /// A filesystem was mounted (debugfs for fair_server).
@@ -160,9 +129,12 @@ impl StateDir {
             .write(true)
             .open(self.path.join("lock"))
             .map_err(|e| self.state_err(format!("cannot open its lock file: {e}")))?;
-        // SAFETY: valid fd owned by `file`.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return Err(self.state_err("another rtslice apply/reset is running on this state directory; wait for it"));
+        match rtslice_sys::fs::try_lock_exclusive(&file) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(self.state_err("another rtslice apply/reset is running on this state directory; wait for it"))
+            }
+            Err(e) => return Err(self.state_err(format!("cannot lock {}: {e}", self.path.join("lock").display()))),
         }
         Ok(StateLock { _file: file })
     }
@@ -269,13 +241,6 @@ mod tests {
         assert!(sd.lock().is_err());
         drop(held);
         assert!(sd.lock().is_ok());
-    }
-
-    #[test]
-    fn proc_ref_detects_reuse() {
-        let me = ProcRef::of(std::process::id() as i32).unwrap();
-        assert!(me.alive());
-        assert!(!ProcRef { start: me.start + 1, ..me }.alive());
     }
 
     #[test]

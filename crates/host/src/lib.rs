@@ -1,33 +1,51 @@
 //! rtslice-host: makes plans real on a Linux host — cgroup v1/v2, sched_setattr, IRQ/RPS/XPS,
 //! runc launch — transactionally (every change journaled with the value it replaced), and reports
 //! what the host offers (`doctor`), what drifted (`status`) and undoes everything (`reset`).
+//!
+//! Table of contents (the kernel calls themselves live in `rtslice-sys`):
+//! - `from_plan`: `Plan` → [`Setup`] (what to write), with the [`OciDefaults`] a spec does not carry.
+//! - `prepare`: pure validation against [`HostFacts`] and the choice of [`Mechanism`].
+//! - `ops`: pure generation of the cgroup directories and writes.
+//! - `launch`: commands, attached processes, OCI containers (runc) and the agent.
+//! - `apply`: the transaction steps; `txn` and `journal`: the journal of replaced values.
+//! - `status`, `reset`, [`doctor`]: drift, undo, what the host offers.
+//! - [`sched`], [`rules`], [`cgroup`], [`irq`], [`oci`]: per-thread scheduling, the thread-rule engine
+//!   (shared with the agent), cgroup layouts, IRQ/RPS/XPS files, OCI configs.
 
-pub mod apply;
+mod apply;
 pub mod cgroup;
-pub mod cpus;
+mod cpus;
 pub mod doctor;
-pub mod error;
-pub mod from_plan;
-pub mod fsio;
+mod error;
+mod from_plan;
+mod fsio;
 pub mod irq;
-pub mod journal;
+mod journal;
+mod launch;
 pub mod oci;
-pub mod record;
-pub mod reset;
+mod ops;
+mod prepare;
+mod record;
+mod reset;
 pub mod rules;
 pub mod sched;
-pub mod setup;
-pub mod status;
-pub mod txn;
+mod setup;
+mod status;
+mod txn;
 
+pub use apply::{apply_setup, Applied, ApplyOptions};
+pub use cgroup::workload_pids;
 pub use cpus::CpuList;
-pub use error::{HostError, Result};
-pub use journal::{StateDir, DEFAULT_STATE_DIR};
-pub use record::Mechanism;
-pub use sched::Policy;
-pub use setup::{Cfs, IrqRule, Launch, NetRule, OciLaunch, Reservation, Setup, ThreadRule, WorkloadSetup};
 pub use doctor::{doctor, HostReport};
-pub use apply::{apply_setup, AgentCommand, Applied, ApplyOptions, HostFacts};
-pub use reset::{reset, ResetOptions, ResetReport};
-pub use status::{status, Status};
+pub use error::{HostError, Result};
 pub use from_plan::{apply, setup_from_plan, OciDefaults};
+pub use journal::{StateDir, DEFAULT_STATE_DIR};
+pub use launch::AgentCommand;
+pub use prepare::HostFacts;
+pub use record::{AppliedRecord, Mechanism, WorkloadRecord};
+pub use reset::{reset, ResetOptions, ResetReport};
+pub use rtslice_plan::Reservation;
+pub use sched::SchedAttr;
+pub use setup::{Cfs, IrqRule, Launch, NetRule, OciLaunch, Setup, ThreadRule, WorkloadSetup};
+pub use status::{status, Status};
+pub use txn::Fault;

@@ -7,9 +7,11 @@ use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 
+use rtslice_plan::Reservation;
+
 use crate::cpus::CpuList;
 use crate::error::{HostError, Result};
-use crate::sched::Policy;
+use crate::sched::SchedAttr;
 
 /// runc's version triple from `runc --version` ("runc version 1.1.5+ds1").
 pub fn runc_version(runc: &Path) -> Option<(u32, u32, u32)> {
@@ -46,10 +48,10 @@ pub struct ContainerConfig {
     pub cgroups_path: String,
     pub cpus: CpuList,
     pub mems: String,
-    /// v1 RT group budget for the container's cgroup.
-    pub rt: Option<(u64, u64)>,
+    /// v1 RT group budget for the container's cgroup (whole microseconds).
+    pub rt: Option<Reservation>,
     /// process.scheduler (written only when runc supports it, >= 1.2).
-    pub scheduler: Option<Policy>,
+    pub scheduler: Option<SchedAttr>,
     pub netns: bool,
     pub seccomp: bool,
 }
@@ -99,9 +101,9 @@ pub fn config_json(c: &ContainerConfig, runc_version: Option<(u32, u32, u32)>) -
         namespaces.push(json!({"type": "network"}));
     }
     let mut cpu = json!({"cpus": c.cpus.to_string(), "mems": c.mems});
-    if let Some((runtime, period)) = c.rt {
-        cpu["realtimeRuntime"] = json!(runtime);
-        cpu["realtimePeriod"] = json!(period);
+    if let Some(r) = c.rt {
+        cpu["realtimeRuntime"] = json!(r.runtime_us());
+        cpu["realtimePeriod"] = json!(r.period_us());
     }
     let mut linux = json!({
         "cgroupsPath": c.cgroups_path,
@@ -132,15 +134,15 @@ pub fn config_json(c: &ContainerConfig, runc_version: Option<(u32, u32, u32)>) -
     })
 }
 
-fn scheduler_json(p: Policy) -> Value {
+fn scheduler_json(p: SchedAttr) -> Value {
     match p {
-        Policy::Fifo { priority } => json!({"policy": "SCHED_FIFO", "priority": priority}),
-        Policy::Rr { priority } => json!({"policy": "SCHED_RR", "priority": priority}),
-        Policy::Deadline { runtime_ns, deadline_ns, period_ns } => json!({"policy": "SCHED_DEADLINE",
+        SchedAttr::Fifo { priority } => json!({"policy": "SCHED_FIFO", "priority": priority}),
+        SchedAttr::Rr { priority } => json!({"policy": "SCHED_RR", "priority": priority}),
+        SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns } => json!({"policy": "SCHED_DEADLINE",
             "runtime": runtime_ns, "deadline": deadline_ns, "period": period_ns, "flags": ["SCHED_FLAG_RESET_ON_FORK"]}),
-        Policy::Batch { nice } => json!({"policy": "SCHED_BATCH", "nice": nice}),
-        Policy::Idle => json!({"policy": "SCHED_IDLE"}),
-        Policy::Other { nice } => json!({"policy": "SCHED_OTHER", "nice": nice}),
+        SchedAttr::Batch { nice } => json!({"policy": "SCHED_BATCH", "nice": nice}),
+        SchedAttr::Idle => json!({"policy": "SCHED_IDLE"}),
+        SchedAttr::Other { nice } => json!({"policy": "SCHED_OTHER", "nice": nice}),
     }
 }
 
@@ -306,8 +308,8 @@ mod tests {
             cgroups_path: "/rtslice/w/t".into(),
             cpus: CpuList::parse("1").unwrap(),
             mems: "0".into(),
-            rt: Some((300000, 1000000)),
-            scheduler: Some(Policy::Fifo { priority: 10 }),
+            rt: Some(Reservation::from_micros(300000, 1000000)),
+            scheduler: Some(SchedAttr::Fifo { priority: 10 }),
             netns: true,
             seccomp: true,
         };

@@ -1,11 +1,11 @@
 //! What an apply recorded for `status`, `reset` and the agent (stored in the state file next to the
 //! journal).
 
+use rtslice_sys::proc_ref::ProcRef;
 use serde::{Deserialize, Serialize};
 
 use crate::cgroup::{Backend, GroupPaths};
 use crate::cpus::CpuList;
-use crate::journal::ProcRef;
 use crate::setup::{Setup, ThreadRule};
 
 /// How real-time reservations are enforced.

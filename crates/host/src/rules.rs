@@ -5,7 +5,7 @@ use regex::Regex;
 
 use crate::cpus::CpuList;
 use crate::error::{HostError, Result};
-use crate::sched::{self, Policy};
+use crate::sched::{self, SchedAttr};
 use crate::setup::ThreadRule;
 
 #[derive(Clone, Debug)]
@@ -19,7 +19,7 @@ pub struct CompiledRules {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Wanted {
     pub rule: usize,
-    pub policy: Option<Policy>,
+    pub policy: Option<SchedAttr>,
     pub cpus: Option<CpuList>,
 }
 
@@ -51,7 +51,7 @@ impl CompiledRules {
 /// partition's affinity (the kernel requires it to span the root domain).
 pub fn enforce(tid: i32, w: &Wanted) -> Result<bool> {
     let mut changed = false;
-    let deadline = matches!(w.policy, Some(Policy::Deadline { .. }));
+    let deadline = matches!(w.policy, Some(SchedAttr::Deadline { .. }));
     if let (Some(cpus), false) = (&w.cpus, deadline) {
         if &sched::get_affinity(tid)? != cpus {
             sched::set_affinity(tid, cpus)?;
@@ -59,8 +59,8 @@ pub fn enforce(tid: i32, w: &Wanted) -> Result<bool> {
         }
     }
     if let Some(p) = w.policy {
-        if sched::get_policy(tid)? != p {
-            sched::set_policy(tid, p)?;
+        if sched::get_attr(tid)? != p {
+            sched::set_attr(tid, p)?;
             changed = true;
         }
     }
@@ -70,14 +70,14 @@ pub fn enforce(tid: i32, w: &Wanted) -> Result<bool> {
 /// Does the thread match what was wanted? (status: drift detection)
 pub fn conforms(tid: i32, w: &Wanted) -> std::result::Result<(), String> {
     if let Some(p) = w.policy {
-        match sched::get_policy(tid) {
+        match sched::get_attr(tid) {
             Ok(cur) if cur == p => {}
             Ok(cur) => return Err(format!("policy {cur}, wanted {p}")),
             Err(HostError::Sched { .. }) => return Ok(()),
             Err(e) => return Err(e.to_string()),
         }
     }
-    if let (Some(cpus), false) = (&w.cpus, matches!(w.policy, Some(Policy::Deadline { .. }))) {
+    if let (Some(cpus), false) = (&w.cpus, matches!(w.policy, Some(SchedAttr::Deadline { .. }))) {
         match sched::get_affinity(tid) {
             Ok(cur) if &cur == cpus => {}
             Ok(cur) => return Err(format!("affinity {cur}, wanted {cpus}")),
@@ -91,18 +91,18 @@ pub fn conforms(tid: i32, w: &Wanted) -> std::result::Result<(), String> {
 mod tests {
     use super::*;
 
-    fn rule(name: &str, policy: Option<Policy>) -> ThreadRule {
+    fn rule(name: &str, policy: Option<SchedAttr>) -> ThreadRule {
         ThreadRule { name: name.into(), policy, cpus: None, budget_share: None }
     }
 
     #[test]
     fn first_match_wins_and_wide_affinity_is_the_fallback() {
         let rules = CompiledRules::new(
-            &[rule("^ru-thread$", Some(Policy::Fifo { priority: 95 })), rule("thread", Some(Policy::Fifo { priority: 1 }))],
+            &[rule("^ru-thread$", Some(SchedAttr::Fifo { priority: 95 })), rule("thread", Some(SchedAttr::Fifo { priority: 1 }))],
             Some(CpuList::parse("4-7").unwrap()),
         )
         .unwrap();
-        assert_eq!(rules.wanted("ru-thread").unwrap().policy, Some(Policy::Fifo { priority: 95 }));
+        assert_eq!(rules.wanted("ru-thread").unwrap().policy, Some(SchedAttr::Fifo { priority: 95 }));
         assert_eq!(rules.wanted("fep_thread").unwrap().rule, 1);
         let other = rules.wanted("TASK_GTPV1_U").unwrap();
         assert_eq!((other.policy, other.cpus.unwrap().to_string()), (None, "4-7".to_string()));
@@ -112,7 +112,7 @@ mod tests {
     #[test]
     fn enforce_changes_a_real_thread_once() {
         // SCHED_BATCH with a higher nice needs no privilege: exercises the real syscalls.
-        let rules = CompiledRules::new(&[rule("^batchy$", Some(Policy::Batch { nice: 3 }))], None).unwrap();
+        let rules = CompiledRules::new(&[rule("^batchy$", Some(SchedAttr::Batch { nice: 3 }))], None).unwrap();
         std::thread::Builder::new()
             .name("batchy".into())
             .spawn(move || {

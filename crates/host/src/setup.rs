@@ -6,8 +6,10 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use rtslice_plan::Reservation;
+
 use crate::cpus::CpuList;
-use crate::sched::Policy;
+use crate::sched::SchedAttr;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Setup {
@@ -33,7 +35,9 @@ pub struct WorkloadSetup {
     pub partition: bool,
     /// Keep every other user task off these CPUs (soft isolation, like `cset shield`).
     pub shield: bool,
-    /// Real-time reservation: `runtime_us` every `period_us` on each CPU of the workload.
+    /// Real-time reservation on each CPU of the workload, in whole microseconds (what the cgroup
+    /// interfaces enforce; `Reservation::whole_micros`).
+    #[serde(default, with = "reservation_us")]
     pub reservation: Option<Reservation>,
     /// Best-effort controls.
     pub cfs: Option<Cfs>,
@@ -45,15 +49,24 @@ pub struct WorkloadSetup {
     pub launch: Launch,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Reservation {
-    pub runtime_us: u64,
-    pub period_us: u64,
-}
+/// The state file keeps a workload's reservation as `{"runtime_us", "period_us"}` (the cgroup
+/// interfaces' unit, and the format state files have always had).
+mod reservation_us {
+    use rtslice_plan::Reservation;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-impl Reservation {
-    pub fn utilization(&self) -> f64 {
-        self.runtime_us as f64 / self.period_us as f64
+    #[derive(Serialize, Deserialize)]
+    struct Micros {
+        runtime_us: u64,
+        period_us: u64,
+    }
+
+    pub fn serialize<S: Serializer>(r: &Option<Reservation>, s: S) -> Result<S::Ok, S::Error> {
+        r.map(|r| Micros { runtime_us: r.runtime_us(), period_us: r.period_us() }).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Reservation>, D::Error> {
+        Ok(Option::<Micros>::deserialize(d)?.map(|m| Reservation::from_micros(m.runtime_us, m.period_us)))
     }
 }
 
@@ -73,11 +86,11 @@ pub struct Cfs {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ThreadRule {
     pub name: String,
-    pub policy: Option<Policy>,
+    pub policy: Option<SchedAttr>,
     pub cpus: Option<CpuList>,
     /// Share of the workload's reservation this rule's threads get when the reservation is enforced by
-    /// SCHED_DEADLINE (each matching thread gets `share × runtime × #cpus`). `None` = an equal split
-    /// over the workload's real-time rules.
+    /// SCHED_DEADLINE (each matching thread gets `share × runtime × #cpus`, `Reservation::split`).
+    /// `None` = 1 / the number of the workload's real-time rules (whatever the other rules' shares).
     pub budget_share: Option<f64>,
 }
 

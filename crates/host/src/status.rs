@@ -134,7 +134,7 @@ pub fn status(dir: &StateDir) -> Result<Status> {
         for w in &rec.workloads {
             let wide = rec.setup.workloads.iter().find(|s| s.name == w.name).filter(|s| s.wide_affinity).map(|_| w.cpus.clone());
             let rules = CompiledRules::new(&w.rules, wide).ok();
-            let pids = crate::apply::workload_pids(&w.group.cpuset);
+            let pids = crate::cgroup::workload_pids(&w.group.cpuset);
             let mut threads = Vec::new();
             for &pid in &pids {
                 for tid in sched::threads_of(pid) {
@@ -153,7 +153,7 @@ pub fn status(dir: &StateDir) -> Result<Status> {
                         pid,
                         tid,
                         comm,
-                        policy: sched::get_policy(tid).map(|p| p.to_string()).unwrap_or_else(|_| "?".into()),
+                        policy: sched::get_attr(tid).map(|p| p.to_string()).unwrap_or_else(|_| "?".into()),
                         cpus: sched::get_affinity(tid).unwrap_or_default(),
                         rule: wanted.map(|x| x.rule).filter(|&r| r != usize::MAX),
                     });

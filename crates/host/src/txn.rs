@@ -5,11 +5,13 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use rtslice_sys::proc_ref::ProcRef;
+
 use crate::cpus::CpuList;
 use crate::error::{HostError, Result};
 use crate::fsio;
-use crate::journal::{inside_created, Change, ProcRef, State, StateDir};
-use crate::sched::{self, Policy};
+use crate::journal::{inside_created, Change, State, StateDir};
+use crate::sched::{self, SchedAttr};
 
 /// Fault injection for tests of rollback: the n-th change of a run (0-based) fails with EIO instead of
 /// being made, as if the kernel had refused it.
@@ -96,8 +98,8 @@ impl<'a> Txn<'a> {
         fsio::write(to_procs, &pid.to_string()).inspect_err(|_| self.unlog())
     }
 
-    pub fn set_policy(&mut self, tid: i32, policy: Policy) -> Result<()> {
-        let old = sched::get_policy(tid)?;
+    pub fn set_attr(&mut self, tid: i32, policy: SchedAttr) -> Result<()> {
+        let old = sched::get_attr(tid)?;
         if old == policy {
             return Ok(());
         }
@@ -107,7 +109,7 @@ impl<'a> Txn<'a> {
             source: std::io::Error::from_raw_os_error(libc::ESRCH),
         })?;
         self.log(Change::Sched { thread, old, new: policy })?;
-        sched::set_policy(tid, policy).inspect_err(|_| self.unlog())
+        sched::set_attr(tid, policy).inspect_err(|_| self.unlog())
     }
 
     pub fn set_affinity(&mut self, tid: i32, cpus: &CpuList) -> Result<()> {
@@ -221,7 +223,7 @@ pub fn undo(change: &Change) -> Result<()> {
         }
         Change::Sched { thread, old, .. } => {
             if thread.alive() {
-                ignore_gone(sched::set_policy(thread.pid, *old))
+                ignore_gone(sched::set_attr(thread.pid, *old))
             } else {
                 Ok(())
             }
@@ -233,17 +235,13 @@ pub fn undo(change: &Change) -> Result<()> {
                 Ok(())
             }
         }
-        Change::Mounted { target } => {
-            let c = std::ffi::CString::new(target.as_os_str().as_encoded_bytes()).map_err(|e| HostError::other(e.to_string()))?;
-            // SAFETY: valid NUL-terminated path.
-            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-                let e = std::io::Error::last_os_error();
-                if e.raw_os_error() != Some(libc::EINVAL) {
-                    return Err(HostError::other(format!("umount {}: {e}", target.display())));
-                }
+        Change::Mounted { target } => match rtslice_sys::fs::unmount_detach(target) {
+            // EINVAL: no longer a mount point (someone unmounted it already).
+            Err(e) if e.raw_os_error() != Some(libc::EINVAL) => {
+                Err(HostError::other(format!("umount {}: {e}; unmount it by hand (umount -l {0})", target.display())))
             }
-            Ok(())
-        }
+            _ => Ok(()),
+        },
         Change::Launched { proc, .. } | Change::Agent { proc } => {
             kill_and_wait(*proc, matches!(change, Change::Launched { .. }));
             Ok(())
@@ -271,30 +269,7 @@ fn undo_subtree_control(path: &Path, old: &str) -> Result<()> {
 /// Kills a process (and, for launched workloads, its process group: they run in their own session),
 /// then waits until it is gone.
 pub fn kill_and_wait(proc: ProcRef, group: bool) {
-    if !proc.alive() {
-        reap(proc.pid);
-        return;
-    }
-    // SAFETY: plain signal delivery to a process/group we started (identity checked above).
-    unsafe {
-        if group {
-            libc::kill(-proc.pid, libc::SIGKILL);
-        }
-        libc::kill(proc.pid, libc::SIGKILL);
-    }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while proc.alive() && Instant::now() < deadline {
-        reap(proc.pid);
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    reap(proc.pid);
-}
-
-/// Reaps a zombie child of this process (no-op for others' children).
-fn reap(pid: i32) {
-    let mut status = 0;
-    // SAFETY: WNOHANG never blocks; ECHILD for non-children is fine.
-    unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    proc.kill_and_wait(group, Duration::from_secs(5));
 }
 
 /// Removes a cgroup: leftover tasks go to `evacuate_to` (the hierarchy's root cgroup.procs), then

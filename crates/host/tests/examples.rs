@@ -6,9 +6,9 @@ mod common;
 use std::path::PathBuf;
 
 use common::*;
-use rtslice_host::record::Mechanism;
-use rtslice_host::sched::{self, Policy};
-use rtslice_host::{apply, reset, status, ApplyOptions, CpuList, ResetOptions, StateDir};
+use rtslice_host::Mechanism;
+use rtslice_host::sched::{self, SchedAttr};
+use rtslice_host::{apply, reset, status, ApplyOptions, CpuList, OciDefaults, ResetOptions, StateDir};
 use rtslice_plan::NodeFacts;
 use rtslice_spec::{Demand, Launch, NodeCpus};
 use rtslice_testkit::{root_or_skip, KernelLock};
@@ -48,7 +48,7 @@ fn host_smoke_example_applies_with_each_mechanism_and_resets() {
         let before = snapshot();
         let dir = tempfile::tempdir().unwrap();
         let opts = ApplyOptions { mechanism: Some(mech), ..ApplyOptions::with_state_dir(dir.path()) };
-        let applied = apply(&plan, &opts).unwrap_or_else(|e| panic!("{mech}: {e}"));
+        let applied = apply(&plan, OciDefaults::default(), &opts).unwrap_or_else(|e| panic!("{mech}: {e}"));
         let _cleanup = ResetOnDrop::new(dir.path());
         let pid = applied.workloads[0].pids[0].pid;
         let cs = format!("/sys/fs/cgroup/cpuset/rtslice/{}", w.name);
@@ -60,11 +60,11 @@ fn host_smoke_example_applies_with_each_mechanism_and_resets() {
         assert!(!sched::get_affinity(0).unwrap().contains(cpu));
         match mech {
             Mechanism::Deadline => assert_eq!(
-                sched::get_policy(pid).unwrap(),
-                Policy::Deadline { runtime_ns: 20_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000 }
+                sched::get_attr(pid).unwrap(),
+                SchedAttr::Deadline { runtime_ns: 20_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000 }
             ),
             _ => {
-                assert_eq!(sched::get_policy(pid).unwrap(), Policy::Fifo { priority: 10 });
+                assert_eq!(sched::get_attr(pid).unwrap(), SchedAttr::Fifo { priority: 10 });
                 let cg = format!("/sys/fs/cgroup/cpu/rtslice/{}", w.name);
                 assert_eq!(read(format!("{cg}/cpu.rt_runtime_us")), "20000");
                 assert_eq!(read(format!("{cg}/cpu.rt_period_us")), "100000");
@@ -108,12 +108,12 @@ fn study_b_example_scaled_to_this_host_uses_rt_groups_for_overlapping_reservatio
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
     // Overlapping reservations: auto-selection must pick RT groups (deadline partitions cannot overlap).
-    let applied = apply(&plan, &ApplyOptions::with_state_dir(dir.path())).unwrap();
+    let applied = apply(&plan, OciDefaults::default(), &ApplyOptions::with_state_dir(dir.path())).unwrap();
     let _cleanup = ResetOnDrop::new(dir.path());
     assert_eq!(applied.mechanism, Mechanism::RtGroup);
     let mut total = 0.0;
     for w in &plan.workloads {
-        let rtslice_plan::Allocation::Reservation { runtime, period, .. } = &w.allocation else { panic!() };
+        let rtslice_plan::Allocation::Reservation { reservation: rtslice_plan::Reservation { runtime, period }, .. } = &w.allocation else { panic!() };
         total += runtime.as_secs_f64() / period.as_secs_f64();
         let cg = format!("/sys/fs/cgroup/cpu/rtslice/{}", w.name);
         assert_eq!(read(format!("{cg}/cpu.rt_runtime_us")), runtime.as_micros().to_string());
@@ -155,12 +155,12 @@ fn study_a_example_scaled_dedicated_cpu_with_wide_affinity_and_fifo_rule() {
     assert!(plan.rejected.is_empty(), "{:?}", plan.rejected);
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
-    let applied = apply(&plan, &ApplyOptions::with_state_dir(dir.path())).unwrap();
+    let applied = apply(&plan, OciDefaults::default(), &ApplyOptions::with_state_dir(dir.path())).unwrap();
     let _cleanup = ResetOnDrop::new(dir.path());
     let cpu = plan.workloads[0].cpus[0];
     let pid = applied.workloads[0].pids[0].pid;
     assert_eq!(read("/sys/fs/cgroup/cpuset/rtslice/vbbu2/cpuset.cpu_exclusive"), "1");
-    assert_eq!(sched::get_policy(pid).unwrap(), Policy::Fifo { priority: 90 });
+    assert_eq!(sched::get_attr(pid).unwrap(), SchedAttr::Fifo { priority: 90 });
     assert_eq!(sched::get_affinity(pid).unwrap(), CpuList::from_cpus([cpu]));
     assert!(status(&StateDir::new(dir.path())).unwrap().drift.is_empty());
     reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();

@@ -6,9 +6,9 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use rtslice_host::record::Mechanism;
-use rtslice_host::sched::{self, Policy};
-use rtslice_host::txn::Fault;
+use rtslice_host::Mechanism;
+use rtslice_host::sched::{self, SchedAttr};
+use rtslice_host::Fault;
 use rtslice_host::{
     apply_setup, reset, status, ApplyOptions, Cfs, CpuList, HostError, IrqRule, Launch, NetRule, ResetOptions, Reservation,
     Setup, StateDir, ThreadRule, WorkloadSetup,
@@ -41,8 +41,8 @@ fn smoke_setup() -> Setup {
             WorkloadSetup {
                 name: format!("rt-{}", std::process::id()),
                 cpus: cpus("1"),
-                reservation: Some(Reservation { runtime_us: 300_000, period_us: 1_000_000 }),
-                threads: vec![ThreadRule { name: "^sleep$".into(), policy: Some(Policy::Fifo { priority: 10 }), cpus: None, budget_share: None }],
+                reservation: Some(Reservation::from_micros(300_000, 1_000_000)),
+                threads: vec![ThreadRule { name: "^sleep$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None }],
                 launch: Launch::Command { argv: vec!["sleep".into(), "60".into()], env: vec![], cwd: None },
                 ..Default::default()
             },
@@ -99,7 +99,7 @@ fn rt_group_apply_sets_every_file_and_reset_restores_them() {
     assert!(read(format!("/proc/{be_pid}/cgroup")).contains(&format!("memory:/rtslice/{be}")));
     // Thread rule on the launched process, inside its cgroups.
     let pid = applied.workloads[0].pids[0].pid;
-    assert_eq!(sched::get_policy(pid).unwrap(), Policy::Fifo { priority: 10 });
+    assert_eq!(sched::get_attr(pid).unwrap(), SchedAttr::Fifo { priority: 10 });
     assert_eq!(sched::get_affinity(pid).unwrap(), cpus("1"));
     assert!(read(format!("/proc/{pid}/cgroup")).contains(&format!("cpu:/rtslice/{rt}")));
     // IRQ and RPS.
@@ -121,7 +121,7 @@ fn rt_group_apply_sets_every_file_and_reset_restores_them() {
     assert_eq!(st.mechanism, Some(Mechanism::RtGroup));
     assert_eq!(st.workloads[0].pids, vec![pid]);
     // Drift is seen: change a value behind rtslice's back.
-    sched::set_policy(pid, Policy::Other { nice: 0 }).unwrap();
+    sched::set_attr(pid, SchedAttr::Other { nice: 0 }).unwrap();
     let st = status(&StateDir::new(dir.path())).unwrap();
     assert_eq!(st.drift.len(), 1, "{:?}", st.drift);
     assert!(st.drift[0].actual.contains("SCHED_OTHER"));
@@ -148,8 +148,8 @@ fn deadline_thread_pinned_through_a_partition_runs_and_is_admitted() {
         workloads: vec![WorkloadSetup {
             name: name.clone(),
             cpus: cpus("1"),
-            reservation: Some(Reservation { runtime_us: 20_000, period_us: 100_000 }),
-            threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(Policy::Fifo { priority: 10 }), cpus: None, budget_share: None }],
+            reservation: Some(Reservation::from_micros(20_000, 100_000)),
+            threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None }],
             launch: Launch::Command {
                 argv: vec!["sh".into(), "-c".into(), "while :; do :; done".into()],
                 env: vec![],
@@ -166,8 +166,8 @@ fn deadline_thread_pinned_through_a_partition_runs_and_is_admitted() {
     assert_eq!(read(format!("/sys/fs/cgroup/cpuset/rtslice/{name}/cpuset.cpu_exclusive")), "1");
     assert_eq!(read("/sys/fs/cgroup/cpuset/rtslice/system/cpuset.cpus"), "0");
     assert_eq!(
-        sched::get_policy(pid).unwrap(),
-        Policy::Deadline { runtime_ns: 20_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000 }
+        sched::get_attr(pid).unwrap(),
+        SchedAttr::Deadline { runtime_ns: 20_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000 }
     );
     assert_eq!(sched::get_affinity(pid).unwrap(), cpus("1"));
     let share = measure_share(pid, Duration::from_millis(1500));
@@ -192,7 +192,7 @@ fn over_budget_request_is_rejected_before_anything_is_touched() {
     let w = |n: &str| WorkloadSetup {
         name: format!("{n}-{}", std::process::id()),
         cpus: cpus("1"),
-        reservation: Some(Reservation { runtime_us: 600_000, period_us: 1_000_000 }),
+        reservation: Some(Reservation::from_micros(600_000, 1_000_000)),
         launch: Launch::Command { argv: vec!["sleep".into(), "60".into()], env: vec![], cwd: None },
         ..Default::default()
     };
@@ -259,7 +259,7 @@ fn a_real_kernel_refusal_mid_apply_rolls_back() {
             partition: true,
             threads: vec![ThreadRule {
                 name: "^sleep$".into(),
-                policy: Some(Policy::Deadline { runtime_ns: 99_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000 }),
+                policy: Some(SchedAttr::Deadline { runtime_ns: 99_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000 }),
                 cpus: None,
                 budget_share: None,
             }],
@@ -344,7 +344,7 @@ fn attach_moves_an_existing_process_and_reset_gives_it_back_alive() {
         workloads: vec![WorkloadSetup {
             name: name.clone(),
             cpus: cpus("1"),
-            threads: vec![ThreadRule { name: "^sleep$".into(), policy: Some(Policy::Batch { nice: 5 }), cpus: None, budget_share: None }],
+            threads: vec![ThreadRule { name: "^sleep$".into(), policy: Some(SchedAttr::Batch { nice: 5 }), cpus: None, budget_share: None }],
             launch: Launch::Attach { pids: vec![pid] },
             ..Default::default()
         }],
@@ -353,13 +353,13 @@ fn attach_moves_an_existing_process_and_reset_gives_it_back_alive() {
     apply_setup(&setup, &opts(&dir, Mechanism::None)).unwrap();
     let _cleanup = ResetOnDrop::new(dir.path());
     assert!(read(format!("/proc/{pid}/cgroup")).contains(&format!("cpuset:/rtslice/{name}")));
-    assert_eq!(sched::get_policy(pid).unwrap(), Policy::Batch { nice: 5 });
+    assert_eq!(sched::get_attr(pid).unwrap(), SchedAttr::Batch { nice: 5 });
     assert_eq!(sched::get_affinity(pid).unwrap(), cpus("1"));
     let r = reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
     assert_eq!(r.stopped, 0);
     assert!(child.try_wait().unwrap().is_none(), "an attached process is not killed");
     assert_eq!(read(format!("/proc/{pid}/cgroup")), cg_before);
-    assert_eq!(sched::get_policy(pid).unwrap(), Policy::Other { nice: 0 });
+    assert_eq!(sched::get_attr(pid).unwrap(), SchedAttr::Other { nice: 0 });
     assert_same(&before, &snapshot());
     child.kill().unwrap();
     child.wait().unwrap();

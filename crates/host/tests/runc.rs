@@ -6,8 +6,8 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use rtslice_host::record::Mechanism;
-use rtslice_host::sched::{self, Policy};
+use rtslice_host::Mechanism;
+use rtslice_host::sched::{self, SchedAttr};
 use rtslice_host::{apply_setup, reset, status, ApplyOptions, CpuList, Launch, OciLaunch, ResetOptions, Reservation, Setup, StateDir, ThreadRule, WorkloadSetup};
 use rtslice_testkit::{root_or_skip, KernelLock};
 
@@ -32,8 +32,8 @@ fn runc_container_with_rt_budget_is_throttled_to_its_share() {
         workloads: vec![WorkloadSetup {
             name: name.clone(),
             cpus: CpuList::parse("1").unwrap(),
-            reservation: Some(Reservation { runtime_us: 30_000, period_us: 100_000 }),
-            threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(Policy::Fifo { priority: 10 }), cpus: None, budget_share: None }],
+            reservation: Some(Reservation::from_micros(30_000, 100_000)),
+            threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None }],
             launch: Launch::Oci(OciLaunch {
                 bundle: bundle.path().into(),
                 args: vec!["sh".into(), "-c".into(), "while :; do :; done".into()],
@@ -55,7 +55,7 @@ fn runc_container_with_rt_budget_is_throttled_to_its_share() {
     assert_eq!(read(format!("{ctr}/cpu.rt_period_us")), "100000");
     assert_eq!(read(format!("/sys/fs/cgroup/cpuset/rtslice/{name}/{id}/cpuset.cpus")), "1");
     assert!(read(format!("/proc/{pid}/cgroup")).contains(&format!("/rtslice/{name}/{id}")));
-    assert_eq!(sched::get_policy(pid).unwrap(), Policy::Fifo { priority: 10 });
+    assert_eq!(sched::get_attr(pid).unwrap(), SchedAttr::Fifo { priority: 10 });
     // Its own network namespace.
     assert_ne!(std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap(), std::fs::read_link("/proc/self/ns/net").unwrap());
     let share = measure_share(pid, Duration::from_secs(2));

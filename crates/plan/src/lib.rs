@@ -583,9 +583,8 @@ fn resolve(
     let (allocation, budget) = match want {
         Want::Reservation { runtime, period, .. } => (
             Allocation::Reservation {
-                runtime: *runtime,
-                period: *period,
-                per_cpu: chosen.iter().map(|&cpu| CpuReservation { cpu, runtime: *runtime, period: *period }).collect(),
+                reservation: Reservation::new(*runtime, *period),
+                per_cpu: chosen.iter().map(|&cpu| CpuReservation { cpu }).collect(),
             },
             Some((*runtime, *period)),
         ),
@@ -658,8 +657,8 @@ fn resolve(
                             None => (1.0 - share_total).max(0.0) / unsplit.max(1) as f64,
                         };
                         let per = period.unwrap_or(wper);
-                        let bw = wrt.as_secs_f64() / wper.as_secs_f64() * part;
-                        (Duration::from_nanos((per.as_nanos() as f64 * bw).floor() as u64), per)
+                        // A share of one CPU's budget (every matched thread gets its own).
+                        (Reservation::new(wrt, wper).split(1, &[part], per)[0], per)
                     }
                 };
                 if rt < Duration::from_nanos(1024) {

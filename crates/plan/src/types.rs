@@ -104,7 +104,7 @@ impl WorkloadPlan {
     /// The per-CPU reservation bandwidth (runtime/period), 0 for best-effort and 1 for dedicated.
     pub fn bandwidth(&self) -> f64 {
         match &self.allocation {
-            Allocation::Reservation { runtime, period, .. } => runtime.as_secs_f64() / period.as_secs_f64(),
+            Allocation::Reservation { reservation: r, .. } => r.runtime.as_secs_f64() / r.period.as_secs_f64(),
             Allocation::Dedicated { .. } => 1.0,
             Allocation::BestEffort { .. } => 0.0,
         }
@@ -115,13 +115,11 @@ impl WorkloadPlan {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Allocation {
-    /// `runtime` every `period` on each CPU of `per_cpu` (the RT group budget per CPU,
-    /// cpu.rt_runtime_us / cpu.rt_period_us; HCBS semantics).
+    /// `reservation` on each CPU of `per_cpu` (the RT group budget per CPU, cpu.rt_runtime_us /
+    /// cpu.rt_period_us; HCBS semantics). JSON: `runtime_ns` and `period_ns` beside `per_cpu`.
     Reservation {
-        #[serde(rename = "runtime_ns", with = "serde_nanos")]
-        runtime: Duration,
-        #[serde(rename = "period_ns", with = "serde_nanos")]
-        period: Duration,
+        #[serde(flatten)]
+        reservation: Reservation,
         per_cpu: Vec<CpuReservation>,
     },
     /// Whole CPUs, exclusive.
@@ -141,14 +139,83 @@ impl Default for Allocation {
     }
 }
 
-/// A per-CPU share of a reservation: the planner may (in a defragmentation) move single shares.
+/// One CPU carrying a workload's reservation, in the order the placement chose it (study B lists
+/// container 3 as "CPUs 3, 2, 0"). Every CPU carries the allocation's whole `reservation`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct CpuReservation {
     pub cpu: u32,
+}
+
+/// A real-time CPU reservation: `runtime` of CPU time every `period` — the one representation from
+/// the plan to the kernel (cgroup RT budgets, HCBS `cpu.rt.max`, OCI `realtimeRuntime`, and split
+/// into SCHED_DEADLINE runtimes by [`Reservation::split`]). JSON: `runtime_ns`, `period_ns`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Reservation {
     #[serde(rename = "runtime_ns", with = "serde_nanos")]
     pub runtime: Duration,
     #[serde(rename = "period_ns", with = "serde_nanos")]
     pub period: Duration,
+}
+
+impl Reservation {
+    pub fn new(runtime: Duration, period: Duration) -> Reservation {
+        Reservation { runtime, period }
+    }
+
+    /// Whole microseconds: the unit of cgroup RT budgets (cpu.rt_runtime_us, cpu.rt.max).
+    pub fn from_micros(runtime_us: u64, period_us: u64) -> Reservation {
+        Reservation { runtime: Duration::from_micros(runtime_us), period: Duration::from_micros(period_us) }
+    }
+
+    /// Runtime in whole microseconds, rounded down (what a cgroup RT budget file takes).
+    pub fn runtime_us(&self) -> u64 {
+        self.runtime.as_micros() as u64
+    }
+
+    pub fn period_us(&self) -> u64 {
+        self.period.as_micros() as u64
+    }
+
+    /// This reservation truncated to whole microseconds, as the cgroup interfaces will enforce it.
+    pub fn whole_micros(&self) -> Reservation {
+        Reservation::from_micros(self.runtime_us(), self.period_us())
+    }
+
+    /// Fraction of one CPU (runtime / period), from the exact nanosecond counts.
+    pub fn bandwidth(&self) -> f64 {
+        self.runtime.as_nanos() as f64 / self.period.as_nanos().max(1) as f64
+    }
+
+    /// The one budget split: `cpus` CPUs' worth of this reservation (runtime × cpus every period) is
+    /// divided among rules by `shares` (fractions of that whole), each part expressed as a runtime
+    /// every `period` (a rule may run at its own period: the part keeps its bandwidth) and rounded
+    /// down to the nanosecond. When the shares add up to at most 1, the parts never add up to more
+    /// than the whole: should float rounding overshoot, the last parts give the excess back. Shares
+    /// adding up to more than 1 over-subscribe on purpose (the caller reports it: the plan warns,
+    /// apply checks the partition). Deterministic; the caller decides the shares (explicit ones, or an
+    /// equal split).
+    pub fn split(&self, cpus: u32, shares: &[f64], period: Duration) -> Vec<Duration> {
+        let whole_ns = self.runtime.as_nanos() as f64 * cpus as f64;
+        // Exactly 1.0 when the periods are equal, so the common case is whole × share, rounded once.
+        let scale = period.as_nanos() as f64 / self.period.as_nanos().max(1) as f64;
+        let mut parts: Vec<u128> = shares
+            .iter()
+            .map(|&s| {
+                let v = whole_ns * s.max(0.0) * scale;
+                if v.is_finite() { v.floor() as u128 } else { 0 }
+            })
+            .collect();
+        // The whole, at the parts' period (exact integer arithmetic).
+        let limit = self.runtime.as_nanos() * cpus as u128 * period.as_nanos() / self.period.as_nanos().max(1);
+        let oversubscribed = shares.iter().map(|s| s.max(0.0)).sum::<f64>() > 1.0 + 1e-12;
+        let mut excess = if oversubscribed { 0 } else { parts.iter().sum::<u128>().saturating_sub(limit) };
+        for p in parts.iter_mut().rev() {
+            let take = excess.min(*p);
+            *p -= take;
+            excess -= take;
+        }
+        parts.into_iter().map(|ns| Duration::from_nanos(ns.min(u64::MAX as u128) as u64)).collect()
+    }
 }
 
 /// A thread rule with concrete CPUs and scheduling parameters.

@@ -290,3 +290,57 @@ fn discovered_cpus_come_from_the_facts() {
     let p = plan(&spec, &NodeFacts::default());
     assert!(p.rejection("a").unwrap().reason.contains("no CPUs"));
 }
+
+// The one budget split (Reservation::split): shares from integer weights, so they sum to 1 up to
+// float rounding; runtimes and periods in the kernel's ranges.
+proptest! {
+    #[test]
+    fn budget_split_never_exceeds_nor_undercounts_the_whole(
+        runtime_us in 1u64..=1_000_000,
+        period_us in 1_000u64..=1_000_000,
+        cpus in 1u32..=64,
+        weights in prop::collection::vec(1u32..=1000, 1..8),
+        partial in any::<bool>(),
+    ) {
+        let runtime_us = runtime_us.min(period_us);
+        let r = rtslice_plan::Reservation::from_micros(runtime_us, period_us);
+        let total: u32 = weights.iter().sum::<u32>() + if partial { weights[0] } else { 0 };
+        let shares: Vec<f64> = weights.iter().map(|&w| w as f64 / total as f64).collect();
+        let parts = r.split(cpus, &shares, r.period);
+        prop_assert_eq!(parts.len(), shares.len());
+        let whole = r.runtime.as_nanos() * cpus as u128;
+        let sum: u128 = parts.iter().map(|p| p.as_nanos()).sum();
+        prop_assert!(sum <= whole, "parts {} > whole {}", sum, whole);
+        // Each part loses less than a nanosecond to rounding down (and float error stays far below).
+        let wanted = whole as f64 * shares.iter().sum::<f64>();
+        prop_assert!(sum as f64 >= wanted - parts.len() as f64 - 1e-6 * wanted, "parts {} under-count {}", sum, wanted);
+        prop_assert_eq!(parts, r.split(cpus, &shares, r.period), "deterministic");
+    }
+
+    #[test]
+    fn budget_split_at_another_period_keeps_the_bandwidth(
+        runtime_us in 10u64..=100_000,
+        period_us in 100_000u64..=1_000_000,
+        other_us in 100u64..=4_000_000,
+    ) {
+        let r = rtslice_plan::Reservation::from_micros(runtime_us, period_us);
+        let other = std::time::Duration::from_micros(other_us);
+        let part = r.split(1, &[1.0], other)[0];
+        let exact = runtime_us as u128 * other_us as u128 * 1000 / period_us as u128;
+        prop_assert!(part.as_nanos() <= exact && part.as_nanos() + 2 >= exact, "{} vs {}", part.as_nanos(), exact);
+    }
+}
+
+#[test]
+fn budget_split_examples() {
+    let r = rtslice_plan::Reservation::from_micros(300, 1000);
+    // 300 µs on each of 2 CPUs: half and a quarter of 600 µs.
+    assert_eq!(
+        r.split(2, &[0.5, 0.25], r.period),
+        vec![std::time::Duration::from_micros(300), std::time::Duration::from_micros(150)]
+    );
+    // Thirds of 1000 ns lose at most a nanosecond each, never gain.
+    let t = rtslice_plan::Reservation::new(std::time::Duration::from_nanos(1000), std::time::Duration::from_nanos(3000));
+    let parts: u128 = t.split(1, &[1.0 / 3.0; 3], t.period).iter().map(|d| d.as_nanos()).sum();
+    assert!((997..=1000).contains(&parts), "{parts}");
+}

@@ -1,0 +1,215 @@
+//! Starting processes inside a workload's cgroups: a command (joining its cgroups before exec, in its
+//! own session), existing processes (attach), an OCI container through runc, and the agent. Every
+//! start is journaled so `reset` can stop it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rtslice_sys::proc_ref::{self, ProcRef};
+use serde::{Deserialize, Serialize};
+
+use crate::cgroup::Backend;
+use crate::error::{HostError, Result};
+use crate::journal::{Change, StateDir};
+use crate::ops::memory_mount;
+use crate::prepare::{HostFacts, Prepared};
+use crate::txn::Txn;
+
+/// How to start the agent that gives threads born later their rules: `program args.. --state-dir DIR`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// Extra environment. The agent also always gets RTSLICE_STATE_DIR.
+    pub env: Vec<(String, String)>,
+    /// Append `--state-dir DIR` to the arguments (the `rtslice agent` CLI form).
+    pub state_dir_arg: bool,
+}
+
+impl AgentCommand {
+    /// `rtslice agent --state-dir DIR` from an rtslice binary (e.g. `std::env::current_exe()`).
+    pub fn rtslice_binary(exe: PathBuf) -> AgentCommand {
+        AgentCommand { program: exe, args: vec!["agent".into()], env: Vec::new(), state_dir_arg: true }
+    }
+}
+
+/// The cgroup.procs files a workload's processes join (one per hierarchy it has a group in).
+pub(crate) fn procs_files_for(p: &Prepared, facts: &HostFacts) -> Vec<PathBuf> {
+    let mut v = vec![p.group.cpuset.join("cgroup.procs")];
+    if facts.backend.is_v1() && p.cpu_group {
+        v.push(p.group.cpu.join("cgroup.procs"));
+    }
+    if let (true, Some(mem)) = (facts.backend.is_v1() && p.ws.memory.is_some(), memory_mount(facts)) {
+        v.push(mem.join(crate::cgroup::V1_PARENT).join(&p.ws.name).join("cgroup.procs"));
+    }
+    v
+}
+
+pub(crate) fn start_agent(txn: &mut Txn, cmd: &AgentCommand, state_dir: &StateDir) -> Result<ProcRef> {
+    let ready = state_dir.path.join("agent.ready");
+    let _ = std::fs::remove_file(&ready);
+    let log = std::fs::File::create(state_dir.path.join("agent.log"))
+        .map_err(|source| HostError::Create { path: state_dir.path.join("agent.log"), source })?;
+    let mut c = Command::new(&cmd.program);
+    c.args(&cmd.args);
+    if cmd.state_dir_arg {
+        c.arg("--state-dir").arg(&state_dir.path);
+    }
+    c.envs(cmd.env.iter().map(|(k, v)| (k, v))).env("RTSLICE_STATE_DIR", &state_dir.path);
+    c.stdin(Stdio::null()).stdout(log.try_clone().map_err(|e| HostError::other(e.to_string()))?).stderr(log);
+    // Its own session: the agent must outlive this process and its terminal.
+    let (_child, proc) = proc_ref::spawn_in_session(&mut c, &[])
+        .map_err(|e| HostError::Launch { what: format!("agent {}", cmd.program.display()), reason: e.to_string() })?;
+    let pid = proc.pid;
+    txn.record(Change::Agent { proc })?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if std::fs::read_to_string(&ready).map(|s| s.trim() == pid.to_string()).unwrap_or(false) {
+            return Ok(proc);
+        }
+        if !proc.alive() || Instant::now() > deadline {
+            let log = std::fs::read_to_string(state_dir.path.join("agent.log")).unwrap_or_default();
+            return Err(HostError::Launch {
+                what: "agent".into(),
+                reason: format!("it did not report ready within 5 s: {}", log.trim()),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Starts a workload's command inside its cgroups (`procs_files`) in its own session.
+pub(crate) fn command(
+    txn: &mut Txn,
+    name: &str,
+    argv: &[String],
+    env: &[(String, String)],
+    cwd: Option<&Path>,
+    procs_files: &[PathBuf],
+    state_dir: &StateDir,
+) -> Result<ProcRef> {
+    let fail = |reason: String| HostError::Launch { what: format!("workload {name}"), reason };
+    let (prog, args) = argv.split_first().ok_or_else(|| fail("empty command".into()))?;
+    let log_path = state_dir.path.join(format!("{name}.log"));
+    let log = std::fs::File::create(&log_path).map_err(|e| fail(format!("creating {}: {e}", log_path.display())))?;
+    let mut c = Command::new(prog);
+    c.args(args).envs(env.iter().map(|(k, v)| (k, v)));
+    if let Some(d) = cwd {
+        c.current_dir(d);
+    }
+    c.stdin(Stdio::null()).stdout(log.try_clone().map_err(|e| fail(e.to_string()))?).stderr(log);
+    // The child joins its cgroups itself before exec, so every thread it ever creates starts inside
+    // them; its own session lets reset kill the whole process group.
+    let (_child, proc) = proc_ref::spawn_in_session(&mut c, procs_files).map_err(|e| fail(format!("{prog}: {e}")))?;
+    txn.record(Change::Launched { proc, what: format!("{name}: {}", argv.join(" ")) })?;
+    Ok(proc)
+}
+
+/// The cgroup.procs file a process is in now, in the hierarchy mounted at `mount`.
+fn current_procs_file(pid: i32, mount: &Path, ctrl: Option<&str>) -> Option<PathBuf> {
+    let text = proc_ref::cgroup_membership(pid)?;
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let hit = match ctrl {
+            Some(c) => ctrls.split(',').any(|x| x == c),
+            None => ctrls.is_empty(),
+        };
+        if hit {
+            return Some(mount.join(path.trim_start_matches('/')).join("cgroup.procs"));
+        }
+    }
+    None
+}
+
+/// Moves an existing process into the workload's cgroups, journaling where it was.
+pub(crate) fn attach(txn: &mut Txn, pid: i32, facts: &HostFacts, p: &Prepared) -> Result<()> {
+    match &facts.backend {
+        Backend::V1 { cpuset, cpu } => {
+            let from = current_procs_file(pid, cpuset, Some("cpuset")).unwrap_or_else(|| cpuset.join("cgroup.procs"));
+            txn.move_process(pid, &from, &p.group.cpuset.join("cgroup.procs"))?;
+            if p.cpu_group {
+                let from = current_procs_file(pid, cpu, Some("cpu")).unwrap_or_else(|| cpu.join("cgroup.procs"));
+                txn.move_process(pid, &from, &p.group.cpu.join("cgroup.procs"))?;
+            }
+            if let (Some(_), Some(mem)) = (p.ws.memory, memory_mount(facts)) {
+                let from = current_procs_file(pid, &mem, Some("memory")).unwrap_or_else(|| mem.join("cgroup.procs"));
+                txn.move_process(pid, &from, &mem.join(crate::cgroup::V1_PARENT).join(&p.ws.name).join("cgroup.procs"))?;
+            }
+        }
+        Backend::V2 { root } => {
+            let from = current_procs_file(pid, root, None).unwrap_or_else(|| root.join("cgroup.procs"));
+            txn.move_process(pid, &from, &p.group.cpuset.join("cgroup.procs"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the container's config.json into rtslice's own bundle directory and `runc create`s it
+/// (started later, after its thread rules are in place). Returns its init pid and runc root.
+pub(crate) fn oci_create(
+    txn: &mut Txn,
+    facts: &HostFacts,
+    state_dir: &StateDir,
+    p: &Prepared,
+    o: &crate::setup::OciLaunch,
+    id: &str,
+    runc: &Path,
+) -> Result<(i32, PathBuf)> {
+    let state = &state_dir.path;
+    let runc_root = state.join("runc");
+    // rtslice's own bundle dir: config.json here, rootfs by absolute path — the user's bundle is not modified.
+    let bundle = state.join("oci-configs").join(id);
+    std::fs::create_dir_all(&bundle).map_err(|source| HostError::Create { path: bundle.clone(), source })?;
+    let user_cfg: Option<serde_json::Value> =
+        std::fs::read_to_string(o.bundle.join("config.json")).ok().and_then(|t| serde_json::from_str(&t).ok());
+    let args = if o.args.is_empty() {
+        user_cfg
+            .as_ref()
+            .and_then(|c| c["process"]["args"].as_array().cloned())
+            .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+            .unwrap_or_else(|| vec!["sh".to_string()])
+    } else {
+        o.args.clone()
+    };
+    let cgroups_path = match &facts.backend {
+        Backend::V1 { .. } => format!("/{}/{}/{id}", crate::cgroup::V1_PARENT, p.ws.name),
+        Backend::V2 { .. } => format!("/{}/{}/{id}", crate::cgroup::V2_PARENT, p.ws.name),
+    };
+    let scheduler = p.ws.threads.iter().find_map(|r| r.policy.filter(|x| x.is_realtime()));
+    let cc = crate::oci::ContainerConfig {
+        id: id.to_string(),
+        args,
+        cgroups_path,
+        cpus: p.ws.cpus.clone(),
+        mems: p.ws.mems.clone().unwrap_or_else(|| facts.mems.clone()),
+        rt: if facts.backend.is_v1() { p.rt_budget } else { None },
+        scheduler,
+        netns: o.netns,
+        seccomp: o.seccomp,
+    };
+    let mut cfg = crate::oci::config_json(&cc, crate::oci::runc_version(runc));
+    let rootfs = std::fs::canonicalize(o.bundle.join("rootfs"))
+        .map_err(|source| HostError::Read { path: o.bundle.join("rootfs"), source })?;
+    cfg["root"]["path"] = serde_json::json!(rootfs);
+    if let Some(env) = user_cfg.as_ref().and_then(|c| c["process"].get("env").cloned()) {
+        cfg["process"]["env"] = env;
+    }
+    crate::oci::write_config(&bundle, &cfg)?;
+    txn.record(Change::Container { id: id.to_string(), runc_root: runc_root.clone(), runc: runc.to_path_buf() })?;
+    let pid = crate::oci::runc_run(runc, &runc_root, &bundle, id, &state.join(format!("{id}.log")))?;
+    Ok((pid, runc_root))
+}
+
+/// After `runc start` the init process execs the container's program; rules match its new name, so
+/// wait (briefly) until it no longer runs as runc's init.
+pub(crate) fn wait_for_exec(pid: i32) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        match proc_ref::comm(pid) {
+            Some(c) if c.starts_with("runc") => std::thread::sleep(Duration::from_millis(1)),
+            _ => return,
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! Pure operation generation: the cgroup directories and knob writes a prepared setup needs, in the
+//! order the kernel accepts them (parents before children, budgets before children's budgets).
+
+use std::path::{Path, PathBuf};
+
+use crate::cgroup::Backend;
+use crate::cpus::CpuList;
+use crate::prepare::{HostFacts, Prepared};
+use crate::record::Mechanism;
+use crate::setup::Launch;
+
+/// A cgroup filesystem operation, computed purely from the setup (see `cgroup_ops`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    Mkdir { path: PathBuf, evacuate_to: PathBuf },
+    Write { path: PathBuf, value: String },
+}
+
+/// The cgroup operations for a prepared setup, in order (parents before children, budgets before
+/// children's budgets). Pure: unit-tested for both backends.
+pub fn cgroup_ops(prepared: &[Prepared], facts: &HostFacts, mech: Mechanism) -> Vec<Op> {
+    let mut ops = Vec::new();
+    let b = &facts.backend;
+    let root = b.root();
+    let parent = b.parent();
+    let w = |ops: &mut Vec<Op>, v: Vec<(PathBuf, String)>| {
+        ops.extend(v.into_iter().map(|(path, value)| Op::Write { path, value }));
+    };
+    let exclusive: CpuList = prepared.iter().filter(|p| p.partition).fold(CpuList::new(), |acc, p| acc.union(&p.ws.cpus));
+    let rest = facts.online.difference(&exclusive);
+    let shield = prepared.iter().any(|p| p.ws.shield);
+    let mems_of = |p: &Prepared| p.ws.mems.clone().unwrap_or_else(|| facts.mems.clone());
+    match b {
+        Backend::V1 { .. } => {
+            let evac = root.cpuset.join("cgroup.procs");
+            ops.push(Op::Mkdir { path: parent.cpuset.clone(), evacuate_to: evac.clone() });
+            w(&mut ops, b.cpuset_writes(&parent, &facts.online, &facts.mems));
+            if !exclusive.is_empty() {
+                // Scheduling domains come from the load-balanced cpusets once the root stops balancing:
+                // each partition becomes its own root domain, `system` keeps the rest balanced. v1 lets a
+                // cpuset be exclusive only under an exclusive parent.
+                ops.push(Op::Write { path: parent.cpuset.join("cpuset.cpu_exclusive"), value: "1".into() });
+                ops.push(Op::Write { path: parent.cpuset.join("cpuset.sched_load_balance"), value: "0".into() });
+                ops.push(Op::Write { path: root.cpuset.join("cpuset.sched_load_balance"), value: "0".into() });
+            }
+            if !exclusive.is_empty() || shield {
+                let sys = b.group("system");
+                ops.push(Op::Mkdir { path: sys.cpuset.clone(), evacuate_to: evac.clone() });
+                w(&mut ops, b.cpuset_writes(&sys, &rest, &facts.mems));
+            }
+            for p in prepared {
+                ops.push(Op::Mkdir { path: p.group.cpuset.clone(), evacuate_to: evac.clone() });
+                w(&mut ops, b.cpuset_writes(&p.group, &p.ws.cpus, &mems_of(p)));
+                if p.partition {
+                    ops.push(Op::Write { path: p.group.cpuset.join("cpuset.cpu_exclusive"), value: "1".into() });
+                }
+            }
+            if prepared.iter().any(|p| p.cpu_group) {
+                let evac = root.cpu.join("cgroup.procs");
+                ops.push(Op::Mkdir { path: parent.cpu.clone(), evacuate_to: evac.clone() });
+                let total: f64 = prepared.iter().filter_map(|p| p.rt_budget.map(|r| r.bandwidth())).sum();
+                if mech == Mechanism::RtGroup && total > 0.0 {
+                    let runtime = ((total * 1e6).ceil() as u64).min((facts.rt_ratio * 1e6) as u64);
+                    w(&mut ops, b.rt_budget_writes(&parent, runtime, 1_000_000));
+                }
+                for p in prepared.iter().filter(|p| p.cpu_group) {
+                    ops.push(Op::Mkdir { path: p.group.cpu.clone(), evacuate_to: evac.clone() });
+                    if let Some(r) = p.rt_budget {
+                        w(&mut ops, b.rt_budget_writes(&p.group, r.runtime_us(), r.period_us()));
+                    }
+                    cfs_ops(&mut ops, b, p);
+                }
+            }
+            let mut seen = vec![root.cpuset.clone(), root.cpu.clone()];
+            if let Some(mem) = memory_mount(facts).filter(|_| prepared.iter().any(|p| p.ws.memory.is_some())) {
+                let evac = mem.join("cgroup.procs");
+                ops.push(Op::Mkdir { path: mem.join(crate::cgroup::V1_PARENT), evacuate_to: evac.clone() });
+                for p in prepared.iter().filter(|p| p.ws.memory.is_some() || matches!(p.ws.launch, Launch::Oci(_))) {
+                    let dir = mem.join(crate::cgroup::V1_PARENT).join(&p.ws.name);
+                    ops.push(Op::Mkdir { path: dir.clone(), evacuate_to: evac.clone() });
+                    if let Some(bytes) = p.ws.memory {
+                        ops.push(Op::Write { path: dir.join("memory.limit_in_bytes"), value: bytes.to_string() });
+                    }
+                }
+                seen.push(mem);
+            }
+            // runc creates the container's cgroup in every v1 hierarchy; pre-create its parents so reset
+            // removes them.
+            if prepared.iter().any(|p| matches!(p.ws.launch, Launch::Oci(_))) {
+                // On hybrid layouts runc also creates the path in the cgroup2 mount.
+                let hybrid_v2 = facts.layout.v2.iter().filter(|_| facts.layout.mode == crate::cgroup::CgroupMode::Hybrid);
+                for mount in facts.layout.v1.values().chain(hybrid_v2) {
+                    if seen.contains(mount) {
+                        continue;
+                    }
+                    seen.push(mount.clone());
+                    let evac = mount.join("cgroup.procs");
+                    ops.push(Op::Mkdir { path: mount.join(crate::cgroup::V1_PARENT), evacuate_to: evac.clone() });
+                    for p in prepared.iter().filter(|p| matches!(p.ws.launch, Launch::Oci(_))) {
+                        ops.push(Op::Mkdir { path: mount.join(crate::cgroup::V1_PARENT).join(&p.ws.name), evacuate_to: evac.clone() });
+                    }
+                }
+            }
+        }
+        Backend::V2 { .. } => {
+            let evac = root.cpuset.join("cgroup.procs");
+            let memory = prepared.iter().any(|p| p.ws.memory.is_some());
+            let enable = |ops: &mut Vec<Op>, dir: &Path| {
+                for (path, value) in b.enable_controllers_writes(dir) {
+                    ops.push(Op::Write { path, value: if memory { format!("{value} +memory") } else { value } });
+                }
+            };
+            enable(&mut ops, &root.cpuset);
+            ops.push(Op::Mkdir { path: parent.cpuset.clone(), evacuate_to: evac.clone() });
+            enable(&mut ops, &parent.cpuset);
+            let all: CpuList = prepared.iter().fold(CpuList::new(), |acc, p| acc.union(&p.ws.cpus));
+            // A partition's parent must be a partition root too; then the parent holds only the
+            // workloads' CPUs and the rest stays with the root cgroup.
+            let parent_cpus = if exclusive.is_empty() { facts.online.clone() } else { all };
+            w(&mut ops, b.cpuset_writes(&parent, &parent_cpus, &facts.mems));
+            if !exclusive.is_empty() {
+                ops.push(Op::Write { path: parent.cpuset.join("cpuset.cpus.partition"), value: "root".into() });
+            }
+            let total: f64 = prepared.iter().filter_map(|p| p.rt_budget.map(|r| r.bandwidth())).sum();
+            if mech == Mechanism::Hcbs && total > 0.0 {
+                let runtime = ((total * 1e6).ceil() as u64).min(1_000_000);
+                w(&mut ops, b.rt_budget_writes(&parent, runtime, 1_000_000));
+            }
+            for p in prepared {
+                ops.push(Op::Mkdir { path: p.group.cpuset.clone(), evacuate_to: evac.clone() });
+                w(&mut ops, b.cpuset_writes(&p.group, &p.ws.cpus, &mems_of(p)));
+                if p.partition {
+                    w(&mut ops, b.partition_writes(&p.group, false));
+                }
+                if let Some(r) = p.rt_budget {
+                    w(&mut ops, b.rt_budget_writes(&p.group, r.runtime_us(), r.period_us()));
+                }
+                cfs_ops(&mut ops, b, p);
+                if let Some(bytes) = p.ws.memory {
+                    ops.push(Op::Write { path: p.group.cpu.join("memory.max"), value: bytes.to_string() });
+                }
+            }
+        }
+    }
+    ops
+}
+
+/// The v1 memory hierarchy, when it is mounted on its own (not co-mounted with cpuset or cpu).
+pub(crate) fn memory_mount(facts: &HostFacts) -> Option<PathBuf> {
+    let m = facts.layout.v1.get("memory")?;
+    let root = facts.backend.root();
+    (m != &root.cpuset && m != &root.cpu).then(|| m.clone())
+}
+
+fn cfs_ops(ops: &mut Vec<Op>, b: &Backend, p: &Prepared) {
+    let Some(cfs) = p.ws.cfs else { return };
+    let mut v = Vec::new();
+    if cfs.quota_us.is_some() {
+        v.extend(b.cfs_writes(&p.group, cfs.quota_us, cfs.period_us.unwrap_or(100_000)));
+    }
+    if let Some(weight) = cfs.weight {
+        v.extend(b.weight_writes(&p.group, weight));
+    }
+    if cfs.idle {
+        v.extend(b.idle_writes(&p.group));
+    }
+    ops.extend(v.into_iter().map(|(path, value)| Op::Write { path, value }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::{State, StateDir};
+    use crate::prepare::fixtures::{facts, wl};
+    use crate::prepare::prepare;
+    use crate::setup::Setup;
+    use crate::txn::{Fault, Txn};
+
+    #[test]
+    fn v2_ops_use_partitions_subtree_control_and_cpu_rt_max() {
+        let f = facts(Backend::V2 { root: "/cg".into() });
+        let s = Setup { workloads: vec![wl("du", "2-3", Some((300, 1000)))], ..Default::default() };
+        let (mut p, _) = prepare(&s, &f, Mechanism::Hcbs).unwrap();
+        p[0].partition = true;
+        let ops = cgroup_ops(&p, &f, Mechanism::Hcbs);
+        let wr = |path: &str, value: &str| Op::Write { path: path.into(), value: value.into() };
+        assert_eq!(ops[0], wr("/cg/cgroup.subtree_control", "+cpuset +cpu"));
+        assert_eq!(ops[1], Op::Mkdir { path: "/cg/rtslice.slice".into(), evacuate_to: "/cg/cgroup.procs".into() });
+        assert!(ops.contains(&wr("/cg/rtslice.slice/cpuset.cpus", "2-3")));
+        assert!(ops.contains(&wr("/cg/rtslice.slice/cpuset.cpus.partition", "root")));
+        assert!(ops.contains(&wr("/cg/rtslice.slice/cpu.rt.max", "300000 1000000")));
+        assert!(ops.contains(&wr("/cg/rtslice.slice/du/cpuset.cpus.partition", "root")));
+        assert!(ops.contains(&wr("/cg/rtslice.slice/du/cpu.rt.max", "300 1000")));
+        let parent_budget = ops.iter().position(|o| o == &wr("/cg/rtslice.slice/cpu.rt.max", "300000 1000000")).unwrap();
+        let child_budget = ops.iter().position(|o| o == &wr("/cg/rtslice.slice/du/cpu.rt.max", "300 1000")).unwrap();
+        assert!(parent_budget < child_budget, "parents are budgeted before children");
+    }
+
+    #[test]
+    fn v2_ops_run_against_a_temp_tree() {
+        // A temp dir stands in for a cgroup2 mount (cgroup2 cannot be mounted here: the controllers are
+        // bound to v1). Knob files are pre-created as the kernel would; mkdir creates them too.
+        let root = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let f = facts(Backend::V2 { root: root.path().into() });
+        std::fs::write(root.path().join("cgroup.subtree_control"), "memory\n").unwrap();
+        std::fs::write(root.path().join("cgroup.procs"), "").unwrap();
+        let s = Setup { workloads: vec![wl("du", "2-3", Some((300, 1000)))], ..Default::default() };
+        let (p, _) = prepare(&s, &f, Mechanism::Hcbs).unwrap();
+        let ops = cgroup_ops(&p, &f, Mechanism::Hcbs);
+        let sd = StateDir::new(state.path());
+        let mut st = State::new();
+        let mut txn = Txn::begin(&sd, &mut st, Fault::default());
+        for op in &ops {
+            match op {
+                Op::Mkdir { path, evacuate_to } => {
+                    txn.mkdir(path, evacuate_to).unwrap();
+                    for knob in ["cgroup.subtree_control", "cpuset.cpus", "cpuset.mems", "cpuset.cpus.partition", "cpu.rt.max", "cgroup.procs"] {
+                        std::fs::write(path.join(knob), "").unwrap();
+                    }
+                }
+                Op::Write { path, value } => txn.write_if_changed(path, value).unwrap(),
+            }
+        }
+        assert_eq!(std::fs::read_to_string(root.path().join("rtslice.slice/du/cpu.rt.max")).unwrap(), "300 1000");
+        // Rollback: the controller enable is undone with "-cpuset -cpu" semantics; a regular file just gets the text.
+        for entry in std::fs::read_dir(root.path().join("rtslice.slice/du")).unwrap() {
+            std::fs::remove_file(entry.unwrap().path()).unwrap();
+        }
+        for entry in std::fs::read_dir(root.path().join("rtslice.slice")).unwrap().flatten() {
+            if entry.path().is_file() {
+                std::fs::remove_file(entry.path()).unwrap();
+            }
+        }
+        let errors = txn.rollback();
+        assert!(errors.is_empty(), "{errors:?}");
+        assert!(!root.path().join("rtslice.slice").exists());
+        assert_eq!(std::fs::read_to_string(root.path().join("cgroup.subtree_control")).unwrap(), "-cpuset -cpu");
+    }
+}
