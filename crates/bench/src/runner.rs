@@ -395,11 +395,11 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostFacts, wo
         let t_apply = Instant::now();
         // One retry: RT budget freed by the previous run's reset returns to the parent groups
         // asynchronously, and SCHED_DEADLINE bandwidth is released when the old tasks are gone.
-        let applied = match rtslice_host::apply(&plan, &opts) {
+        let applied = match rtslice_host::apply(&plan, rtslice_host::OciDefaults::default(), &opts) {
             Ok(a) => a,
             Err(first) => {
                 nap(Duration::from_secs(1), &opt.stop);
-                let a = rtslice_host::apply(&plan, &opts)
+                let a = rtslice_host::apply(&plan, rtslice_host::OciDefaults::default(), &opts)
                     .map_err(|e| format!("apply ({} layout), tried twice 1 s apart: {e} (first attempt: {first})", cell.strategy))?;
                 ctx.rec.notes.push(format!("apply succeeded on the second attempt; the first failed: {first}"));
                 a

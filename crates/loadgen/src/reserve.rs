@@ -8,8 +8,7 @@
 
 use std::path::PathBuf;
 
-use rtslice_host::apply::ApplyOptions;
-use rtslice_host::reset::{reset, ResetOptions};
+use rtslice_host::{reset, ApplyOptions, ResetOptions};
 use rtslice_host::StateDir;
 use rtslice_plan::NodeFacts;
 use rtslice_spec::units::format_duration;
@@ -103,7 +102,7 @@ impl Launcher for HostLauncher {
         let mut attempt = 0;
         let applied = loop {
             attempt += 1;
-            match rtslice_host::from_plan::apply(&plan, &opts) {
+            match rtslice_host::apply(&plan, rtslice_host::OciDefaults::default(), &opts) {
                 Ok(a) => break a,
                 Err(e) if attempt < 4 => {
                     eprintln!("rtslice loadgen: apply attempt {attempt} failed, retrying in 500 ms: {e}");

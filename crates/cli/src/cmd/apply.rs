@@ -56,10 +56,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         mechanism: args.mechanism,
         agent: if args.no_agent { None } else { Some(AgentCommand::rtslice_binary(std::env::current_exe()?)) },
         fair_server_off: args.fair_server_off,
-        oci: OciDefaults { netns: args.netns, seccomp: args.seccomp },
         ..Default::default()
     };
-    match rtslice_host::apply(&plan, &opts) {
+    match rtslice_host::apply(&plan, OciDefaults { netns: args.netns, seccomp: args.seccomp }, &opts) {
         Ok(applied) => {
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&applied)?);

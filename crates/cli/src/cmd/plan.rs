@@ -128,10 +128,10 @@ pub fn render(plan: &Plan) -> String {
     }
     for w in &plan.workloads {
         let alloc = match &w.allocation {
-            Allocation::Reservation { runtime, period, per_cpu } => format!(
+            Allocation::Reservation { reservation, per_cpu } => format!(
                 "reservation {} / {} ({:.1}%) on CPUs {}",
-                format_duration(*runtime),
-                format_duration(*period),
+                format_duration(reservation.runtime),
+                format_duration(reservation.period),
                 w.bandwidth() * 100.0,
                 per_cpu.iter().map(|r| r.cpu.to_string()).collect::<Vec<_>>().join(",")
             ),
