@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use crate::decode::{join, load, Ctx, Node, Val};
+use rtslice_yaml::{self as yaml, join, DocKind, Reader, Val};
+
 use crate::error::{SpecError, SpecErrors};
 use crate::types::*;
 use crate::units::parse_bytes;
@@ -18,6 +19,10 @@ pub struct ToscaImport {
     pub unmapped: Vec<SpecError>,
 }
 
+/// How a TOSCA template names itself in messages about the whole file.
+const TOSCA_DOC: DocKind<'static> =
+    DocKind { noun: "TOSCA template", empty_hint: "a TOSCA template starts with `tosca_definitions_version`" };
+
 /// VDU node types we recognize (Tacker's and ETSI SOL001's).
 fn is_vdu(node_type: &str) -> bool {
     node_type.starts_with("tosca.nodes.nfv.VDU")
@@ -26,15 +31,15 @@ fn is_vdu(node_type: &str) -> bool {
 /// Imports a TOSCA NFV template. Errors only when the text is not YAML/TOSCA or a VDU's values are
 /// malformed; unknown or unsupported content goes to `unmapped`.
 pub fn import_tosca(text: &str, file: &str) -> Result<ToscaImport, SpecErrors> {
-    let root = load(text, file)?;
-    let mut cx = Ctx::new(file);
+    let root = yaml::load(text, file, TOSCA_DOC)?;
+    let mut cx = Reader::new(file, "TOSCA template");
     let mut unmapped: Vec<SpecError> = Vec::new();
-    let note = |unmapped: &mut Vec<SpecError>, n: &Node, path: &str, why: &str| {
+    let note = |unmapped: &mut Vec<SpecError>, n: &yaml::Node, path: &str, why: &str| {
         unmapped.push(SpecError { file: file.into(), line: n.line, column: n.col, path: path.into(), reason: why.into() })
     };
     let Val::Map(top) = &root.val else {
         cx.err(&root, "", "a TOSCA template is a mapping with `topology_template`");
-        return Err(SpecErrors(cx.errors));
+        return Err(cx.into_errors());
     };
     let mut templates = None;
     for (k, v) in top {
@@ -60,11 +65,11 @@ pub fn import_tosca(text: &str, file: &str) -> Result<ToscaImport, SpecErrors> {
     }
     let Some(templates) = templates else {
         cx.err(&root, "topology_template.node_templates", "missing; nothing to import");
-        return Err(SpecErrors(cx.errors));
+        return Err(cx.into_errors());
     };
     let Val::Map(nodes) = &templates.val else {
         cx.err(templates, "topology_template.node_templates", "must be a mapping of node names to nodes");
-        return Err(SpecErrors(cx.errors));
+        return Err(cx.into_errors());
     };
     let mut spec = Spec::default();
     for (k, v) in nodes {
@@ -91,8 +96,8 @@ pub fn import_tosca(text: &str, file: &str) -> Result<ToscaImport, SpecErrors> {
             }
         }
         let props = get("capabilities")
-            .and_then(|c| map_get(c, "nfv_compute"))
-            .and_then(|c| map_get(c, "properties"));
+            .and_then(|c| c.get("nfv_compute"))
+            .and_then(|c| c.get("properties"));
         let ppath = join(&path, "capabilities.nfv_compute.properties");
         let Some(props) = props else {
             cx.err(v, &ppath, "missing; a VDU needs nfv_compute properties (num_cpus, cpu_allocation)");
@@ -108,10 +113,10 @@ pub fn import_tosca(text: &str, file: &str) -> Result<ToscaImport, SpecErrors> {
                 let Val::Str(key) = &pk.val else { continue };
                 let kp = join(&ppath, key);
                 match key.as_str() {
-                    "num_cpus" => vcpus = cx.uint(pv, &kp, 1, 8192).map(|x| x as u32),
+                    "num_cpus" => vcpus = cx.int(pv, &kp, 1, 8192).map(|x| x as u32),
                     "mem_size" => {
                         // TOSCA sizes are written `4096 MB`, `4 GB`.
-                        let text = pv.scalar_text_pub().unwrap_or_default().replace(' ', "");
+                        let text = pv.scalar_text().unwrap_or_default().replace(' ', "");
                         match parse_bytes(&text) {
                             Ok(b) => w.memory = Some(b),
                             Err(e) => cx.err(pv, &kp, e.to_string()),
@@ -128,7 +133,7 @@ pub fn import_tosca(text: &str, file: &str) -> Result<ToscaImport, SpecErrors> {
                             match akey.as_str() {
                                 "cpu.rt_runtime_us" => runtime = micros(&mut cx, av, &ap),
                                 "cpu.rt_period_us" => period = micros(&mut cx, av, &ap),
-                                "cpu_affinity" => match av.scalar_text_pub().as_deref() {
+                                "cpu_affinity" => match av.scalar_text().as_deref() {
                                     Some("dedicated") => dedicated = true,
                                     Some("shared") => {}
                                     _ => note(&mut unmapped, av, &ap, "not mapped: only `dedicated` and `shared` are understood"),
@@ -169,8 +174,8 @@ pub fn import_tosca(text: &str, file: &str) -> Result<ToscaImport, SpecErrors> {
         });
         spec.workloads.push(w);
     }
-    if !cx.errors.is_empty() {
-        return Err(SpecErrors(cx.errors));
+    if cx.error_count() > 0 {
+        return Err(cx.into_errors());
     }
     // The imported spec must itself be valid; round-trip it through the parser to be sure.
     let text = crate::emit::to_yaml(&spec);
@@ -179,15 +184,8 @@ pub fn import_tosca(text: &str, file: &str) -> Result<ToscaImport, SpecErrors> {
     Ok(ToscaImport { spec, unmapped })
 }
 
-fn map_get<'n>(n: &'n Node, key: &str) -> Option<&'n Node> {
-    match &n.val {
-        Val::Map(pairs) => pairs.iter().find(|(k, _)| matches!(&k.val, Val::Str(s) if s == key)).map(|(_, v)| v),
-        _ => None,
-    }
-}
-
-fn micros(cx: &mut Ctx, n: &Node, path: &str) -> Option<Duration> {
-    cx.uint(n, path, 0, 4_194_304_000).map(|us| Duration::from_micros(us as u64))
+fn micros(cx: &mut Reader, n: &yaml::Node, path: &str) -> Option<Duration> {
+    cx.int(n, path, 0, 4_194_304_000).map(|us| Duration::from_micros(us as u64))
 }
 
 /// TOSCA names may contain characters a cgroup name should not.
