@@ -301,7 +301,7 @@ fn node(cx: &mut Reader, n: &yaml::Node, path: &str) -> (Node, bool) {
     if let Some(v) = f.get("policy") {
         let p = join(path, "policy");
         if let Some(s) = cx.string(v, &p) {
-            match Policy::ALL.iter().find(|pol| pol.name() == s) {
+            match FitPolicy::ALL.iter().find(|pol| pol.name() == s) {
                 Some(pol) => out.policy = *pol,
                 None => cx.err(v, &p, format!("unknown policy `{s}`; use worst-fit, best-fit or first-fit")),
             }
