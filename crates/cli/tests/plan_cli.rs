@@ -225,3 +225,18 @@ fn spec_from_stdin() {
     let p: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(ids(&workload(&p, "a")["cpus"]), [0, 1, 2, 3], "discovered CPUs come from --online");
 }
+
+#[test]
+fn a_binary_spec_is_reported_as_not_utf8_text() {
+    let dir = tempfile_dir();
+    let f = dir.join("binary.yaml");
+    std::fs::write(&f, b"apiVersion: rtslice/v1\n\x7fELF\x02\x01\x01\x00\xff\xfe\x00").unwrap();
+    for args in [vec!["plan", f.to_str().unwrap()], vec!["import", "tosca", f.to_str().unwrap()]] {
+        let out = rtslice(&args);
+        assert_eq!(out.status.code(), Some(2), "invalid input exits 2");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("binary.yaml:2:9: not UTF-8 text: byte 31 (0xff)"), "{args:?}: {err}");
+        assert!(!err.contains("permissions"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
