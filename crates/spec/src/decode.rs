@@ -3,7 +3,7 @@
 //! unknown fields, bad units, impossible values, cross-field conflicts — each with its position and
 //! field path.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use rtslice_yaml::{self as yaml, index, join, DocKind, Map, Reader, Val};
@@ -202,17 +202,23 @@ fn spec(cx: &mut Reader, root: &yaml::Node) -> Option<Spec> {
         }
     }
     // A node with errors is still used (as far as it parsed) to check the workloads against it.
-    let (node, node_ok) = match f.get("node") {
+    // An invalid `defaultPeriod` is reported once; runtimes are not also compared with a stand-in.
+    let (node, node_ok, default_period) = match f.get("node") {
         Some(n) => node(cx, n, "node"),
-        None => (Node::default(), true),
+        None => (Node::default(), true, Some(DEFAULT_PERIOD)),
     };
+    let known = Known { node: &node, default_period };
+    // Flavors with errors are left out of `flavors` (so nothing is checked against their values) but
+    // their names stay known (so a workload naming one is not told it does not exist).
     let mut flavors = BTreeMap::new();
+    let mut declared = BTreeSet::new();
     if let Some(n) = f.get("flavors") {
         if let Val::Map(pairs) = &n.val {
             for (k, v) in pairs {
                 let Some(name) = cx.string(k, "flavors") else { continue };
                 let path = join("flavors", &name);
-                if let Some(fl) = flavor(cx, v, &path, &node) {
+                declared.insert(name.clone());
+                if let Some(fl) = flavor(cx, v, &path, &known) {
                     flavors.insert(name, fl);
                 }
             }
@@ -235,7 +241,7 @@ fn spec(cx: &mut Reader, root: &yaml::Node) -> Option<Spec> {
                         }
                     }
                 }
-                if let Some(w) = workload(cx, item, &path, &node, &flavors) {
+                if let Some(w) = workload(cx, item, &path, &known, &flavors, &declared) {
                     workloads.push(w);
                 }
             }
@@ -249,9 +255,11 @@ fn spec(cx: &mut Reader, root: &yaml::Node) -> Option<Spec> {
     Some(Spec { api_version: API_VERSION.into(), node, flavors, workloads })
 }
 
-fn node(cx: &mut Reader, n: &yaml::Node, path: &str) -> (Node, bool) {
+/// The node as far as it parsed, whether it parsed without error, and its default period unless
+/// that was given but invalid.
+fn node(cx: &mut Reader, n: &yaml::Node, path: &str) -> (Node, bool, Option<Duration>) {
     let Some(f) = cx.fields(n, path, &["name", "cpus", "housekeeping", "cap", "defaultPeriod", "policy"]) else {
-        return (Node::default(), false);
+        return (Node::default(), false, Some(DEFAULT_PERIOD));
     };
     let mut out = Node::default();
     let before = cx.error_count();
@@ -293,8 +301,10 @@ fn node(cx: &mut Reader, n: &yaml::Node, path: &str) -> (Node, bool) {
             out.cap = c;
         }
     }
+    let mut default_period = Some(out.default_period);
     if let Some(v) = f.get("defaultPeriod") {
-        if let Some(d) = cx.period(v, &join(path, "defaultPeriod")) {
+        default_period = cx.period(v, &join(path, "defaultPeriod"));
+        if let Some(d) = default_period {
             out.default_period = d;
         }
     }
@@ -308,11 +318,29 @@ fn node(cx: &mut Reader, n: &yaml::Node, path: &str) -> (Node, bool) {
         }
     }
     let ok = cx.error_count() == before;
-    (out, ok)
+    (out, ok, default_period)
 }
 
-fn flavor(cx: &mut Reader, n: &yaml::Node, path: &str, node: &Node) -> Option<Flavor> {
+/// What the workloads are checked against.
+struct Known<'a> {
+    node: &'a Node,
+    /// The node's default period; `None` when it was given but invalid (already reported).
+    default_period: Option<Duration>,
+}
+
+/// The period a runtime is checked against: the field's value, `fallback` when the field is absent,
+/// and none when the field is present but invalid (its own error is the true one).
+fn effective_period(given: Option<&yaml::Node>, parsed: Option<Duration>, fallback: Option<Duration>) -> Option<Duration> {
+    match (given, parsed) {
+        (_, Some(p)) => Some(p),
+        (Some(_), None) => None,
+        (None, None) => fallback,
+    }
+}
+
+fn flavor(cx: &mut Reader, n: &yaml::Node, path: &str, known: &Known) -> Option<Flavor> {
     let f = cx.fields(n, path, &["vcpus", "runtime", "period", "memory"])?;
+    let before = cx.error_count();
     let vcpus = match f.get("vcpus") {
         Some(v) => cx.int(v, &join(path, "vcpus"), 1, 8192).map(|v| v as u32),
         None => {
@@ -324,18 +352,20 @@ fn flavor(cx: &mut Reader, n: &yaml::Node, path: &str, node: &Node) -> Option<Fl
     let period = f.get("period").and_then(|v| cx.period(v, &join(path, "period")));
     let memory = f.get("memory").and_then(|v| cx.bytes(v, &join(path, "memory")));
     if let (Some(r), Some(v)) = (runtime, f.get("runtime")) {
-        check_runtime(cx, v, &join(path, "runtime"), r, period.unwrap_or(node.default_period));
+        check_runtime(cx, v, &join(path, "runtime"), r, effective_period(f.get("period"), period, known.default_period));
     }
     if f.has("period") && !f.has("runtime") {
         cx.err(f.get("period").unwrap(), &join(path, "period"), "a period without a runtime means nothing; add `runtime`");
     }
-    Some(Flavor { vcpus: vcpus?, runtime, period, memory })
+    let flavor = Flavor { vcpus: vcpus?, runtime, period, memory };
+    (cx.error_count() == before).then_some(flavor)
 }
 
-fn check_runtime(cx: &mut Reader, at: &yaml::Node, path: &str, runtime: Duration, period: Duration) {
+/// A runtime above 0 and, when the period is known, not longer than it.
+fn check_runtime(cx: &mut Reader, at: &yaml::Node, path: &str, runtime: Duration, period: Option<Duration>) {
     if runtime.is_zero() {
         cx.err(at, path, "a reservation needs a runtime above 0");
-    } else if runtime > period {
+    } else if let Some(period) = period.filter(|&p| runtime > p) {
         cx.err(
             at,
             path,
@@ -351,7 +381,14 @@ fn check_runtime(cx: &mut Reader, at: &yaml::Node, path: &str, runtime: Duration
 const WORKLOAD_FIELDS: &[&str] =
     &["name", "launch", "flavor", "hints", "demand", "memory", "isolation", "threads", "irqs", "net"];
 
-fn workload(cx: &mut Reader, n: &yaml::Node, path: &str, node: &Node, flavors: &BTreeMap<String, Flavor>) -> Option<Workload> {
+fn workload(
+    cx: &mut Reader,
+    n: &yaml::Node,
+    path: &str,
+    known: &Known,
+    flavors: &BTreeMap<String, Flavor>,
+    declared: &BTreeSet<String>,
+) -> Option<Workload> {
     let f = cx.fields(n, path, WORKLOAD_FIELDS)?;
     let before = cx.error_count();
     let mut w = Workload::default();
@@ -379,8 +416,8 @@ fn workload(cx: &mut Reader, n: &yaml::Node, path: &str, node: &Node, flavors: &
     if let Some(v) = f.get("flavor") {
         let p = join(path, "flavor");
         if let Some(name) = cx.string(v, &p) {
-            if !flavors.contains_key(&name) {
-                let known: Vec<&str> = flavors.keys().map(String::as_str).collect();
+            if !declared.contains(&name) {
+                let known: Vec<&str> = declared.iter().map(String::as_str).collect();
                 cx.err(v, &p, format!("no flavor named `{name}`; defined: {}", if known.is_empty() { "none".into() } else { known.join(", ") }));
             }
             w.flavor = Some(name);
@@ -399,7 +436,7 @@ fn workload(cx: &mut Reader, n: &yaml::Node, path: &str, node: &Node, flavors: &
             // The effective runtime/period combine the hint and the flavor: check the result.
             if let Some(fl) = w.flavor.as_ref().and_then(|n| flavors.get(n)) {
                 let runtime = w.hints.runtime.or(fl.runtime);
-                let period = w.hints.period.or(fl.period).unwrap_or(node.default_period);
+                let period = effective_period(h.get("period"), w.hints.period, fl.period.or(known.default_period));
                 if let (Some(r), Some(at)) = (runtime, h.get("runtime").or(h.get("period"))) {
                     check_runtime(cx, at, &join(&p, if h.has("runtime") { "runtime" } else { "period" }), r, period);
                 }
@@ -411,7 +448,7 @@ fn workload(cx: &mut Reader, n: &yaml::Node, path: &str, node: &Node, flavors: &
         if f.has("flavor") {
             cx.err(v, &p, "give either `demand` or `flavor`, not both (use `hints` to change a flavor)");
         }
-        w.demand = demand(cx, v, &p, node);
+        w.demand = demand(cx, v, &p, known);
     }
     if let Some(v) = f.get("isolation") {
         let p = join(path, "isolation");
@@ -624,7 +661,8 @@ fn count_and_cpus(cx: &mut Reader, f: &Map, path: &str, node: &Node) -> (Option<
     (count, cpus, ok)
 }
 
-fn demand(cx: &mut Reader, n: &yaml::Node, path: &str, node: &Node) -> Option<Demand> {
+fn demand(cx: &mut Reader, n: &yaml::Node, path: &str, known: &Known) -> Option<Demand> {
+    let node = known.node;
     let f = cx.fields(n, path, &["reservation", "dedicated", "bestEffort"])?;
     let kinds: Vec<&str> = ["reservation", "dedicated", "bestEffort"].into_iter().filter(|k| f.has(k)).collect();
     if kinds.len() != 1 {
@@ -646,7 +684,7 @@ fn demand(cx: &mut Reader, n: &yaml::Node, path: &str, node: &Node) -> Option<De
                 Some(x) => {
                     let rt = cx.duration(x, &join(&p, "runtime"));
                     if let Some(rt) = rt {
-                        check_runtime(cx, x, &join(&p, "runtime"), rt, period.unwrap_or(node.default_period));
+                        check_runtime(cx, x, &join(&p, "runtime"), rt, effective_period(r.get("period"), period, known.default_period));
                     }
                     rt
                 }

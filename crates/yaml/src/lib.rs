@@ -6,8 +6,10 @@
 //!
 //! # The API
 //! - [`load`] parses text into a located tree of [`Node`]s (a [`Val`] plus line and column). One
-//!   document per file; an empty file, invalid YAML, a second document, aliases and bad tags are
-//!   errors. [`utf8`] turns the bytes of a file into text, or a located "not UTF-8" error.
+//!   document per file; an empty file, invalid YAML and a second document are errors. Anchors and
+//!   aliases work (an alias is located where it is used, the values inside it where the anchor's
+//!   value is written); YAML 1.1 merge
+//!   keys (`<<`) do not exist in YAML 1.2 and [`Map::deny_unknown`] says so. [`utf8`] turns the bytes of a file into text, or a located "not UTF-8" error.
 //! - A [`Reader`] walks the tree and collects [`Error`]s. Its typed accessors ([`Reader::string`],
 //!   [`Reader::int`], [`Reader::float`], [`Reader::boolean`], [`Reader::one_of`], [`Reader::seq`])
 //!   return `None` after recording an error, so a decoder goes on with the next field. Units

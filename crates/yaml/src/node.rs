@@ -94,7 +94,8 @@ pub struct DocKind<'a> {
 }
 
 /// Loads the first YAML document of `text` into a located tree. An empty file, a second document,
-/// invalid YAML, aliases and unresolvable tags are errors; `file` names the file in them.
+/// invalid YAML and unresolvable values are errors; `file` names the file in them. Aliases are
+/// resolved: an alias is located where it is used, the values inside it where they are written.
 pub fn load(text: &str, file: &str, doc: DocKind<'_>) -> Result<Node, Errors> {
     let docs = MarkedYaml::load_from_str(text).map_err(|e| {
         Errors(vec![Error {
@@ -147,14 +148,18 @@ fn convert(y: &MarkedYaml<'_>, file: &str, errors: &mut Vec<Error>) -> Node {
         YamlData::Mapping(map) => {
             Val::Map(map.iter().map(|(k, v)| (convert(k, file, errors), convert(v, file, errors))).collect())
         }
-        YamlData::Tagged(_, inner) => return convert(inner, file, errors),
+        // saphyr leaves the inner node of a tagged value without a position: point at the tag.
+        YamlData::Tagged(_, inner) => convert(inner, file, errors).val,
+        // saphyr resolves aliases while loading (the anchored value is copied, and its billion-laughs
+        // budget bounds the copies); these remain only for
+        // values it could not resolve.
         YamlData::Alias(_) | YamlData::BadValue => {
             errors.push(Error {
                 file: file.into(),
                 line,
                 column: col,
                 path: String::new(),
-                reason: "unsupported or invalid YAML value (aliases and bad tags are not accepted)".into(),
+                reason: "unsupported or invalid YAML value (an unresolved alias or a bad tag)".into(),
             });
             Val::Null
         }

@@ -182,9 +182,14 @@ impl<'n> Map<'n> {
             if allowed.contains(key) {
                 return true;
             }
-            let hint = suggest(key, allowed)
-                .map(|s| format!("did you mean `{s}`?"))
-                .unwrap_or_else(|| format!("allowed here: {}", allowed.join(", ")));
+            let hint = if *key == "<<" {
+                // YAML 1.1's merge key: saphyr reads YAML 1.2, where `<<` is an ordinary key.
+                "merge keys (`<<: *anchor`) are not part of YAML 1.2; write the fields out (an alias `*anchor` can stand for a whole value)".to_string()
+            } else {
+                suggest(key, allowed)
+                    .map(|s| format!("did you mean `{s}`?"))
+                    .unwrap_or_else(|| format!("allowed here: {}", allowed.join(", ")))
+            };
             r.err(k, &join(path, key), format!("unknown field `{key}`; {hint}"));
             false
         });

@@ -134,3 +134,37 @@ proptest! {
         prop_assert_eq!(strsim::levenshtein(&a.to_lowercase(), &b.to_lowercase()), old_distance(&a, &b));
     }
 }
+
+#[test]
+fn aliases_resolve_to_the_anchored_value() {
+    let root = load("a: &x [1, 2]\nb: *x\n", "t.yaml", DOC).unwrap();
+    let b = root.get("b").unwrap();
+    assert_eq!(b.as_seq().unwrap().iter().map(|n| n.val.clone()).collect::<Vec<_>>(), [Val::Int(1), Val::Int(2)]);
+    // The alias is located where it is used, the values inside it where the anchor's value is written.
+    assert_eq!((b.line, b.col), (2, 4));
+    assert_eq!((b.as_seq().unwrap()[1].line, b.as_seq().unwrap()[1].col), (1, 11));
+    // Expansion is bounded (billion laughs): an error, never an exhausted machine.
+    let mut text = String::from("a0: &a0 [x,x,x,x,x,x,x,x,x,x]\n");
+    for i in 1..9 {
+        let p = i - 1;
+        text += &format!("a{i}: &a{i} [{}]\n", vec![format!("*a{p}"); 10].join(","));
+    }
+    let e = lines(load(&text, "t.yaml", DOC).unwrap_err());
+    assert!(e[0].contains("not valid YAML") && e[0].contains("alias"), "{e:?}");
+}
+
+#[test]
+fn merge_keys_are_named_as_unsupported() {
+    let e = job("common: &b {cpus: 2}\nname: x\n<<: *b\n").unwrap_err();
+    let e = lines(e);
+    assert!(e.iter().any(|l| l == "job.yaml:1:1: common: unknown field `common`; allowed here: name, cpus, tags, exclusive"), "{e:?}");
+    assert!(e.iter().any(|l| l.starts_with("job.yaml:3:1: <<: unknown field `<<`; merge keys (`<<: *anchor`) are not part of YAML 1.2")), "{e:?}");
+}
+
+#[test]
+fn tagged_values_keep_a_position() {
+    let root = load("a: !custom 3\nb: !!str 5\n", "t.yaml", DOC).unwrap();
+    let a = root.get("a").unwrap();
+    assert_eq!((a.line, a.col, &a.val), (1, 4, &Val::Int(3)));
+    assert_eq!(root.get("b").unwrap().val, Val::Str("5".into()));
+}
