@@ -341,16 +341,10 @@ fn effective_period(given: Option<&yaml::Node>, parsed: Option<Duration>, fallba
 fn flavor(cx: &mut Reader, n: &yaml::Node, path: &str, known: &Known) -> Option<Flavor> {
     let f = cx.fields(n, path, &["vcpus", "runtime", "period", "memory"])?;
     let before = cx.error_count();
-    let vcpus = match f.get("vcpus") {
-        Some(v) => cx.int(v, &join(path, "vcpus"), 1, 8192).map(|v| v as u32),
-        None => {
-            cx.err(n, &join(path, "vcpus"), "missing; a flavor says how many CPUs (`vcpus: 1`)");
-            None
-        }
-    };
-    let runtime = f.get("runtime").and_then(|v| cx.duration(v, &join(path, "runtime")));
-    let period = f.get("period").and_then(|v| cx.period(v, &join(path, "period")));
-    let memory = f.get("memory").and_then(|v| cx.bytes(v, &join(path, "memory")));
+    let vcpus = f.required(cx, "vcpus", "a flavor says how many CPUs (`vcpus: 1`)", |cx, v, p| cx.int(v, p, 1, 8192)).map(|v| v as u32);
+    let runtime = f.optional(cx, "runtime", |cx, v, p| cx.duration(v, p));
+    let period = f.optional(cx, "period", |cx, v, p| cx.period(v, p));
+    let memory = f.optional(cx, "memory", |cx, v, p| cx.bytes(v, p));
     if let (Some(r), Some(v)) = (runtime, f.get("runtime")) {
         check_runtime(cx, v, &join(path, "runtime"), r, effective_period(f.get("period"), period, known.default_period));
     }
@@ -429,10 +423,10 @@ fn workload(
             cx.err(v, &p, "hints override a flavor's fields; this workload has no `flavor`");
         }
         if let Some(h) = cx.fields(v, &p, &["vcpus", "runtime", "period", "memory"]) {
-            w.hints.vcpus = h.get("vcpus").and_then(|x| cx.int(x, &join(&p, "vcpus"), 1, 8192)).map(|x| x as u32);
-            w.hints.runtime = h.get("runtime").and_then(|x| cx.duration(x, &join(&p, "runtime")));
-            w.hints.period = h.get("period").and_then(|x| cx.period(x, &join(&p, "period")));
-            w.hints.memory = h.get("memory").and_then(|x| cx.bytes(x, &join(&p, "memory")));
+            w.hints.vcpus = h.optional(cx, "vcpus", |cx, x, p| cx.int(x, p, 1, 8192)).map(|x| x as u32);
+            w.hints.runtime = h.optional(cx, "runtime", |cx, x, p| cx.duration(x, p));
+            w.hints.period = h.optional(cx, "period", |cx, x, p| cx.period(x, p));
+            w.hints.memory = h.optional(cx, "memory", |cx, x, p| cx.bytes(x, p));
             // The effective runtime/period combine the hint and the flavor: check the result.
             if let Some(fl) = w.flavor.as_ref().and_then(|n| flavors.get(n)) {
                 let runtime = w.hints.runtime.or(fl.runtime);
@@ -453,10 +447,10 @@ fn workload(
     if let Some(v) = f.get("isolation") {
         let p = join(path, "isolation");
         if let Some(iso) = cx.fields(v, &p, &["shield", "isolcpus", "wideAffinity"]) {
-            w.isolation.shield = iso.get("shield").and_then(|x| cx.boolean(x, &join(&p, "shield"))).unwrap_or(false);
-            w.isolation.isolcpus = iso.get("isolcpus").and_then(|x| cx.boolean(x, &join(&p, "isolcpus"))).unwrap_or(false);
+            w.isolation.shield = iso.optional(cx, "shield", |cx, x, p| cx.boolean(x, p)).unwrap_or(false);
+            w.isolation.isolcpus = iso.optional(cx, "isolcpus", |cx, x, p| cx.boolean(x, p)).unwrap_or(false);
             w.isolation.wide_affinity =
-                iso.get("wideAffinity").and_then(|x| cx.boolean(x, &join(&p, "wideAffinity"))).unwrap_or(false);
+                iso.optional(cx, "wideAffinity", |cx, x, p| cx.boolean(x, p)).unwrap_or(false);
             let best_effort = matches!(w.demand, Some(Demand::BestEffort(_))) || (w.demand.is_none() && w.flavor.is_none());
             if best_effort && (w.isolation.shield || w.isolation.isolcpus) {
                 cx.err(v, &p, "shield and isolcpus need CPUs of the workload's own (a reservation or dedicated CPUs), not best-effort");
@@ -602,7 +596,7 @@ fn launch(cx: &mut Reader, n: &yaml::Node, path: &str) -> Option<Launch> {
                     cx.err(e, &ep, format!("expected a mapping NAME: value, found {}", e.kind()));
                 }
             }
-            let cwd = f.get("cwd").and_then(|c| cx.string(c, &join(path, "cwd")));
+            let cwd = f.optional(cx, "cwd", |cx, c, p| cx.string(c, p));
             Some(Launch::Command { command: argv, env, cwd })
         }
         "oci" => cx.string(f.get("oci").unwrap(), &join(path, "oci")).map(|bundle| Launch::Oci { bundle }),
@@ -679,7 +673,7 @@ fn demand(cx: &mut Reader, n: &yaml::Node, path: &str, known: &Known) -> Option<
     match kind {
         "reservation" => {
             let r = cx.fields(v, &p, &["runtime", "period", "count", "cpus"])?;
-            let period = r.get("period").and_then(|x| cx.period(x, &join(&p, "period")));
+            let period = r.optional(cx, "period", |cx, x, p| cx.period(x, p));
             let runtime = match r.get("runtime") {
                 Some(x) => {
                     let rt = cx.duration(x, &join(&p, "runtime"));
@@ -715,7 +709,7 @@ fn demand(cx: &mut Reader, n: &yaml::Node, path: &str, known: &Known) -> Option<
             }
             let b = cx.fields(v, &p, &["weight", "cap", "cpus"])?;
             let before = cx.error_count();
-            let weight = b.get("weight").and_then(|x| cx.int(x, &join(&p, "weight"), 1, 10_000)).map(|x| x as u32);
+            let weight = b.optional(cx, "weight", |cx, x, p| cx.int(x, p, 1, 10_000)).map(|x| x as u32);
             let cap = b.get("cap").and_then(|x| {
                 let c = cx.number(x, &join(&p, "cap"))?;
                 if c <= 0.0 {
@@ -768,7 +762,7 @@ fn thread_rule(cx: &mut Reader, n: &yaml::Node, path: &str, count: Option<u32>) 
             }
         }
     }
-    let nice = f.get("nice").and_then(|v| cx.int(v, &join(path, "nice"), -20, 19)).map(|v| v as i32);
+    let nice = f.optional(cx, "nice", |cx, v, p| cx.int(v, p, -20, 19)).map(|v| v as i32);
     let policy = match policy_name.as_str() {
         "other" => SchedPolicy::Other { nice },
         "batch" => SchedPolicy::Batch { nice },
@@ -789,10 +783,10 @@ fn thread_rule(cx: &mut Reader, n: &yaml::Node, path: &str, count: Option<u32>) 
             }
         }
         _ => {
-            let runtime = f.get("runtime").and_then(|v| cx.duration(v, &join(path, "runtime")));
-            let deadline = f.get("deadline").and_then(|v| cx.duration(v, &join(path, "deadline")));
-            let period = f.get("period").and_then(|v| cx.period(v, &join(path, "period")));
-            let share = f.get("share").and_then(|v| cx.fraction(v, &join(path, "share")));
+            let runtime = f.optional(cx, "runtime", |cx, v, p| cx.duration(v, p));
+            let deadline = f.optional(cx, "deadline", |cx, v, p| cx.duration(v, p));
+            let period = f.optional(cx, "period", |cx, v, p| cx.period(v, p));
+            let share = f.optional(cx, "share", |cx, v, p| cx.fraction(v, p));
             if let (Some(v), Some(s)) = (f.get("share"), share) {
                 if s <= 0.0 {
                     cx.err(v, &join(path, "share"), "a share must be above 0");
