@@ -164,7 +164,7 @@ pub fn host_address(dev: &str, cidr: &str) -> Result<()> {
 pub fn enter(name: &str) -> Result<()> {
     let path = format!("{NETNS_DIR}/{name}");
     let f = std::fs::File::open(&path).map_err(|source| SysError::File {
-        what: "opening network namespace",
+        what: "opening network namespace (create it with `ip netns add`)",
         path: path.clone().into(),
         source,
     })?;

@@ -27,6 +27,11 @@ pub fn tasks(pid: u32) -> Vec<u32> {
     v
 }
 
+/// True while /proc/<pid> exists (the process, or a zombie of it, is there).
+pub fn process_exists(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
 /// The process (thread group) thread `tid` belongs to.
 pub fn tgid_of(tid: u32) -> Option<u32> {
     // /proc/<tid> resolves for any thread id, not only for group leaders.
@@ -252,6 +257,8 @@ mod tests {
         assert_eq!((ts.policy, ts.rt_priority), (0, 0));
         assert!(comm(pid, tid).is_some());
         assert!(process_tree(pid).contains(&pid));
+        assert!(process_exists(pid));
+        assert!(!process_exists(u32::MAX >> 1));
         assert_eq!(tasks(u32::MAX >> 1), Vec::<u32>::new());
         assert_eq!(schedstat(u32::MAX >> 1, 1), None);
     }
