@@ -32,7 +32,7 @@ pub fn online_cpus() -> Vec<usize> {
 impl CpuSnapshot {
     pub fn take() -> CpuSnapshot {
         let stat = rtslice_sys::procfs::cpu_stat().unwrap_or_default();
-        let net_rx = rtslice_sys::procfs::softirqs("NET_RX");
+        let net_rx = rtslice_sys::procfs::softirq_row("NET_RX");
         let cpus = stat
             .cpus
             .iter()

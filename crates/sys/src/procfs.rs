@@ -184,18 +184,88 @@ pub fn cpu_stat() -> Result<CpuStat> {
     std::fs::read_to_string("/proc/stat").map(|t| parse_cpu_stat(&t)).map_err(SysError::read("/proc/stat"))
 }
 
-/// One row of a /proc/softirqs text (e.g. `NET_RX`): the count per possible CPU, in CPU order.
-pub fn parse_softirqs(text: &str, name: &str) -> Vec<u64> {
-    let key = format!("{name}:");
+/// /proc/softirqs text: (name, counts per possible CPU in CPU order) for every row.
+pub fn parse_softirqs(text: &str) -> Vec<(String, Vec<u64>)> {
     text.lines()
-        .find(|l| l.trim_start().starts_with(&key))
-        .map(|l| l.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect())
-        .unwrap_or_default()
+        .skip(1)
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(':')?;
+            Some((name.trim().to_string(), rest.split_whitespace().filter_map(|w| w.parse().ok()).collect()))
+        })
+        .collect()
 }
 
-/// One row of /proc/softirqs now (empty when unreadable).
-pub fn softirqs(name: &str) -> Vec<u64> {
-    std::fs::read_to_string("/proc/softirqs").map(|t| parse_softirqs(&t, name)).unwrap_or_default()
+/// /proc/softirqs now (empty when unreadable).
+pub fn softirqs() -> Vec<(String, Vec<u64>)> {
+    std::fs::read_to_string("/proc/softirqs").map(|t| parse_softirqs(&t)).unwrap_or_default()
+}
+
+/// One row of /proc/softirqs now (e.g. `NET_RX`); empty when absent.
+pub fn softirq_row(name: &str) -> Vec<u64> {
+    softirqs().into_iter().find(|(n, _)| n == name).map(|(_, v)| v).unwrap_or_default()
+}
+
+/// One line of /proc/interrupts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IrqLine {
+    /// The row's name: a number for device IRQs, `LOC`, `NMI`, `ERR`, … for the others.
+    pub id: String,
+    /// Everything after the counters: chip, hwirq, trigger and the action names.
+    pub desc: String,
+    pub per_cpu: Vec<u64>,
+}
+
+/// Parses /proc/interrupts text. Rows with a single total (ERR, MIS) get zeros for every CPU so
+/// each row has one count per CPU column.
+pub fn parse_interrupts(text: &str) -> Vec<IrqLine> {
+    let mut lines = text.lines();
+    let ncpu = lines.next().map(|h| h.split_whitespace().filter(|w| w.starts_with("CPU")).count()).unwrap_or(0);
+    let mut out = Vec::new();
+    for line in lines {
+        let Some((id, rest)) = line.split_once(':') else { continue };
+        let mut words = rest.split_whitespace().peekable();
+        let mut per_cpu = Vec::with_capacity(ncpu);
+        while per_cpu.len() < ncpu {
+            match words.peek().and_then(|w| w.parse::<u64>().ok()) {
+                Some(v) => {
+                    per_cpu.push(v);
+                    words.next();
+                }
+                None => break,
+            }
+        }
+        per_cpu.resize(ncpu, 0);
+        out.push(IrqLine { id: id.trim().to_string(), desc: words.collect::<Vec<_>>().join(" "), per_cpu });
+    }
+    out
+}
+
+/// /proc/interrupts now (empty when unreadable).
+pub fn interrupts() -> Vec<IrqLine> {
+    std::fs::read_to_string("/proc/interrupts").map(|t| parse_interrupts(&t)).unwrap_or_default()
+}
+
+/// (tgid, tid) of every thread in cgroup directory `dir` and its descendants (v1 `tasks`, v2
+/// `cgroup.threads`), sorted and unique.
+pub fn threads_in_cgroup(dir: &Path) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for file in ["tasks", "cgroup.threads"] {
+            if let Ok(text) = std::fs::read_to_string(d.join(file)) {
+                for tid in text.lines().filter_map(|l| l.trim().parse::<u32>().ok()) {
+                    out.push((tgid_of(tid).unwrap_or(tid), tid));
+                }
+                break;
+            }
+        }
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            stack.extend(rd.flatten().filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false)).map(|e| e.path()));
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// A counter of /proc/net/snmp text, e.g. `("Udp", "InDatagrams")`: a header line names the
@@ -290,9 +360,10 @@ mod tests {
     #[test]
     fn softirq_and_snmp_tables() {
         let soft = "                    CPU0       CPU1\n          HI:          0          1\n      NET_RX:        12         34\n";
-        assert_eq!(parse_softirqs(soft, "NET_RX"), vec![12, 34]);
-        assert_eq!(parse_softirqs(soft, "TIMER"), Vec::<u64>::new());
-        assert_eq!(softirqs("TIMER").len(), parse_softirqs(&std::fs::read_to_string("/proc/softirqs").unwrap(), "TIMER").len());
+        assert_eq!(parse_softirqs(soft), vec![("HI".to_string(), vec![0, 1]), ("NET_RX".to_string(), vec![12, 34])]);
+        let online = online_cpus().unwrap();
+        assert!(softirq_row("TIMER").len() > *online.last().unwrap() as usize);
+        assert_eq!(softirq_row("NO_SUCH"), Vec::<u64>::new());
         let snmp = "Ip: Forwarding DefaultTTL\nIp: 1 64\nUdp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors\nUdp: 7 0 0 9 3\n";
         assert_eq!(parse_snmp(snmp, "Udp", "InDatagrams"), Some(7));
         assert_eq!(parse_snmp(snmp, "Udp", "RcvbufErrors"), Some(3));
@@ -302,6 +373,29 @@ mod tests {
         assert!(snmp_of(me, "Udp", "InDatagrams").is_some());
         assert!(rx_packets_of(me, "lo").is_some());
         assert_eq!(rx_packets_of(me, "no-such-dev0"), None);
+    }
+
+    #[test]
+    fn interrupts_with_names_and_short_rows() {
+        let text = "           CPU0       CPU1\n  0:         45          0   IO-APIC   2-edge      timer\n 24:       1000         20   PCI-MSI 49152-edge      virtio0-input.0\nLOC:      51337      49981   Local timer interrupts\nERR:          0\n";
+        let l = parse_interrupts(text);
+        assert_eq!(l.len(), 4);
+        assert_eq!(l[1], IrqLine { id: "24".into(), desc: "PCI-MSI 49152-edge virtio0-input.0".into(), per_cpu: vec![1000, 20] });
+        assert_eq!(l[3].per_cpu, vec![0, 0]);
+        let live = interrupts();
+        assert!(live.iter().any(|l| l.id == "LOC" && l.per_cpu.len() == online_cpus().unwrap().len()));
+    }
+
+    #[test]
+    fn threads_of_a_cgroup_tree() {
+        let dir = std::env::temp_dir().join(format!("rtslice-sys-cg-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("child")).unwrap();
+        let me = crate::thread::gettid();
+        std::fs::write(dir.join("tasks"), format!("{me}\n")).unwrap();
+        std::fs::write(dir.join("child/cgroup.threads"), format!("{me}\n1\n")).unwrap();
+        let got = threads_in_cgroup(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(got, vec![(1, 1), (std::process::id(), me)]);
     }
 
     #[test]
