@@ -124,6 +124,13 @@ impl Netns {
         })
     }
 
+    /// Keeps the namespace past this handle (for a caller that tracks it by name and removes it
+    /// later with [`delete`]); returns its name.
+    pub fn keep(mut self) -> String {
+        self.deleted = true;
+        std::mem::take(&mut self.name)
+    }
+
     /// Deletes the namespace now, reporting a failure (drop ignores it).
     pub fn delete(mut self) -> Result<()> {
         self.deleted = true;
@@ -207,7 +214,9 @@ mod tests {
         // The caller's own namespace is untouched: the veth is not visible here.
         assert!(ip(&["link", "show", &va]).is_err());
         a.delete().unwrap();
-        drop(b);
+        let kept = b.keep();
+        assert!(list().contains(&kept), "keep() must not delete");
+        delete(&kept).unwrap();
         assert!(!list().contains(&na) && !list().contains(&nb));
         assert!(matches!(enter(&na), Err(SysError::File { .. })));
         assert!(matches!(ip(&["netns", "del", &na]), Err(SysError::Command { .. })));

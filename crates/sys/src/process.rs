@@ -19,6 +19,8 @@ pub enum Signal {
     Terminate,
     /// SIGKILL: exit now.
     Kill,
+    /// SIGCONT: resume a stopped process (it sees other signals only once continued).
+    Continue,
 }
 
 impl Signal {
@@ -27,6 +29,7 @@ impl Signal {
             Signal::Interrupt => RawSignal::INT,
             Signal::Terminate => RawSignal::TERM,
             Signal::Kill => RawSignal::KILL,
+            Signal::Continue => RawSignal::CONT,
         }
     }
 }

@@ -289,6 +289,43 @@ pub fn rx_packets_of(pid: u32, dev: &str) -> Option<u64> {
     Process::new(pid as i32).ok()?.dev_status().ok()?.get(dev).map(|d| d.recv_packets)
 }
 
+/// The kernel and the machine, as a report's header shows them. Each field is None when its file is
+/// unreadable (a container, a locked-down debugfs).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KernelFacts {
+    /// /proc/cpuinfo `model name` of the first CPU.
+    pub cpu_model: Option<String>,
+    /// /proc/meminfo MemTotal, bytes.
+    pub mem_total_bytes: Option<u64>,
+    /// /proc/sys/kernel/osrelease, e.g. `6.18.0`.
+    pub release: Option<String>,
+    /// /proc/version: the build string (carries PREEMPT, PREEMPT_RT, PREEMPT_DYNAMIC).
+    pub version: Option<String>,
+    /// /sys/kernel/debug/sched/preempt, e.g. `(none) voluntary full` (PREEMPT_DYNAMIC kernels).
+    pub preempt_modes: Option<String>,
+    /// /proc/cmdline.
+    pub cmdline: Option<String>,
+    /// /proc/sys/kernel/hostname.
+    pub hostname: Option<String>,
+}
+
+fn text(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+}
+
+pub fn kernel_facts() -> KernelFacts {
+    use procfs::Current;
+    KernelFacts {
+        cpu_model: procfs::CpuInfo::current().ok().and_then(|c| c.model_name(0).map(|m| m.trim().to_string())),
+        mem_total_bytes: procfs::Meminfo::current().ok().map(|m| m.mem_total),
+        release: text("/proc/sys/kernel/osrelease"),
+        version: text("/proc/version"),
+        preempt_modes: text("/sys/kernel/debug/sched/preempt"),
+        cmdline: text("/proc/cmdline"),
+        hostname: text("/proc/sys/kernel/hostname"),
+    }
+}
+
 fn cpu_file(path: &str) -> Result<Vec<u32>> {
     let text = std::fs::read_to_string(path).map_err(SysError::read(path))?;
     parse_cpu_list(&text).map_err(|e| SysError::Invalid(format!("{path}: {e}")))
@@ -396,6 +433,15 @@ mod tests {
         let got = threads_in_cgroup(&dir);
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(got, vec![(1, 1), (std::process::id(), me)]);
+    }
+
+    #[test]
+    fn facts_of_this_machine() {
+        let f = kernel_facts();
+        assert!(f.release.as_deref().is_some_and(|r| !r.is_empty()));
+        assert!(f.version.as_deref().is_some_and(|v| v.starts_with("Linux version")));
+        assert!(f.mem_total_bytes.unwrap() > 0);
+        assert!(f.cmdline.is_some() && f.hostname.is_some());
     }
 
     #[test]
