@@ -2,16 +2,7 @@
 //! the host by a veth pair whose host end is named `rts…` (so IRQ/RPS steering rules match it),
 //! with a /30 of its own. Nothing leaves the machine.
 
-use std::process::Command;
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip").args(args).output().map_err(|e| format!("cannot run `ip` (install iproute2): {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!("`ip {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
-    }
-}
+use rtslice_sys::netns::{self, Netns};
 
 /// Creates the namespace for run `seq`, instance `idx`; returns (namespace, address to ping).
 pub fn ping_target(seq: usize, idx: usize) -> Result<(String, String), String> {
@@ -24,27 +15,23 @@ pub fn ping_target(seq: usize, idx: usize) -> Result<(String, String), String> {
     let (a, b) = (k / 64, (k % 64) * 4);
     let host_addr = format!("10.213.{a}.{}", b + 1);
     let ns_addr = format!("10.213.{a}.{}", b + 2);
-    remove(&ns);
-    let _ = ip(&["link", "del", &host_if]);
-    let setup = || -> Result<(), String> {
-        ip(&["netns", "add", &ns])?;
-        ip(&["link", "add", &host_if, "type", "veth", "peer", "name", &ns_if, "netns", &ns])?;
-        ip(&["addr", "add", &format!("{host_addr}/30"), "dev", &host_if])?;
-        ip(&["link", "set", &host_if, "up"])?;
-        ip(&["-n", &ns, "addr", "add", &format!("{ns_addr}/30"), "dev", &ns_if])?;
-        ip(&["-n", &ns, "link", "set", &ns_if, "up"])?;
-        ip(&["-n", &ns, "link", "set", "lo", "up"])
+    netns::delete_link_if_present(&host_if);
+    // A failure drops `target`, which deletes the namespace and with it both veth ends.
+    let setup = || -> rtslice_sys::Result<Netns> {
+        let target = Netns::create(&ns)?;
+        netns::veth_pair(&host_if, None, &ns_if, Some(&target))?;
+        netns::host_address(&host_if, &format!("{host_addr}/30"))?;
+        target.address(&ns_if, &format!("{ns_addr}/30"))?;
+        Ok(target)
     };
     match setup() {
-        Ok(()) => Ok((ns, ns_addr)),
-        Err(e) => {
-            remove(&ns);
-            Err(format!("cannot create the ping target namespace (needs root): {e}"))
-        }
+        // The runner tracks the namespace by name and removes it after the run.
+        Ok(target) => Ok((target.keep(), ns_addr)),
+        Err(e) => Err(format!("cannot create the ping target namespace (needs root): {e}")),
     }
 }
 
 /// Removes the namespace (its veth end goes with it, and so does the host end).
 pub fn remove(ns: &str) {
-    let _ = ip(&["netns", "del", ns]);
+    let _ = netns::delete(ns);
 }

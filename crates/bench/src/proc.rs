@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+pub use rtslice_sys::process::Signal;
+
 pub struct Proc {
     pub name: String,
     pub argv: Vec<String>,
@@ -68,12 +70,10 @@ impl Proc {
         }
     }
 
-    pub fn signal(&self, sig: i32) {
+    /// Signals the child's whole process group (a group already gone is not an error here).
+    pub fn signal(&self, sig: Signal) {
         if self.status.is_none() {
-            // SAFETY: kill(2) on our own child's process group; no memory is involved.
-            unsafe {
-                libc::kill(-(self.child.id() as i32), sig);
-            }
+            let _ = rtslice_sys::process::signal_group(self.child.id(), sig);
         }
     }
 
@@ -82,17 +82,17 @@ impl Proc {
         if let Some(s) = self.poll() {
             return Some(s);
         }
-        self.signal(libc::SIGINT);
+        self.signal(Signal::Interrupt);
         // A process held stopped (a neighbour before apply) only sees signals once continued.
-        self.signal(libc::SIGCONT);
+        self.signal(Signal::Continue);
         if let Some(s) = self.wait_timeout(grace) {
             return Some(s);
         }
-        self.signal(libc::SIGTERM);
+        self.signal(Signal::Terminate);
         if let Some(s) = self.wait_timeout(Duration::from_secs(2)) {
             return Some(s);
         }
-        self.signal(libc::SIGKILL);
+        self.signal(Signal::Kill);
         self.wait_timeout(Duration::from_secs(2))
     }
 
@@ -129,7 +129,7 @@ impl Drop for Proc {
     fn drop(&mut self) {
         // Never leave a workload or an interference generator behind.
         if self.poll().is_none() {
-            self.signal(libc::SIGKILL);
+            self.signal(Signal::Kill);
             let _ = self.child.wait();
         }
     }

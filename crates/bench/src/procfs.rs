@@ -1,47 +1,38 @@
-//! The few /proc and /sys readings the runner takes itself: host facts, CPU time of process trees
+//! The few /proc and /sys readings the runner takes (through rtslice-sys): host facts, CPU time of process trees
 //! and of the host, context switches. Cheap enough to sample every few hundred ms.
 
 use std::path::Path;
 
+use rtslice_sys::procfs as sys;
+
 use crate::results::Machine;
 use crate::strategy::HostFacts;
 
-fn read(path: impl AsRef<Path>) -> Option<String> {
-    std::fs::read_to_string(path).ok()
-}
-
 /// Parses a kernel CPU list (`0-3,8,10-11`); empty text gives an empty list.
 pub fn parse_cpu_list(s: &str) -> Vec<u32> {
-    rtslice_spec::parse_cpu_list(s.trim()).unwrap_or_default()
+    rtslice_sys::cpulist::parse_cpu_list(s.trim()).unwrap_or_default()
 }
 
 pub fn host_facts() -> HostFacts {
-    let mut cpus = read("/sys/devices/system/cpu/online").map(|s| parse_cpu_list(&s)).unwrap_or_default();
+    let mut cpus = sys::online_cpus().unwrap_or_default();
     if cpus.is_empty() {
         let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) as u32;
         cpus = (0..n).collect();
     }
-    let isolated = read("/sys/devices/system/cpu/isolated").map(|s| parse_cpu_list(&s)).unwrap_or_default();
+    let isolated = sys::isolated_cpus().unwrap_or_default();
     HostFacts { cpus, isolated }
 }
 
 pub fn machine() -> Machine {
     let facts = host_facts();
-    let cpuinfo = read("/proc/cpuinfo").unwrap_or_default();
-    let cpu_model = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split(':').nth(1))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
-    let mem_kib: f64 = read("/proc/meminfo")
-        .and_then(|m| m.lines().find(|l| l.starts_with("MemTotal:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()))
-        .unwrap_or(0.0);
-    let version = read("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
-    let full = read("/proc/version").unwrap_or_default();
+    let k = sys::kernel_facts();
+    let cpu_model = k.cpu_model.clone().unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let mem_kib = k.mem_total_bytes.unwrap_or(0) as f64 / 1024.0;
+    let version = k.release.clone().unwrap_or_default();
+    let full = k.version.clone().unwrap_or_default();
     // A PREEMPT_DYNAMIC kernel shows the active mode in parentheses in debugfs, e.g.
     // `(none) voluntary full`; debugfs may be unmounted or locked down.
-    let dynamic = || match read("/sys/kernel/debug/sched/preempt") {
+    let dynamic = || match &k.preempt_modes {
         Some(m) => format!("PREEMPT_DYNAMIC, active: {}", m.split('(').nth(1).and_then(|x| x.split(')').next()).unwrap_or(m.trim())),
         None => "PREEMPT_DYNAMIC (active mode not readable: /sys/kernel/debug/sched/preempt)".to_string(),
     };
@@ -61,11 +52,11 @@ pub fn machine() -> Machine {
     } else {
         "unknown".to_string()
     };
-    let cmdline = read("/proc/cmdline").unwrap_or_default();
+    let cmdline = k.cmdline.clone().unwrap_or_default();
     // Firecracker puts its own init arguments after `--`; they say nothing about scheduling.
     let cmdline = cmdline.split(" -- ").next().unwrap_or("").trim().to_string();
     Machine {
-        hostname: read("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string(),
+        hostname: k.hostname.clone().unwrap_or_default(),
         kernel: version,
         cpu_model,
         cpus: facts.cpus,
@@ -79,51 +70,23 @@ pub fn machine() -> Machine {
 
 /// Host busy and total time in USER_HZ ticks, from the first line of /proc/stat.
 pub fn host_ticks() -> Option<(u64, u64)> {
-    let s = read("/proc/stat")?;
-    let line = s.lines().next()?;
-    let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
-    if v.len() < 5 {
-        return None;
-    }
-    // user nice system idle iowait irq softirq steal guest guest_nice; guest time is already
-    // counted in user, so only the first eight fields add up to the total.
-    let total: u64 = v.iter().take(8).sum();
-    let idle = v[3] + v[4];
-    Some((total - idle, total))
+    let all = sys::cpu_stat().ok()?.all;
+    (all.total > 0).then_some((all.busy(), all.total))
 }
 
 /// Tasks (thread ids) of a process.
 pub fn tasks(pid: u32) -> Vec<u32> {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
-        .unwrap_or_default()
+    sys::tasks(pid)
 }
 
 /// Descendants of `pid` including itself (a workload may be a wrapper with children).
 pub fn process_tree(pid: u32) -> Vec<u32> {
-    let mut out = vec![pid];
-    let mut i = 0;
-    while i < out.len() {
-        let p = out[i];
-        for t in tasks(p) {
-            if let Some(children) = read(format!("/proc/{p}/task/{t}/children")) {
-                out.extend(children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
-            }
-        }
-        i += 1;
-    }
-    out.sort_unstable();
-    out.dedup();
-    out
+    sys::process_tree(pid)
 }
 
 /// Nanoseconds on CPU of every thread of the process tree (schedstat: exact, not tick-sampled).
 pub fn tree_cpu_ns(pid: u32) -> u64 {
-    process_tree(pid)
-        .iter()
-        .flat_map(|p| tasks(*p).into_iter().map(move |t| (*p, t)))
-        .filter_map(|(p, t)| read(format!("/proc/{p}/task/{t}/schedstat"))?.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
+    process_tree(pid).iter().flat_map(|p| tasks(*p).into_iter().map(move |t| (*p, t))).filter_map(|(p, t)| sys::oncpu_ns(p, t)).sum()
 }
 
 /// Voluntary + involuntary context switches of every thread of the process tree.
@@ -131,19 +94,13 @@ pub fn tree_switches(pid: u32) -> u64 {
     process_tree(pid)
         .iter()
         .flat_map(|p| tasks(*p).into_iter().map(move |t| (*p, t)))
-        .filter_map(|(p, t)| read(format!("/proc/{p}/task/{t}/status")))
-        .map(|s| {
-            s.lines()
-                .filter(|l| l.starts_with("voluntary_ctxt_switches:") || l.starts_with("nonvoluntary_ctxt_switches:"))
-                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-                .sum::<u64>()
-        })
+        .filter_map(|(p, t)| sys::context_switches(p, t))
         .sum()
 }
 
 /// Names of a process's threads (comm).
 pub fn thread_names(pid: u32) -> Vec<String> {
-    tasks(pid).iter().filter_map(|t| read(format!("/proc/{pid}/task/{t}/comm")).map(|s| s.trim().to_string())).collect()
+    tasks(pid).iter().filter_map(|&t| sys::comm(pid, t)).collect()
 }
 
 #[cfg(test)]

@@ -172,33 +172,21 @@ fn version(rtslice: &Path) -> String {
 
 /// Whether hardware counters can be read here; the report says why not when they cannot.
 pub fn counters_probe() -> Counters {
-    #[repr(C)]
-    #[derive(Default)]
-    struct Attr {
-        type_: u32,
-        size: u32,
-        config: u64,
-        sample: u64,
-        sample_type: u64,
-        read_format: u64,
-        flags: u64,
-        rest: [u64; 10],
-    }
-    let attr = Attr { type_: 0 /* PERF_TYPE_HARDWARE */, size: std::mem::size_of::<Attr>() as u32, config: 1 /* instructions */, flags: 1 /* disabled */ | 1 << 5 /* exclude_kernel */ | 1 << 6 /* exclude_hv */, ..Default::default() };
-    // SAFETY: perf_event_open with a valid, zero-padded attr for the calling thread; fd closed below.
-    let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, &attr as *const Attr, 0, -1, -1, 0) };
-    if fd >= 0 {
-        // SAFETY: fd was just returned by the kernel.
-        unsafe { libc::close(fd as i32) };
-        Counters { available: true, reason: String::new(), ipc: None, mpki: None }
-    } else {
-        let e = std::io::Error::last_os_error();
-        let why = match e.raw_os_error() {
-            Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) => "the CPU exposes no hardware performance counters to this (virtual) machine".to_string(),
-            Some(libc::EACCES) | Some(libc::EPERM) => "perf_event_open is not permitted (run as root or lower kernel.perf_event_paranoid)".to_string(),
-            _ => format!("perf_event_open failed: {e}"),
-        };
-        Counters { available: false, reason: format!("{why} ({e})"), ipc: None, mpki: None }
+    use rtslice_sys::perf::{Counter, CounterOptions, HwEvent};
+    let probe = CounterOptions { inherit: false, user_only: true, disabled: true };
+    match Counter::open(HwEvent::INSTRUCTIONS, 0, probe) {
+        // Dropping the counter closes it: this only asked whether the PMU is there.
+        Ok(_) => Counters { available: true, reason: String::new(), ipc: None, mpki: None },
+        Err(e) => {
+            let code = e.raw_os_error();
+            let errno = code.map(std::io::Error::from_raw_os_error).map(|e| e.to_string()).unwrap_or_else(|| e.to_string());
+            let why = match code {
+                Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) => "the CPU exposes no hardware performance counters to this (virtual) machine".to_string(),
+                Some(libc::EACCES) | Some(libc::EPERM) => "perf_event_open is not permitted (run as root or lower kernel.perf_event_paranoid)".to_string(),
+                _ => format!("perf_event_open failed: {errno}"),
+            };
+            Counters { available: false, reason: format!("{why} ({errno})"), ipc: None, mpki: None }
+        }
     }
 }
 
@@ -420,7 +408,7 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostFacts, wo
     }
     for r in &ctx.instances {
         if r.workload.role == Role::Neighbour && r.workload.command.is_some() {
-            r.proc.signal(libc::SIGCONT);
+            r.proc.signal(crate::proc::Signal::Continue);
         }
     }
     // 4. Interference, after apply: the host's apply and reset journal with fsync, and an I/O

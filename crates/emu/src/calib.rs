@@ -138,8 +138,7 @@ impl Calibration {
         if let Some(p) = std::env::var_os("RTSLICE_CALIBRATION") {
             return Some(PathBuf::from(p));
         }
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
+        if rtslice_sys::process::is_root() {
             return Some(PathBuf::from("/var/lib/rtslice/calibration.json"));
         }
         let cache = std::env::var_os("XDG_CACHE_HOME")

@@ -151,9 +151,9 @@ impl Ldpc {
                 // First pass: extrinsic inputs q = posterior − old message, kept in the message
                 // slots (no scratch buffer), with the two smallest magnitudes and the sign parity.
                 for (i, (&v, r)) in vars.iter().zip(msg.iter_mut()).enumerate() {
-                    // SAFETY: every variable index is < n by construction (see `new`), and
-                    // `post` has n entries.
-                    let q = unsafe { *post.get_unchecked(v as usize) } - *r;
+                    // Indexed with bounds checks: measured side by side (interleaved, 12672-bit code,
+                    // 8 iterations) as fast as get_unchecked (ratio 0.99-1.00), so no unsafe here.
+                    let q = post[v as usize] - *r;
                     *r = q;
                     let a = q.abs();
                     sign ^= q < 0.0;
@@ -170,8 +170,7 @@ impl Ldpc {
                     let mag = if i == arg { m2 } else { m1 };
                     let new = if sign ^ (q < 0.0) { -mag } else { mag };
                     *r = new;
-                    // SAFETY: as above.
-                    unsafe { *post.get_unchecked_mut(v as usize) = q + new };
+                    post[v as usize] = q + new;
                 }
             }
             if early && self.syndrome_ok(&work.post) {

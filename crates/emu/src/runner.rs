@@ -7,13 +7,14 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
+use rtslice_sys::{thread as os_thread, time as clock};
 use rustfft::num_complex::Complex32;
 use serde::{Deserialize, Serialize};
 
 use crate::calib::{Calibration, CostBreakdown, TtiWork};
 use crate::chain::{pack_bits, Carrier, Phy, Scratch, UlSubframe};
 use crate::ldpc::DecoderWork;
-use crate::os::{self, Class};
+use crate::os::Class;
 use crate::phy::SYMBOLS;
 use crate::profile::{Profile, Role, ThreadSpec};
 use crate::EmuError;
@@ -405,16 +406,16 @@ fn resolve_class(mode: SchedMode, spec: &ThreadSpec) -> Class {
 /// Names the thread, applies affinity and class (falling back to SCHED_OTHER with a note when the
 /// kernel refuses an RT class), and registers it. Returns the registry index.
 fn thread_setup(cell: &Cell, spec: &ThreadSpec, class: Class, cpus: &Option<Vec<usize>>) -> usize {
-    let _ = os::set_thread_name(&spec.name);
+    let _ = os_thread::set_name(&spec.name);
     let mut note = None;
     if let Some(c) = cpus {
-        if let Err(e) = os::set_thread_affinity(c) {
+        if let Err(e) = os_thread::set_affinity(c) {
             note = Some(format!("affinity {c:?} refused: {e}"));
         }
     }
     let mut applied = class;
     if class != Class::Other {
-        if let Err(e) = os::set_thread_class(class, spec.priority) {
+        if let Err(e) = os_thread::set_sched_class(class.sched_class(), spec.priority) {
             applied = Class::Other;
             note = Some(format!(
                 "{} {} refused ({e}): needs CAP_SYS_NICE and an RT budget in this cpu cgroup \
@@ -427,7 +428,7 @@ fn thread_setup(cell: &Cell, spec: &ThreadSpec, class: Class, cpus: &Option<Vec<
     let mut reg = cell.threads.lock().expect("thread registry");
     reg.push(ThreadReport {
         name: spec.name.clone(),
-        tid: os::gettid(),
+        tid: os_thread::gettid() as i32,
         role: spec.role,
         class_requested: class,
         priority_requested: if class == Class::Other { 0 } else { spec.priority },
@@ -441,7 +442,7 @@ fn thread_setup(cell: &Cell, spec: &ThreadSpec, class: Class, cpus: &Option<Vec<
 }
 
 fn thread_finish(cell: &Cell, idx: usize) {
-    let cpu = os::thread_cpu_ns() as f64 / 1e9;
+    let cpu = clock::thread_cpu_ns() as f64 / 1e9;
     if let Some(t) = cell.threads.lock().expect("thread registry").get_mut(idx) {
         t.cpu_s = cpu;
     }
@@ -469,7 +470,7 @@ pub fn run(cfg: Config) -> Result<Summary, EmuError> {
     }
     let mut warnings = Vec::new();
     if let Some(cpus) = &cfg.cpus {
-        let allowed = os::allowed_cpus();
+        let allowed = os_thread::affinity().unwrap_or_default();
         if cpus.is_empty() || cpus.iter().any(|c| !allowed.contains(c)) {
             return Err(EmuError::Invalid(format!(
                 "--cpus {cpus:?} is not within the CPUs this process may use {allowed:?}"
@@ -684,8 +685,8 @@ pub fn run(cfg: Config) -> Result<Summary, EmuError> {
     };
     barrier.wait();
 
-    let start_cpu = process_cpu_ns();
-    let start = os::now_ns();
+    let start_cpu = clock::process_cpu_ns();
+    let start = clock::monotonic_ns();
     let mut col = Collector::new(budget_ns, tbs);
     let mut next_line = start + 1_000_000_000;
     let mut second = 0;
@@ -703,7 +704,7 @@ pub fn run(cfg: Config) -> Result<Summary, EmuError> {
             }
             break;
         }
-        let now = os::now_ns();
+        let now = clock::monotonic_ns();
         if now >= next_line {
             second += 1;
             series.push((col.window.ul_bits + col.window.dl_bits) as f64);
@@ -717,8 +718,8 @@ pub fn run(cfg: Config) -> Result<Summary, EmuError> {
     for h in handles {
         let _ = h.join();
     }
-    let elapsed_s = (os::now_ns() - start) as f64 / 1e9;
-    let cpu_total = (process_cpu_ns() - start_cpu) as f64 / 1e9;
+    let elapsed_s = (clock::monotonic_ns() - start) as f64 / 1e9;
+    let cpu_total = (clock::process_cpu_ns() - start_cpu) as f64 / 1e9;
     // TTIs still waiting for one direction (threads ended mid-TTI on Ctrl-C) are not counted.
     let t = &mut col.total;
     t.proc_us.sort_by(f32::total_cmp);
@@ -812,13 +813,6 @@ fn live_line(second: u64, w: &mut Totals, tti_ns: u64) -> String {
     )
 }
 
-fn process_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid pointer to a timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 fn mean_iterations(phy: &Phy) -> f64 {
     let mut scratch = Scratch::default();
     let mut grid = vec![Complex32::new(0.0, 0.0); phy.grid_len()];
@@ -857,7 +851,7 @@ fn clock_loop(
     let mut scratch = Scratch::default();
     let (done_tx, done_rx) = mpsc::sync_channel::<()>(1);
     // Start a little ahead, so every thread is waiting when the first TTI arrives.
-    let t0 = os::now_ns() + 20 * cell.tti_ns;
+    let t0 = clock::monotonic_ns() + 20 * cell.tti_ns;
     let half = SYMBOLS / 2;
     // The radio's receive buffer: a clock that falls further behind than this (blocked by a busy
     // pipeline, or stalled) loses the samples (overflow) and resynchronises to the TTI on the air.
@@ -869,9 +863,9 @@ fn clock_loop(
         }
         // Samples of TTI n are complete at the end of its air time.
         let avail = t0 + (n + 1) * cell.tti_ns;
-        let before = os::now_ns();
-        os::sleep_until_ns(avail);
-        let wake = os::now_ns();
+        let before = clock::monotonic_ns();
+        clock::sleep_until_ns(avail);
+        let wake = clock::monotonic_ns();
         let drop_both = |cell: &Cell, n: u64, avail: u64| {
             cell.send(Event::Ul { n, avail, done: None, ok: false, iterations: 0, code_blocks: 0 });
             cell.send(Event::Dl { n, avail, done: None });
@@ -993,7 +987,7 @@ fn l1_loop(
             let r = cell.phy.ul_decode(&job.grid, &cell.ul[job.buf], &mut scratch, &mut payload);
             (r.ok, r.iterations_sum, r.code_blocks)
         };
-        let done = os::now_ns();
+        let done = clock::monotonic_ns();
         cell.send(Event::Ul { n: job.n, avail: job.avail, done: Some(done), ok, iterations, code_blocks: cbs });
         if ok && done <= job.avail + cell.budget_ns {
             if let Some(l2) = &l2 {
@@ -1021,7 +1015,7 @@ fn dl_loop(cell: &Cell, rx: Receiver<Job>) {
     let mut scratch = Scratch::default();
     while let Ok(mut job) = rx.recv() {
         cell.phy.dl_ifft(&mut job.grid, &mut scratch);
-        cell.send(Event::Dl { n: job.n, avail: job.avail, done: Some(os::now_ns()) });
+        cell.send(Event::Dl { n: job.n, avail: job.avail, done: Some(clock::monotonic_ns()) });
         cell.put_grid(job.grid);
     }
 }
@@ -1032,7 +1026,7 @@ fn l1tx_loop(cell: &Cell, rx: Receiver<(u64, u64)>) {
         let mut grid = cell.grid();
         cell.phy.dl_build(n, &mut grid, &mut scratch);
         cell.phy.dl_ifft(&mut grid, &mut scratch);
-        cell.send(Event::Dl { n, avail, done: Some(os::now_ns()) });
+        cell.send(Event::Dl { n, avail, done: Some(clock::monotonic_ns()) });
         cell.put_grid(grid);
     }
 }
@@ -1050,7 +1044,7 @@ fn worker_loop(cell: &Cell, pool: Arc<Mutex<Receiver<Job>>>, l2: Option<Sender<V
         cell.phy.ul_fft(&sf.time, &mut grid, 0..SYMBOLS, &mut scratch);
         let mut payload = Vec::new();
         let r = cell.phy.ul_decode(&grid, sf, &mut scratch, &mut payload);
-        let done = os::now_ns();
+        let done = clock::monotonic_ns();
         cell.send(Event::Ul { n: job.n, avail: job.avail, done: Some(done), ok: r.ok, iterations: r.iterations_sum, code_blocks: r.code_blocks });
         if r.ok && done <= job.avail + cell.budget_ns {
             if let Some(l2) = &l2 {
@@ -1059,7 +1053,7 @@ fn worker_loop(cell: &Cell, pool: Arc<Mutex<Receiver<Job>>>, l2: Option<Sender<V
         }
         cell.phy.dl_build(job.n, &mut grid, &mut scratch);
         cell.phy.dl_ifft(&mut grid, &mut scratch);
-        cell.send(Event::Dl { n: job.n, avail: job.avail, done: Some(os::now_ns()) });
+        cell.send(Event::Dl { n: job.n, avail: job.avail, done: Some(clock::monotonic_ns()) });
     }
 }
 
@@ -1124,7 +1118,7 @@ fn up_tx_loop(cell: &Cell, rx: Receiver<Vec<u8>>, addr: Option<SocketAddr>) {
 
 fn bind_userplane(up: &UserPlane) -> Result<UdpSocket, String> {
     if let Some(ns) = &up.netns {
-        enter_netns(ns)?;
+        rtslice_sys::netns::enter(ns).map_err(|e| e.to_string())?;
     }
     let bind = up.bind.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
     let s = UdpSocket::bind(bind).map_err(|e| format!("cannot bind the user-plane socket to {bind}: {e}"))?;
@@ -1153,29 +1147,16 @@ fn up_rx_loop(cell: &Cell, sock: UdpSocket) {
     }
 }
 
-/// Moves the calling thread into network namespace `name` (/var/run/netns/<name>, as `ip netns`).
-fn enter_netns(name: &str) -> Result<(), String> {
-    use std::os::fd::AsRawFd;
-    let path = format!("/var/run/netns/{name}");
-    let f = std::fs::File::open(&path).map_err(|e| format!("cannot open {path}: {e} (create it with `ip netns add {name}`)"))?;
-    // SAFETY: valid fd; CLONE_NEWNET only changes this thread's network namespace.
-    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-    if rc != 0 {
-        return Err(format!("setns({path}): {} (needs CAP_SYS_ADMIN)", std::io::Error::last_os_error()));
-    }
-    Ok(())
-}
-
 /// Control-plane task: wakes every `period_ms` (absolute time) and builds and checks a message.
 fn control_loop(cell: &Cell, period_ms: u64) {
     let period = period_ms.max(1) * 1_000_000;
-    let mut next = os::now_ns() + period;
+    let mut next = clock::monotonic_ns() + period;
     let mut seq = 0u64;
     while !cell.stopping() {
         // Sleep in slices so that the end of the run is noticed within 50 ms.
-        let now = os::now_ns();
+        let now = clock::monotonic_ns();
         if now < next {
-            os::sleep_until_ns(next.min(now + 50_000_000));
+            clock::sleep_until_ns(next.min(now + 50_000_000));
             continue;
         }
         next += period;

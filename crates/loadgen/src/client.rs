@@ -10,6 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::{rngs::StdRng, SeedableRng};
+use rtslice_sys::thread::SchedClass;
+use rtslice_sys::time::{monotonic_ns, sleep_until_ns};
 use serde::Serialize;
 
 use crate::dist::Dist;
@@ -77,49 +79,17 @@ impl ClientRun {
     }
 }
 
-pub(crate) fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid pointer to a timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn sleep_until_ns(t: u64) {
-    let ts = libc::timespec { tv_sec: (t / 1_000_000_000) as libc::time_t, tv_nsec: (t % 1_000_000_000) as libc::c_long };
-    // SAFETY: valid timespec; EINTR just returns early and the caller re-checks the clock.
-    unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
-}
-
 /// Makes the calling thread SCHED_FIFO at `prio`.
 pub fn set_fifo(prio: i32) -> Result<()> {
-    let p = libc::sched_param { sched_priority: prio };
-    // SAFETY: pid 0 = the calling thread; valid sched_param.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
-        return Err(io_err(format!("cannot make the client SCHED_FIFO {prio} (needs root or CAP_SYS_NICE)"))(
-            std::io::Error::last_os_error(),
-        ));
-    }
-    Ok(())
+    rtslice_sys::thread::set_sched_class(SchedClass::Fifo, prio)
+        .map_err(|e| LoadgenError::Invalid(format!("cannot make the client SCHED_FIFO {prio} (needs root or CAP_SYS_NICE): {e}")))
 }
 
 /// Restricts the calling thread (and threads it spawns later) to `cpus`.
 pub fn set_affinity(cpus: &[u32]) -> Result<()> {
-    // SAFETY: cpu_set_t is plain data; CPU_SET stays within its bounds for ids < CPU_SETSIZE.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus.iter().filter(|&&c| (c as usize) < libc::CPU_SETSIZE as usize) {
-            libc::CPU_SET(c as usize, &mut set);
-        }
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(io_err(format!("cannot move the client to CPUs {cpus:?}"))(std::io::Error::last_os_error()));
-        }
-    }
-    Ok(())
-}
-
-fn set_timer_slack_1ns() {
-    // SAFETY: PR_SET_TIMERSLACK takes a plain integer.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+    let cpus: Vec<usize> = cpus.iter().map(|&c| c as usize).collect();
+    rtslice_sys::thread::set_affinity(&cpus)
+        .map_err(|e| LoadgenError::Invalid(format!("cannot move the client to CPUs {cpus:?}: {e}")))
 }
 
 enum Conn {
@@ -170,7 +140,8 @@ fn run_here(cfg: &ClientConfig) -> Result<ClientRun> {
     if let Some(p) = cfg.fifo_priority {
         set_fifo(p)?;
     }
-    set_timer_slack_1ns();
+    // 1 ns timer slack: hrtimers wake the sender on time (the 50 µs default would be jitter).
+    let _ = rtslice_sys::thread::set_timer_slack_ns(1);
     let conn = connect(cfg)?;
 
     // The whole schedule is drawn up front: no RNG work between a deadline and its send.
@@ -185,7 +156,7 @@ fn run_here(cfg: &ClientConfig) -> Result<ClientRun> {
 
     let sender_done_at = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicBool::new(false));
-    let base = now_ns() + 1_000_000;
+    let base = monotonic_ns() + 1_000_000;
 
     let receiver = {
         let (count, drain, prio) = (cfg.count, cfg.drain, cfg.fifo_priority);
@@ -207,7 +178,7 @@ fn run_here(cfg: &ClientConfig) -> Result<ClientRun> {
                 let never = AtomicBool::new(false);
                 while received < count {
                     let d = done_at.load(Ordering::Acquire);
-                    if (d != 0 && now_ns() > d + drain.as_nanos() as u64) || failed.load(Ordering::Relaxed) {
+                    if (d != 0 && monotonic_ns() > d + drain.as_nanos() as u64) || failed.load(Ordering::Relaxed) {
                         break;
                     }
                     let msg = match &mut rconn {
@@ -221,7 +192,7 @@ fn run_here(cfg: &ClientConfig) -> Result<ClientRun> {
                             crate::server::read_message_timeout(s, &mut v, &never)?
                         }
                     };
-                    let now = now_ns();
+                    let now = monotonic_ns();
                     let Some(m) = msg else { continue };
                     if m.kind != Kind::Reply || m.id as usize >= count || got[m.id as usize].is_some() {
                         continue;
@@ -246,10 +217,10 @@ fn run_here(cfg: &ClientConfig) -> Result<ClientRun> {
     let mut send_result = Ok(());
     for (id, &(at, compute_ns)) in schedule.iter().enumerate() {
         let due = base + at;
-        if now_ns() < due {
+        if monotonic_ns() < due {
             sleep_until_ns(due);
         }
-        let now = now_ns();
+        let now = monotonic_ns();
         max_lag = max_lag.max(now.saturating_sub(due));
         let m = Message {
             kind: Kind::Request,
@@ -278,7 +249,7 @@ fn run_here(cfg: &ClientConfig) -> Result<ClientRun> {
             }
         }
     }
-    sender_done_at.store(now_ns(), Ordering::Release);
+    sender_done_at.store(monotonic_ns(), Ordering::Release);
     let got = receiver.join().map_err(|_| LoadgenError::Invalid("the receiver thread panicked".into()))??;
     send_result?;
     if let Conn::Tcp(s) = &conn {
@@ -290,7 +261,7 @@ fn run_here(cfg: &ClientConfig) -> Result<ClientRun> {
         samples,
         sent: cfg.count,
         max_send_lag_s: max_lag as f64 * 1e-9,
-        elapsed_s: now_ns().saturating_sub(base) as f64 * 1e-9,
+        elapsed_s: monotonic_ns().saturating_sub(base) as f64 * 1e-9,
     })
 }
 

@@ -74,6 +74,9 @@ pub enum LoadgenError {
     Model(#[from] rtslice_model::ModelError),
     #[error("reservation: {0}")]
     Reservation(String),
+    /// A system call, /proc read or network-namespace step failed (the message names it).
+    #[error(transparent)]
+    Os(#[from] rtslice_sys::SysError),
 }
 
 pub type Result<T> = std::result::Result<T, LoadgenError>;
@@ -84,7 +87,4 @@ pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> Loadg
 }
 
 /// True when running as root (namespaces and reservations need it).
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
+pub use rtslice_sys::process::is_root;

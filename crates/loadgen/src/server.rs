@@ -47,9 +47,8 @@ const POLL: Duration = Duration::from_millis(100);
 
 /// Names the calling thread [`THREAD_NAME`] (thread rules match on it).
 pub fn name_this_thread() {
-    let name = std::ffi::CString::new(THREAD_NAME).unwrap();
-    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes.
-    unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr() as libc::c_ulong, 0, 0, 0) };
+    // THREAD_NAME is a short constant without NUL: this cannot fail in a way worth reporting.
+    let _ = rtslice_sys::thread::set_name(THREAD_NAME);
 }
 
 /// A bound server, ready to [`Server::serve`]. Binding first lets the caller learn the port.

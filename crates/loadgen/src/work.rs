@@ -69,12 +69,7 @@ impl Spinner {
 const CHUNK_NS: u64 = 20_000;
 
 /// This thread's CPU time in ns.
-pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid pointer to a timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use rtslice_sys::time::thread_cpu_ns;
 
 #[cfg(test)]
 mod tests {

@@ -5,14 +5,14 @@
 //! writing to /dev/null, pinned to the same CPUs, as study A's netcat.
 
 use std::net::UdpSocket;
-use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use rtslice_sys::netns::{self, Netns};
+use rtslice_sys::SysError;
 use serde::{Deserialize, Serialize};
 
 use crate::proc::{next_seq, Managed};
@@ -41,7 +41,7 @@ pub struct FloodStats {
 }
 
 pub struct Flood {
-    namespaces: Vec<String>,
+    namespaces: Vec<Netns>,
     veth_rx: String,
     receiver: Option<Managed>,
     sender: Option<JoinHandle<()>>,
@@ -55,84 +55,44 @@ pub struct Flood {
     sender_cpus: Vec<usize>,
 }
 
-fn ip(args: &[&str]) -> Result<(), NoiseError> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| NoiseError::Command { what: format!("ip {}", args.join(" ")), detail: e.to_string() })?;
-    if !out.status.success() {
-        return Err(NoiseError::Command {
-            what: format!("ip {}", args.join(" ")),
-            detail: format!("{} (needs root / CAP_NET_ADMIN)", String::from_utf8_lossy(&out.stderr).trim()),
-        });
+/// A failed namespace step as the noise reports it (the step, then why and what to do).
+fn step_failed(e: SysError) -> NoiseError {
+    match e {
+        SysError::Command { command, stderr, .. } => {
+            NoiseError::Command { what: command, detail: format!("{stderr} (needs root / CAP_NET_ADMIN)") }
+        }
+        e => NoiseError::Command { what: "setting up the flood's network namespaces".into(), detail: e.to_string() },
     }
-    Ok(())
 }
 
 /// Hex CPU mask as sysfs writes it: 32-bit groups separated by commas, most significant first.
 pub fn cpu_mask(cpus: &[usize]) -> String {
-    let groups = cpus.iter().max().map(|m| m / 32 + 1).unwrap_or(1);
-    let mut words = vec![0u32; groups];
-    for &c in cpus {
-        words[c / 32] |= 1 << (c % 32);
-    }
-    words.iter().rev().map(|w| format!("{w:08x}")).collect::<Vec<_>>().join(",")
+    rtslice_sys::cpulist::format_cpu_mask(&cpus.iter().map(|&c| c as u32).collect::<Vec<_>>())
 }
 
 /// Deletes flood namespaces left behind by processes that no longer exist (SIGKILL, crash).
 /// Returns the names deleted.
 pub fn cleanup_stale() -> Vec<String> {
-    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else { return Vec::new() };
     let mut deleted = Vec::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let name = line.split_whitespace().next().unwrap_or("");
+    for name in netns::list() {
         let Some(rest) = name.strip_prefix(PREFIX) else { continue };
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
-        if !Path::new(&format!("/proc/{pid}")).exists() && ip(&["netns", "del", name]).is_ok() {
-            deleted.push(name.to_string());
+        if !rtslice_sys::procfs::process_exists(pid) && netns::delete(&name).is_ok() {
+            deleted.push(name);
         }
     }
     deleted
 }
 
-fn enter_netns(name: &str) -> Result<(), String> {
-    let path = format!("/var/run/netns/{name}");
-    let f = std::fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?;
-    // SAFETY: valid fd; changes only this thread's network namespace.
-    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(format!("setns {path}: {}", std::io::Error::last_os_error()));
-    }
-    Ok(())
-}
-
-fn pin_thread(cpus: &[usize]) {
-    // SAFETY: cpu_set_t is plain data; ids are below CPU_SETSIZE (checked by the caller's online list).
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus {
-            libc::CPU_SET(c, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
 fn sender_loop(ns: String, cpus: Vec<usize>, spec: FloodSpec, stop: Arc<AtomicBool>, sent: Arc<AtomicU64>) -> Result<(), String> {
-    let _ = crate_set_name("rtsn-flood");
-    pin_thread(&cpus);
-    enter_netns(&ns)?;
+    let _ = rtslice_sys::thread::set_name("rtsn-flood");
+    // Best effort, as before: an offline CPU leaves the sender where it was.
+    let _ = rtslice_sys::thread::set_affinity(&cpus);
+    netns::enter(&ns).map_err(|e| e.to_string())?;
     let sock = UdpSocket::bind((TX_ADDR, 0)).map_err(|e| format!("bind {TX_ADDR}: {e}"))?;
     sock.connect((RX_ADDR, PORT)).map_err(|e| format!("connect {RX_ADDR}:{PORT}: {e}"))?;
     let payload = vec![0x5au8; spec.payload.max(1)];
     const BATCH: usize = 32;
-    let mut iov: Vec<libc::iovec> = (0..BATCH)
-        .map(|_| libc::iovec { iov_base: payload.as_ptr() as *mut libc::c_void, iov_len: payload.len() })
-        .collect();
-    // SAFETY: mmsghdr is plain data; each header points at one iovec that outlives the calls.
-    let mut msgs: Vec<libc::mmsghdr> = (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
-    for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
-        m.msg_hdr.msg_iov = v;
-        m.msg_hdr.msg_iovlen = 1;
-    }
     let start = Instant::now();
     let mut total = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -148,8 +108,7 @@ fn sender_loop(ns: String, cpus: Vec<usize>, spec: FloodSpec, stop: Arc<AtomicBo
             }
             None => BATCH,
         };
-        // SAFETY: msgs holds `want` valid headers.
-        let n = unsafe { libc::sendmmsg(sock.as_raw_fd(), msgs.as_mut_ptr(), want as libc::c_uint, 0) };
+        let n = rtslice_sys::net::send_copies(&sock, &payload, want).unwrap_or(0);
         if n > 0 {
             total += n as u64;
             sent.fetch_add(n as u64, Ordering::Relaxed);
@@ -159,15 +118,6 @@ fn sender_loop(ns: String, cpus: Vec<usize>, spec: FloodSpec, stop: Arc<AtomicBo
         }
     }
     Ok(())
-}
-
-fn crate_set_name(name: &str) -> std::io::Result<()> {
-    let mut buf = [0u8; 16];
-    let n = name.len().min(15);
-    buf[..n].copy_from_slice(&name.as_bytes()[..n]);
-    // SAFETY: NUL-terminated buffer valid during the call.
-    let rc = unsafe { libc::prctl(libc::PR_SET_NAME, buf.as_ptr() as libc::c_ulong, 0, 0, 0) };
-    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
 }
 
 impl Flood {
@@ -205,21 +155,17 @@ impl Flood {
         };
         // On any error `f` is dropped, which deletes whatever was created.
         for ns in [&ns_tx, &ns_rx] {
-            ip(&["netns", "add", ns])?;
-            f.namespaces.push(ns.clone());
+            f.namespaces.push(Netns::create(ns).map_err(step_failed)?);
         }
-        ip(&["link", "add", &veth_tx, "netns", &ns_tx, "type", "veth", "peer", "name", &veth_rx, "netns", &ns_rx])?;
-        ip(&["-n", &ns_tx, "addr", "add", &format!("{TX_ADDR}/30"), "dev", &veth_tx])?;
-        ip(&["-n", &ns_rx, "addr", "add", &format!("{RX_ADDR}/30"), "dev", &veth_rx])?;
-        for (ns, dev) in [(&ns_tx, &veth_tx), (&ns_rx, &veth_rx)] {
-            ip(&["-n", ns, "link", "set", "lo", "up"])?;
-            ip(&["-n", ns, "link", "set", dev, "up"])?;
-        }
+        let (tx, rx) = (&f.namespaces[0], &f.namespaces[1]);
+        netns::veth_pair(&veth_tx, Some(tx), &veth_rx, Some(rx)).map_err(step_failed)?;
+        tx.address(&veth_tx, &format!("{TX_ADDR}/30")).map_err(step_failed)?;
+        rx.address(&veth_rx, &format!("{RX_ADDR}/30")).map_err(step_failed)?;
         if spec.rps {
             // sysfs shows the devices of the mounting namespace: write from inside the receiver's.
             let mask = cpu_mask(cpus);
             let cmd = format!("echo {mask} > /sys/class/net/{veth_rx}/queues/rx-0/rps_cpus");
-            ip(&["netns", "exec", &ns_rx, "sh", "-c", &cmd])?;
+            rx.exec("sh", &["-c", &cmd]).map_err(step_failed)?;
             f.rps_mask = mask;
         }
         let list = cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",");
@@ -272,22 +218,9 @@ impl Flood {
         let sent = self.sent.load(Ordering::Relaxed);
         let Some(pid) = self.receiver.as_ref().map(|r| r.pid()) else { return (sent, 0, 0, 0) };
         // /proc/<pid>/net/* show the network namespace of that process: the receiver's.
-        let dev = std::fs::read_to_string(format!("/proc/{pid}/net/dev")).unwrap_or_default();
-        let rx = dev
-            .lines()
-            .find(|l| l.trim_start().starts_with(&format!("{}:", self.veth_rx)))
-            .and_then(|l| l.split(':').nth(1)?.split_whitespace().nth(1)?.parse().ok())
-            .unwrap_or(0);
-        let snmp = std::fs::read_to_string(format!("/proc/{pid}/net/snmp")).unwrap_or_default();
-        let udp: Vec<&str> = snmp.lines().filter(|l| l.starts_with("Udp:")).collect();
-        let (mut indg, mut drops) = (0, 0);
-        if udp.len() >= 2 {
-            let names: Vec<&str> = udp[0].split_whitespace().collect();
-            let vals: Vec<&str> = udp[1].split_whitespace().collect();
-            let get = |k: &str| names.iter().position(|n| *n == k).and_then(|i| vals.get(i)?.parse().ok()).unwrap_or(0);
-            indg = get("InDatagrams");
-            drops = get("RcvbufErrors");
-        }
+        let rx = rtslice_sys::procfs::rx_packets_of(pid, &self.veth_rx).unwrap_or(0);
+        let indg = rtslice_sys::procfs::snmp_of(pid, "Udp", "InDatagrams").unwrap_or(0);
+        let drops = rtslice_sys::procfs::snmp_of(pid, "Udp", "RcvbufErrors").unwrap_or(0);
         (sent, rx, indg, drops)
     }
 
@@ -314,7 +247,7 @@ impl Flood {
             delivered_pps: d(now.2, self.last.2),
             dropped_pps: d(now.3, self.last.3),
             payload_bytes: self.payload,
-            namespaces: self.namespaces.clone(),
+            namespaces: self.namespaces.iter().map(|n| n.name().to_string()).collect(),
             rps_cpus: self.rps_mask.clone(),
             sender_cpus: self.sender_cpus.clone(),
         };
@@ -333,8 +266,8 @@ impl Flood {
         let mut first = None;
         // Deleting a namespace destroys its end of the veth pair, and with it the peer.
         for ns in self.namespaces.drain(..) {
-            if let Err(e) = ip(&["netns", "del", &ns]) {
-                first.get_or_insert(e);
+            if let Err(e) = ns.delete() {
+                first.get_or_insert(step_failed(e));
             }
         }
         match first {

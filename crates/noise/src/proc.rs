@@ -8,6 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use rtslice_sys::process::{group_exists, signal_group, Signal};
+
 use crate::NoiseError;
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -79,9 +81,9 @@ impl Managed {
 
     /// SIGTERM to the whole group, SIGKILL after 3 s, then reap.
     pub fn kill(&mut self) {
-        let pgid = self.child.id() as libc::pid_t;
-        // SAFETY: signalling a process group we created; harmless if it is gone.
-        unsafe { libc::kill(-pgid, libc::SIGTERM) };
+        let pgid = self.child.id();
+        // The group may be gone already: nothing to signal then.
+        let _ = signal_group(pgid, Signal::Terminate);
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(3) {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -90,13 +92,11 @@ impl Managed {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        // SAFETY: as above.
-        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        let _ = signal_group(pgid, Signal::Kill);
         let _ = self.child.wait();
         // Wait until no member of the group is left (stress-ng children exit after the leader).
         let t = Instant::now();
-        // SAFETY: kill with signal 0 only checks for existence.
-        while unsafe { libc::kill(-pgid, 0) } == 0 && t.elapsed() < Duration::from_secs(3) {
+        while group_exists(pgid) && t.elapsed() < Duration::from_secs(3) {
             std::thread::sleep(Duration::from_millis(20));
         }
     }

@@ -21,46 +21,27 @@ pub struct CpuSnapshot {
 }
 
 pub fn online_cpus() -> Vec<usize> {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    let mut v = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        let mut it = part.split('-');
-        let a: usize = it.next().and_then(|x| x.parse().ok()).unwrap_or(0);
-        let b: usize = it.next().and_then(|x| x.parse().ok()).unwrap_or(a);
-        v.extend(a..=b);
-    }
+    let v: Vec<usize> = rtslice_sys::procfs::online_cpus().unwrap_or_default().into_iter().map(|c| c as usize).collect();
     if v.is_empty() {
-        v.push(0);
+        vec![0]
+    } else {
+        v
     }
-    v
 }
 
 impl CpuSnapshot {
     pub fn take() -> CpuSnapshot {
-        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-        let net_rx: Vec<u64> = std::fs::read_to_string("/proc/softirqs")
-            .unwrap_or_default()
-            .lines()
-            .find(|l| l.trim_start().starts_with("NET_RX:"))
-            .map(|l| l.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect())
-            .unwrap_or_default();
-        let mut cpus = Vec::new();
-        for line in stat.lines() {
-            let Some(rest) = line.strip_prefix("cpu") else { continue };
-            let mut f = rest.split_whitespace();
-            let Some(Ok(cpu)) = f.next().map(str::parse::<usize>) else { continue };
-            let v: Vec<u64> = f.filter_map(|x| x.parse().ok()).collect();
-            if v.len() < 7 {
-                continue;
-            }
-            // user nice system idle iowait irq softirq steal (guest is inside user)
-            let total: u64 = v.iter().take(8).sum();
-            let idle = v[3] + v[4];
-            let softirq = v[6];
-            // /proc/softirqs lists possible CPUs in order; index by position of the online CPU id.
-            let rx = net_rx.get(cpu).copied().unwrap_or(0);
-            cpus.push((cpu, total, idle, softirq, rx));
-        }
+        let stat = rtslice_sys::procfs::cpu_stat().unwrap_or_default();
+        let net_rx = rtslice_sys::procfs::softirq_row("NET_RX");
+        let cpus = stat
+            .cpus
+            .iter()
+            .map(|&(cpu, t)| {
+                // /proc/softirqs lists possible CPUs in order; index by position of the online CPU id.
+                let rx = net_rx.get(cpu as usize).copied().unwrap_or(0);
+                (cpu as usize, t.total, t.idle, t.softirq, rx)
+            })
+            .collect();
         CpuSnapshot { cpus, at: Some(std::time::Instant::now()) }
     }
 

@@ -1,80 +1,9 @@
 //! CPU lists as the kernel writes them (`0-3,6,8-9`), and their serde forms: a spec may write a CPU
 //! list either as such a string or as a YAML sequence of ids; we always serialize the string.
 
-use std::fmt::Write as _;
-
-/// The kernel never has more CPUs than this (NR_CPUS upper bound); a larger id is a typo.
-pub const MAX_CPU_ID: u32 = 8191;
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{input}` is not a CPU list ({why}); write e.g. `0-3,6`")]
-pub struct CpuListError {
-    pub input: String,
-    pub why: String,
-}
-
-/// Parses `0-3,6,8-9` (also with spaces, an empty string is the empty list). Result is sorted, unique.
-pub fn parse_cpu_list(input: &str) -> Result<Vec<u32>, CpuListError> {
-    let err = |why: String| CpuListError { input: input.to_string(), why };
-    let mut cpus = Vec::new();
-    for part in input.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (lo, hi) = match part.split_once('-') {
-            Some((a, b)) => (a.trim(), b.trim()),
-            None => (part, part),
-        };
-        let lo: u32 = lo.parse().map_err(|_| err(format!("`{lo}` is not a CPU id")))?;
-        let hi: u32 = hi.parse().map_err(|_| err(format!("`{hi}` is not a CPU id")))?;
-        if lo > hi {
-            return Err(err(format!("range `{part}` runs backwards")));
-        }
-        if hi > MAX_CPU_ID {
-            return Err(err(format!("CPU {hi} is above the kernel's limit of {MAX_CPU_ID}")));
-        }
-        cpus.extend(lo..=hi);
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Ok(cpus)
-}
-
-/// Formats sorted CPU ids as the kernel does: `0-3,6`.
-pub fn format_cpu_list(cpus: &[u32]) -> String {
-    let mut sorted = cpus.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut out = String::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let start = sorted[i];
-        let mut end = start;
-        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
-            i += 1;
-            end = sorted[i];
-        }
-        if !out.is_empty() {
-            out.push(',');
-        }
-        if start == end {
-            let _ = write!(out, "{start}");
-        } else {
-            let _ = write!(out, "{start}-{end}");
-        }
-        i += 1;
-    }
-    out
-}
-
-/// Formats CPU ids as a hexadecimal mask the way /sys/class/net/*/queues/*/rps_cpus expects
-/// (comma-separated 32-bit words, most significant first).
-pub fn format_cpu_mask(cpus: &[u32]) -> String {
-    let max = cpus.iter().copied().max().unwrap_or(0);
-    let words = (max / 32 + 1) as usize;
-    let mut mask = vec![0u32; words];
-    for &c in cpus {
-        mask[(c / 32) as usize] |= 1 << (c % 32);
-    }
-    mask.iter().rev().map(|w| format!("{w:08x}")).collect::<Vec<_>>().join(",")
-}
+// The text formats themselves are the OS layer's (sysfs and procfs speak them); spec keeps the
+// names its users import and adds the serde forms.
+pub use rtslice_sys::cpulist::{format_cpu_list, format_cpu_mask, parse_cpu_list, CpuListError, MAX_CPU_ID};
 
 /// serde helpers: `Vec<u32>` as a CPU-list string, accepting a string or a sequence when reading.
 pub mod serde_cpus {

@@ -6,19 +6,26 @@
 //! Table of contents:
 //! - [`cpulist`]: the kernel's CPU-list and CPU-mask text formats (pure).
 //! - [`time`]: monotonic and per-thread CPU clocks, absolute sleeps.
-//! - [`thread`]: thread ids, CPU affinity, memory locking.
-//! - [`process`]: signals to processes and process groups, waiting, session/group set-up for children.
-//! - [`procfs`]: /proc/PID/{stat,status,task,comm}, /proc/stat, /proc/interrupts, /proc/softirqs.
+//! - [`thread`]: thread ids, names, CPU affinity, timer slack, the calling thread's class.
+//! - [`process`]: root check, signals to process groups.
+//! - [`lock`]: host-wide advisory file locks (flock).
+//! - [`procfs`]: /proc/PID/task/TID/{stat,status,schedstat,sched,comm,children}, /proc/stat,
+//!   /proc/softirqs, /proc/PID/net/{dev,snmp}, the online and isolated CPUs.
 //! - [`netns`]: network namespaces and veth pairs.
+//! - [`net`]: batched datagram sending (sendmmsg).
 //! - [`perf`]: perf_event_open counters.
 //! - [`sched`]: scheduling policies and parameters (sched_setattr/sched_getattr, SCHED_DEADLINE).
 //! - [`proc_ref`]: a process identity that survives pid reuse (pid + start time).
 //! - [`proc_connector`]: the netlink process connector (fork/exec/comm events).
 //! - [`fs`]: a fail-fast exclusive file lock; mounting and lazily unmounting pseudo file systems.
 //! - [`probe`]: what the kernel offers: online CPU count, hardware performance counters.
+//! - [`SysError`]: the one error type, naming the call or path, the errno and what to do.
 
 pub mod cpulist;
+mod error;
 pub mod fs;
+pub mod lock;
+pub mod net;
 pub mod netns;
 pub mod perf;
 pub mod probe;
@@ -29,3 +36,5 @@ pub mod procfs;
 pub mod sched;
 pub mod thread;
 pub mod time;
+
+pub use error::{Result, SysError};

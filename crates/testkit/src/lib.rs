@@ -5,15 +5,14 @@
 //!   IRQ affinity, RT budgets) or that measure latency never overlap, even across test binaries.
 //! - [`RestoreFile`]: puts a kernel file's old value back on drop, also when the test panics.
 
-use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+
+use rtslice_sys::lock::FileLock;
 
 /// True when the test runs as root (CI does).
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    rtslice_sys::process::is_root()
 }
 
 /// Returns early from a test, with the reason on stderr, when not running as root.
@@ -32,22 +31,13 @@ const LOCK_PATH: &str = "/tmp/rtslice-kernel-tests.lock";
 /// Exclusive host-wide lock for the duration of a test that touches global kernel state or measures
 /// timing. Dropping it releases the lock.
 pub struct KernelLock {
-    _file: File,
+    _lock: FileLock,
 }
 
 impl KernelLock {
     pub fn acquire() -> KernelLock {
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(LOCK_PATH)
-            .unwrap_or_else(|e| panic!("cannot open {LOCK_PATH}: {e}"));
-        // SAFETY: the fd is valid for the lifetime of `file`.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-        assert_eq!(rc, 0, "flock({LOCK_PATH}): {}", io::Error::last_os_error());
-        KernelLock { _file: file }
+        let lock = FileLock::exclusive(Path::new(LOCK_PATH)).unwrap_or_else(|e| panic!("{e}"));
+        KernelLock { _lock: lock }
     }
 }
 

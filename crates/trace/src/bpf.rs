@@ -27,9 +27,9 @@ pub(crate) struct RawThread {
 }
 
 pub(crate) struct BpfTracer {
-    // Drop order matters: the skeleton borrows `storage` and must go first (see Drop).
-    skel: std::mem::ManuallyDrop<RtlatSkel<'static>>,
-    storage: *mut MaybeUninit<OpenObject>,
+    // Field order is drop order: the skeleton borrows `_storage` and must go first.
+    skel: RtlatSkel<'static>,
+    _storage: SkelStorage,
     pub attach_kind: &'static str,
     stats_fd: Option<OwnedFd>,
 }
@@ -37,13 +37,24 @@ pub(crate) struct BpfTracer {
 // SAFETY: the skeleton is Send + Sync (libbpf-cargo declares it so); `storage` is only touched in Drop.
 unsafe impl Send for BpfTracer {}
 
-impl Drop for BpfTracer {
+/// The heap object libbpf-rs's generated skeleton borrows for its whole life. The generated API
+/// takes `&'a mut MaybeUninit<OpenObject>` and ties the skeleton's lifetime to it, so a skeleton
+/// kept in a struct needs storage that outlives it: this one is freed when dropped, which
+/// `BpfTracer`'s field order (or `try_start`'s scope on failure) puts after the skeleton.
+struct SkelStorage(std::ptr::NonNull<MaybeUninit<OpenObject>>);
+
+impl SkelStorage {
+    fn new() -> SkelStorage {
+        SkelStorage(std::ptr::NonNull::from(Box::leak(Box::new(MaybeUninit::uninit()))))
+    }
+}
+
+impl Drop for SkelStorage {
     fn drop(&mut self) {
-        // SAFETY: the skeleton is dropped exactly once, before the storage it borrows is freed.
-        unsafe {
-            std::mem::ManuallyDrop::drop(&mut self.skel);
-            drop(Box::from_raw(self.storage));
-        }
+        // SAFETY: the pointer came from Box::leak in `new` and is freed only here, once; every
+        // skeleton that borrowed it was dropped before (field order of BpfTracer, or the end of the
+        // closure in try_start).
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
     }
 }
 
@@ -88,10 +99,11 @@ impl BpfTracer {
 
     fn try_start(filter: &Filter, raw: bool) -> Result<BpfTracer, String> {
         take_log();
-        let storage: *mut MaybeUninit<OpenObject> = Box::into_raw(Box::new(MaybeUninit::uninit()));
+        let mut storage = SkelStorage::new();
         let result = (|| {
-            // SAFETY: `storage` lives until after the skeleton is dropped (BpfTracer::drop, or below).
-            let storage_ref: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *storage };
+            // SAFETY: `storage` outlives the skeleton built on it (see SkelStorage) and nothing else
+            // accesses it while this reference lives.
+            let storage_ref: &'static mut MaybeUninit<OpenObject> = unsafe { storage.0.as_mut() };
             let mut open = RtlatSkelBuilder::default().open(storage_ref).map_err(|e| format!("open: {e}"))?;
             let rodata = open.maps.rodata_data.as_deref_mut().ok_or("the object has no .rodata")?;
             match filter {
@@ -124,24 +136,24 @@ impl BpfTracer {
             }
             // Run-time statistics of BPF programs (what kernel.bpf_stats_enabled=1 turns on), held
             // only as long as this fd: nothing global to restore afterwards.
-            // SAFETY: plain syscall wrapper; a negative return is an error code.
-            let fd = unsafe { libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME) };
-            let stats_fd = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) });
+            // SAFETY: plain syscall wrapper (libbpf-rs has no safe one); a non-negative return is a
+            // new fd that nothing else owns.
+            let stats_fd = unsafe {
+                let fd = libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME);
+                (fd >= 0).then(|| OwnedFd::from_raw_fd(fd))
+            };
             skel.attach().map_err(|e| format!("attach: {e}\n{}", take_log()))?;
             Ok((skel, stats_fd))
         })();
         match result {
             Ok((skel, stats_fd)) => Ok(BpfTracer {
-                skel: std::mem::ManuallyDrop::new(skel),
-                storage,
+                skel,
+                _storage: storage,
                 attach_kind: if raw { "raw_tp" } else { "tp_btf" },
                 stats_fd,
             }),
-            Err(e) => {
-                // SAFETY: the failed skeleton (if any) was dropped inside the closure.
-                unsafe { drop(Box::from_raw(storage)) };
-                Err(e)
-            }
+            // The failed skeleton (if any) was dropped inside the closure; `storage` goes now.
+            Err(e) => Err(e),
         }
     }
 
@@ -180,10 +192,12 @@ impl BpfTracer {
 
     /// Threads whose entry could not be created (stats map full).
     pub fn lost_threads(&self) -> u64 {
-        match self.skel.maps.bss_data.as_deref() {
-            // SAFETY: .bss is mmapped and written by the kernel concurrently; read volatile.
-            Some(bss) => unsafe { std::ptr::read_volatile(&bss.lost_stats) },
-            None => 0,
+        // Through the map (a copy made by the kernel) rather than the mmapped .bss, which the
+        // programs write concurrently.
+        let offset = std::mem::offset_of!(types::bss, lost_stats);
+        match self.skel.maps.bss.lookup(&0u32.to_ne_bytes(), MapFlags::ANY) {
+            Ok(Some(bytes)) => bytes.get(offset..offset + 8).and_then(|b| b.try_into().ok()).map(u64::from_ne_bytes).unwrap_or(0),
+            _ => 0,
         }
     }
 

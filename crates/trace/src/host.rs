@@ -7,66 +7,20 @@ use std::path::Path;
 
 use serde::Serialize;
 
-/// One line of /proc/interrupts.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct IrqLine {
-    pub id: String,
-    /// Everything after the counters: chip, hwirq, trigger and the action names.
-    pub desc: String,
-    pub per_cpu: Vec<u64>,
-}
-
-pub(crate) fn parse_interrupts(text: &str) -> Vec<IrqLine> {
-    let mut lines = text.lines();
-    let ncpu = lines.next().map(|h| h.split_whitespace().filter(|w| w.starts_with("CPU")).count()).unwrap_or(0);
-    let mut out = Vec::new();
-    for line in lines {
-        let Some((id, rest)) = line.split_once(':') else { continue };
-        let mut words = rest.split_whitespace().peekable();
-        let mut per_cpu = Vec::with_capacity(ncpu);
-        while per_cpu.len() < ncpu {
-            match words.peek().and_then(|w| w.parse::<u64>().ok()) {
-                Some(v) => {
-                    per_cpu.push(v);
-                    words.next();
-                }
-                None => break,
-            }
-        }
-        // ERR/MIS lines carry one total only: spread as CPU0 so sums stay right.
-        per_cpu.resize(ncpu, 0);
-        out.push(IrqLine { id: id.trim().to_string(), desc: words.collect::<Vec<_>>().join(" "), per_cpu });
-    }
-    out
-}
-
-/// /proc/softirqs: (name, per-CPU counts).
-pub(crate) fn parse_softirqs(text: &str) -> Vec<(String, Vec<u64>)> {
-    text.lines()
-        .skip(1)
-        .filter_map(|l| {
-            let (name, rest) = l.split_once(':')?;
-            Some((name.trim().to_string(), rest.split_whitespace().filter_map(|w| w.parse().ok()).collect()))
-        })
-        .collect()
-}
+// The /proc tables are read and parsed by rtslice-sys; this module keeps the deltas and rates.
+pub(crate) use rtslice_sys::procfs::IrqLine;
+#[cfg(test)]
+use rtslice_sys::procfs::{parse_interrupts, parse_softirqs};
 
 /// /proc/stat per-CPU jiffies: (cpu, busy, idle); idle includes iowait, busy everything else but guest
 /// time (already inside user/nice).
-pub(crate) fn parse_stat(text: &str) -> Vec<(usize, u64, u64)> {
-    text.lines()
-        .filter_map(|l| {
-            let mut w = l.split_whitespace();
-            let cpu = w.next()?.strip_prefix("cpu")?.parse::<usize>().ok()?;
-            let v: Vec<u64> = w.filter_map(|x| x.parse().ok()).collect();
-            if v.len() < 8 {
-                return None;
-            }
-            let idle = v[3] + v[4];
-            let busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-            Some((cpu, busy, idle))
-        })
-        .collect()
+#[cfg(test)]
+fn parse_stat(text: &str) -> Vec<(usize, u64, u64)> {
+    stat_rows(&rtslice_sys::procfs::parse_cpu_stat(text))
+}
+
+fn stat_rows(stat: &rtslice_sys::procfs::CpuStat) -> Vec<(usize, u64, u64)> {
+    stat.cpus.iter().map(|&(cpu, t)| (cpu as usize, t.busy(), t.idle)).collect()
 }
 
 #[derive(Clone, Debug, Default)]
@@ -81,9 +35,9 @@ pub(crate) struct HostSample {
 impl HostSample {
     pub fn take() -> HostSample {
         HostSample {
-            irqs: fs::read_to_string("/proc/interrupts").map(|t| parse_interrupts(&t)).unwrap_or_default(),
-            softirqs: fs::read_to_string("/proc/softirqs").map(|t| parse_softirqs(&t)).unwrap_or_default(),
-            stat: fs::read_to_string("/proc/stat").map(|t| parse_stat(&t)).unwrap_or_default(),
+            irqs: rtslice_sys::procfs::interrupts(),
+            softirqs: rtslice_sys::procfs::softirqs(),
+            stat: rtslice_sys::procfs::cpu_stat().map(|s| stat_rows(&s)).unwrap_or_default(),
             rapl: read_rapl(),
             resctrl: read_resctrl(),
         }

@@ -30,6 +30,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use rtslice_sys::time::{monotonic_ns, thread_cpu_ns};
+
 pub use host::{HostReport, Measurement};
 pub use perf::HwReport;
 pub use procfs::{schedstat, SchedStat};
@@ -131,20 +133,6 @@ pub struct TraceSession {
 // SAFETY: the Cell is only updated through &self by the one thread that holds the session at a time
 // (TraceSession is not Sync); the BPF tracer is Send.
 unsafe impl Send for TraceSession {}
-
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a valid out-parameter.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a valid out-parameter.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 /// The v1 controllers the BPF cgroup filter can follow (CG_* in rtlat.h), in order of preference.
 const V1_CONTROLLERS: [(&str, u32); 5] = [("cpuset", 1), ("cpu", 2), ("cpuacct", 3), ("memory", 4), ("pids", 5)];

@@ -9,6 +9,7 @@ use rtslice_bench::report::{self, Item};
 use rtslice_bench::runner::{self, Options};
 use rtslice_bench::results::{Results, RunStatus};
 use rtslice_bench::{Experiment, ExperimentError};
+use rtslice_sys::lock::FileLock;
 
 use super::{EXIT_FAILURE, EXIT_INVALID};
 
@@ -54,29 +55,20 @@ pub(crate) fn load(path: &std::path::Path) -> Result<Experiment, ExitCode> {
 /// Holds the host-wide measurement lock (the one rtslice's kernel tests take) while measuring, so
 /// two measurements never overlap on one machine.
 pub(crate) struct MeasureLock {
-    _file: std::fs::File,
+    _lock: FileLock,
 }
 
 impl MeasureLock {
     pub(crate) fn acquire() -> anyhow::Result<MeasureLock> {
-        use std::os::fd::AsRawFd;
-        let path = "/tmp/rtslice-kernel-tests.lock";
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(path)
-            .with_context(|| format!("cannot open the measurement lock {path}"))?;
-        // SAFETY: flock on a valid fd owned by `file`.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            eprintln!("rtslice: another measurement or kernel test holds {path}; waiting for it to finish…");
-            // SAFETY: as above.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-                anyhow::bail!("flock({path}): {}", std::io::Error::last_os_error());
+        let path = Path::new("/tmp/rtslice-kernel-tests.lock");
+        let lock = match FileLock::try_exclusive(path).context("cannot take the measurement lock")? {
+            Some(lock) => lock,
+            None => {
+                eprintln!("rtslice: another measurement or kernel test holds {}; waiting for it to finish…", path.display());
+                FileLock::exclusive(path).context("cannot take the measurement lock")?
             }
-        }
-        Ok(MeasureLock { _file: file })
+        };
+        Ok(MeasureLock { _lock: lock })
     }
 }
 
@@ -183,8 +175,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if cfg!(debug_assertions) {
         eprintln!("rtslice bench: warning: this is a debug build; the emulator's compute is an order of magnitude slower than in a release build (cargo build --release -p rtslice)");
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rtslice_sys::process::is_root() {
         eprintln!("rtslice bench: warning: not root; strategies other than `none` and kernel interference will fail (run with sudo)");
     }
     let out = args.out.unwrap_or_else(|| PathBuf::from("results").join(&exp.name));

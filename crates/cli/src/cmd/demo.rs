@@ -21,8 +21,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let exp = rtslice_bench::demo_experiment();
     let cells = rtslice_bench::matrix::cells(&exp).len();
     println!("rtslice demo: {} — {cells} runs of {} s each (about 2 minutes)", exp.title, (exp.warmup + exp.duration).as_secs());
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rtslice_sys::process::is_root() {
         eprintln!("rtslice demo: warning: not root; applying strategies and kernel interference need root (sudo make demo)");
     }
     let Some((results, failed)) = run_and_summarize("demo", &exp, &args.out, !args.no_progress)? else {
