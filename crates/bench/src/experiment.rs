@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use rtslice_spec::SchedPolicy;
 use serde::{Deserialize, Serialize};
 
 use crate::strategy::Strategy;
@@ -147,29 +148,65 @@ pub struct LoadgenSpec {
     pub client_args: Vec<String>,
 }
 
+/// One thread rule of a workload: regex on thread name → CPU slot in the workload's set, with the
+/// scheduling class the rule gives (the spec's [`SchedPolicy`], so a slot means the same as a spec's
+/// thread rule). Real-time threads are the ones a reservation serves.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "ThreadSlotFile", into = "ThreadSlotFile")]
 pub struct ThreadSlot {
-    #[serde(rename = "match")]
     pub pattern: String,
     pub slot: u32,
-    /// Scheduling class the rule gives: `other` (default), `fifo` or `rr`. Real-time threads
-    /// are the ones a reservation serves.
-    #[serde(default = "policy_other")]
-    pub policy: String,
-    /// Priority for fifo/rr (1–99).
-    #[serde(default)]
-    pub priority: u32,
+    pub policy: SchedPolicy,
 }
 
 impl ThreadSlot {
     pub fn rt(&self) -> bool {
-        self.policy == "fifo" || self.policy == "rr"
+        matches!(self.policy, SchedPolicy::Fifo { .. } | SchedPolicy::Rr { .. })
     }
+}
+
+/// How a thread rule is written in the file: `policy` is `other` (default), `fifo` or `rr`, and
+/// `priority` (1–99) goes with fifo/rr. The range is checked with the rest of the file so that all
+/// problems are reported at once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ThreadSlotFile {
+    #[serde(rename = "match")]
+    pattern: String,
+    slot: u32,
+    #[serde(default = "policy_other")]
+    policy: String,
+    #[serde(default)]
+    priority: u32,
 }
 
 fn policy_other() -> String {
     "other".into()
+}
+
+impl TryFrom<ThreadSlotFile> for ThreadSlot {
+    type Error = String;
+    fn try_from(f: ThreadSlotFile) -> Result<ThreadSlot, String> {
+        let policy = match f.policy.as_str() {
+            "other" => SchedPolicy::Other { nice: None },
+            "fifo" => SchedPolicy::Fifo { priority: f.priority },
+            "rr" => SchedPolicy::Rr { priority: f.priority },
+            p => return Err(format!("thread rule `{}`: policy `{p}` is not other, fifo or rr", f.pattern)),
+        };
+        Ok(ThreadSlot { pattern: f.pattern, slot: f.slot, policy })
+    }
+}
+
+impl From<ThreadSlot> for ThreadSlotFile {
+    fn from(t: ThreadSlot) -> ThreadSlotFile {
+        let (policy, priority) = match t.policy {
+            SchedPolicy::Fifo { priority } => ("fifo", priority),
+            SchedPolicy::Rr { priority } => ("rr", priority),
+            // Only other, fifo and rr can be read from a file; the rest never reach here.
+            _ => ("other", 0),
+        };
+        ThreadSlotFile { pattern: t.pattern, slot: t.slot, policy: policy.into(), priority }
+    }
 }
 
 /// A variant of a block: changes replicas or arguments of its workloads (a sweep point).
@@ -466,11 +503,11 @@ fn validate_block(b: BlockFile, at: &str, problems: &mut Vec<String>) -> Block {
             if let Err(e) = regex_lite_check(&t.pattern) {
                 problems.push(format!("  {wat}.threads: `{}`: {e}", t.pattern));
             }
-            match t.policy.as_str() {
-                "other" => {}
-                "fifo" | "rr" if (1..=99).contains(&t.priority) => {}
-                "fifo" | "rr" => problems.push(format!("  {wat}.threads: `{}`: priority must be 1–99", t.pattern)),
-                p => problems.push(format!("  {wat}.threads: `{}`: policy `{p}` is not other, fifo or rr", t.pattern)),
+            match t.policy {
+                SchedPolicy::Fifo { priority } | SchedPolicy::Rr { priority } if !(1..=99).contains(&priority) => {
+                    problems.push(format!("  {wat}.threads: `{}`: priority must be 1–99", t.pattern))
+                }
+                _ => {}
             }
         }
     }

@@ -50,13 +50,6 @@ fn slot_of(set: &[u32], cpu: u32) -> u32 {
     set.iter().position(|c| *c == cpu).unwrap_or(0) as u32
 }
 
-fn policy(p: &str, priority: u32) -> SchedPolicy {
-    match p {
-        "fifo" => SchedPolicy::Fifo { priority },
-        "rr" => SchedPolicy::Rr { priority },
-        _ => SchedPolicy::Other { nice: None },
-    }
-}
 
 /// Builds the spec for `layout`, with each placement's process given by `pid_of(instance name)`.
 /// Returns None for the `none` strategy: the stock host is the baseline and nothing is applied.
@@ -101,7 +94,7 @@ fn workload(strategy: Strategy, p: &Placement, shared: &[u32], steering: &Steeri
     w.threads = p
         .threads
         .iter()
-        .map(|t| ThreadRule { pattern: t.pattern.clone(), policy: policy(&t.policy, t.priority), slots: Slots::List(vec![slot_of(&set, t.cpu)]) })
+        .map(|t| ThreadRule { pattern: t.pattern.clone(), policy: t.policy.clone(), slots: Slots::List(vec![slot_of(&set, t.cpu)]) })
         .collect();
     if let Some(cpu) = p.irq_cpu {
         let slots = Slots::List(vec![slot_of(&set, cpu)]);

@@ -10,6 +10,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use rtslice_emu::{Class, Profile, ThreadRole, ThreadSpec};
+use rtslice_spec::SchedPolicy;
+
 use crate::experiment::{Role, ThreadSlot, WorkloadSpec};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -135,8 +138,7 @@ pub struct HostFacts {
 pub struct ThreadPin {
     pub pattern: String,
     pub cpu: u32,
-    pub policy: String,
-    pub priority: u32,
+    pub policy: SchedPolicy,
 }
 
 /// Where one workload instance goes under a strategy.
@@ -178,38 +180,75 @@ pub enum Skip {
 /// for the best-effort neighbour the frontier experiment measures).
 pub const DEFAULT_RESERVATION: f64 = 0.6;
 
-/// Thread slots of the emulator profiles, mirroring study A's TA layout (τ1 alone, τ2 alone,
-/// τ3+τ4 together, non-RT threads together — where the NIC IRQs go under IA-TA).
+/// Thread slots of an emulator profile, mirroring study A's TA layout: τ1 alone, τ2 alone, τ3+τ4
+/// together, non-RT threads together (where the NIC IRQs go under IA-TA). Names, classes and
+/// priorities come from the emulator's [`Profile`] (the one thread model), so pinning a thread never
+/// changes how it is scheduled, only where, and renaming a thread there moves its rule with it.
+/// Unknown profile names give no slots (the experiment file's validation reports them).
 pub fn profile_threads(profile: &str) -> Vec<ThreadSlot> {
-    // Classes and priorities are the ones the real stacks (and rtslice's emulator profiles) use, so
-    // pinning a thread never changes how it is scheduled, only where.
-    let s = |p: &str, slot: u32, policy: &str, priority: u32| ThreadSlot {
-        pattern: p.to_string(),
-        slot,
-        policy: policy.to_string(),
-        priority,
+    let Some(profile) = Profile::parse(profile) else {
+        return vec![];
     };
-    match profile {
-        "oai-lte" | "oai" => vec![
-            s("^ru-thread$", 0, "fifo", 97),
-            s("^lte-softmodem$", 1, "fifo", 97),
-            s("^(fep_processing|feptx_thread)$", 2, "fifo", 97),
-            s("^TASK_", 3, "other", 0),
-        ],
-        "srsenb" | "srsran" => vec![
-            s("^TXRX$", 0, "fifo", 97),
-            s("^WORKER[0-9]+$", 1, "fifo", 96),
-            s("^STACK$", 2, "fifo", 94),
-            s(".", 3, "other", 0),
-        ],
-        "nr-gnb" | "oai-nr" | "gnb" => vec![
-            s("^ru_thread$", 0, "rr", 97),
-            s("^L1_(rx|tx)_thread$", 1, "rr", 97),
-            s("^Tpool", 2, "rr", 97),
-            s("^TASK_", 3, "other", 0),
-        ],
-        _ => vec![],
+    let threads = profile.threads(profile.defaults().workers);
+    let mut slots: Vec<ThreadSlot> = Vec::new();
+    let mut pool_done = false;
+    for slot in 0..=NON_RT_SLOT {
+        let in_slot: Vec<&ThreadSpec> = threads.iter().filter(|t| ta_slot(profile, t) == slot).collect();
+        let mut names: Vec<&str> = Vec::new();
+        for t in &in_slot {
+            // Pool workers get the profile's pattern, which matches any pool size (`--workers`).
+            if t.role == ThreadRole::Worker && profile.pool_thread_pattern().is_some() {
+                if !pool_done {
+                    pool_done = true;
+                    slots.push(slot_for(profile.pool_thread_pattern().unwrap_or_default().to_string(), slot, t));
+                }
+            } else if !names.contains(&t.name.as_str()) {
+                names.push(&t.name);
+            }
+        }
+        if let Some(first) = in_slot.iter().find(|t| names.contains(&t.name.as_str())) {
+            let pattern = if names.len() == 1 {
+                format!("^{}$", names[0])
+            } else {
+                format!("^({})$", names.join("|"))
+            };
+            slots.push(slot_for(pattern, slot, first));
+        }
     }
+    slots
+}
+
+/// Slot of the non-real-time threads (the user plane and the control plane).
+const NON_RT_SLOT: u32 = 3;
+
+/// Study A's TA slot of a thread by what it does: 0 the TTI clock, 1 the main per-TTI processing,
+/// 2 the real-time helpers and the stage after it, 3 everything that is not real-time. A stack's
+/// workers are its main processing when it has no L1 thread (srsENB: whole-TTI workers) and helpers
+/// otherwise (OAI NR: code-block decoding for L1_rx_thread).
+fn ta_slot(profile: Profile, t: &ThreadSpec) -> u32 {
+    if t.class == Class::Other {
+        return NON_RT_SLOT;
+    }
+    let has_l1 = profile.threads(0).iter().any(|x| matches!(x.role, ThreadRole::L1 | ThreadRole::L1Tx));
+    match t.role {
+        ThreadRole::Clock => 0,
+        ThreadRole::L1 | ThreadRole::L1Tx => 1,
+        ThreadRole::Worker if !has_l1 => 1,
+        ThreadRole::Worker | ThreadRole::FrontEnd | ThreadRole::DlBackEnd | ThreadRole::Stack => 2,
+        ThreadRole::UserPlaneTx | ThreadRole::UserPlaneRx | ThreadRole::Control => NON_RT_SLOT,
+    }
+}
+
+/// The rule of a slot; all threads of a slot share class and priority in every profile (the test
+/// `slots_keep_the_profile_classes` holds this), so the first thread's are the slot's.
+fn slot_for(pattern: String, slot: u32, t: &ThreadSpec) -> ThreadSlot {
+    let priority = u32::try_from(t.priority).unwrap_or(0);
+    let policy = match t.class {
+        Class::Other => SchedPolicy::Other { nice: None },
+        Class::Fifo => SchedPolicy::Fifo { priority },
+        Class::Rr => SchedPolicy::Rr { priority },
+    };
+    ThreadSlot { pattern, slot, policy }
 }
 
 fn workload_threads(w: &WorkloadSpec) -> Vec<ThreadSlot> {
@@ -332,7 +371,7 @@ pub fn layout(strategy: Strategy, workloads: &[(WorkloadSpec, u32)], host: &Host
                 p.cpus = Some(set.clone());
                 p.threads = workload_threads(w)
                     .into_iter()
-                    .map(|t| ThreadPin { cpu: set[t.slot as usize % set.len()], pattern: t.pattern, policy: t.policy, priority: t.priority })
+                    .map(|t| ThreadPin { cpu: set[t.slot as usize % set.len()], pattern: t.pattern, policy: t.policy })
                     .collect();
             }
             Strategy::Shield => {
@@ -354,7 +393,7 @@ pub fn layout(strategy: Strategy, workloads: &[(WorkloadSpec, u32)], host: &Host
                 p.threads = workload_threads(w)
                     .into_iter()
                     .filter(|t| t.rt())
-                    .map(|t| ThreadPin { cpu: set[t.slot as usize % set.len()], pattern: t.pattern, policy: t.policy, priority: t.priority })
+                    .map(|t| ThreadPin { cpu: set[t.slot as usize % set.len()], pattern: t.pattern, policy: t.policy })
                     .collect();
             }
         }
@@ -456,6 +495,69 @@ mod tests {
         assert_eq!(l.placements[0].cpus, Some(vec![1]));
         assert!(l.placements[0].dedicated);
         assert_eq!(l.placements[1].cpus, Some(vec![0]));
+    }
+
+    fn emulated(profile: Profile) -> WorkloadSpec {
+        let mut w = vbs("vbs", 1);
+        w.emulate = Some(EmulateSpec { profile: profile.name().into(), args: vec![] });
+        w
+    }
+
+    /// Thread-affinity strategies pin by name: a rule that matches no thread the emulator starts
+    /// pins nothing, and every run still "works". So every rule of every strategy must match a
+    /// thread of its profile, at the default pool size and at a larger one (`--workers`).
+    #[test]
+    fn every_thread_pattern_matches_a_thread_of_its_profile() {
+        for profile in Profile::ALL {
+            let default_pool = profile.defaults().workers;
+            for workers in [default_pool, default_pool + 3] {
+                let names: Vec<String> = profile.threads(workers).into_iter().map(|t| t.name).collect();
+                for s in ALL {
+                    let Ok(l) = layout(*s, &[(emulated(profile), 1)], &host(8)) else { continue };
+                    for pin in &l.placements[0].threads {
+                        let re = regex::Regex::new(&pin.pattern).unwrap();
+                        assert!(
+                            names.iter().any(|n| re.is_match(n)),
+                            "{s} on {} ({workers} workers): `{}` matches none of {names:?}",
+                            profile.name(),
+                            pin.pattern
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The other direction: every real-time thread of a profile is under exactly one rule of the
+    /// thread strategy, and that rule keeps the class and priority the stack gives the thread.
+    #[test]
+    fn slots_keep_the_profile_classes() {
+        for profile in Profile::ALL {
+            let slots = profile_threads(profile.name());
+            let res: Vec<(regex::Regex, &ThreadSlot)> =
+                slots.iter().map(|sl| (regex::Regex::new(&sl.pattern).unwrap(), sl)).collect();
+            for t in profile.threads(profile.defaults().workers + 2) {
+                let rules: Vec<&&ThreadSlot> = res.iter().filter(|(re, _)| re.is_match(&t.name)).map(|(_, sl)| sl).collect();
+                if t.class == Class::Other {
+                    assert!(rules.iter().all(|r| !r.rt()), "{}: {} is best effort", profile.name(), t.name);
+                    continue;
+                }
+                assert_eq!(rules.len(), 1, "{}: {} under {} rules", profile.name(), t.name, rules.len());
+                let want = match t.class {
+                    Class::Fifo => SchedPolicy::Fifo { priority: t.priority as u32 },
+                    Class::Rr => SchedPolicy::Rr { priority: t.priority as u32 },
+                    Class::Other => unreachable!(),
+                };
+                assert_eq!(rules[0].policy, want, "{}: {}", profile.name(), t.name);
+            }
+        }
+    }
+
+    #[test]
+    fn profile_aliases_give_the_same_slots() {
+        assert_eq!(profile_threads("oai"), profile_threads("oai-lte"));
+        assert_eq!(profile_threads("gnb"), profile_threads("nr-gnb"));
+        assert!(profile_threads("no-such-stack").is_empty());
     }
 
     proptest! {

@@ -19,7 +19,7 @@ mod runner;
 
 pub use calib::{Calibration, CostBreakdown, LdpcPoint, TtiWork};
 pub use os::Class;
-pub use profile::{Defaults, Profile, Role, ThreadSpec};
+pub use profile::{Defaults, Profile, ThreadRole, ThreadSpec};
 pub use runner::{run, Config, Misses, SchedMode, Summary, ThreadReport, UserPlane, UserPlaneReport};
 
 #[derive(Debug, thiserror::Error)]
