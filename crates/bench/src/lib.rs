@@ -6,6 +6,7 @@
 pub mod experiment;
 pub mod matrix;
 pub mod stats;
+pub mod layout;
 pub mod strategy;
 
 pub use experiment::{Experiment, ExperimentError};

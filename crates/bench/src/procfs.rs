@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::results::Machine;
-use crate::strategy::HostFacts;
+use crate::layout::HostShape;
 
 fn read(path: impl AsRef<Path>) -> Option<String> {
     std::fs::read_to_string(path).ok()
@@ -15,14 +15,14 @@ pub fn parse_cpu_list(s: &str) -> Vec<u32> {
     rtslice_spec::parse_cpu_list(s.trim()).unwrap_or_default()
 }
 
-pub fn host_facts() -> HostFacts {
+pub fn host_facts() -> HostShape {
     let mut cpus = read("/sys/devices/system/cpu/online").map(|s| parse_cpu_list(&s)).unwrap_or_default();
     if cpus.is_empty() {
         let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) as u32;
         cpus = (0..n).collect();
     }
     let isolated = read("/sys/devices/system/cpu/isolated").map(|s| parse_cpu_list(&s)).unwrap_or_default();
-    HostFacts { cpus, isolated }
+    HostShape { cpus, isolated }
 }
 
 pub fn machine() -> Machine {

@@ -10,7 +10,8 @@ use rtslice_spec::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::strategy::{Layout, Placement, Strategy};
+use crate::layout::{Layout, Placement};
+use crate::strategy::Strategy;
 
 /// Which IRQs and interfaces the IRQ-steering strategies move to the workload's last CPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,7 +121,8 @@ pub fn to_yaml(spec: &Spec) -> Result<String, String> {
 mod tests {
     use super::*;
     use crate::experiment::{EmulateSpec, Role, WorkloadSpec};
-    use crate::strategy::{layout, HostFacts, ALL};
+    use crate::layout::{layout, HostShape};
+    use crate::strategy::ALL;
 
     fn vbs() -> WorkloadSpec {
         WorkloadSpec {
@@ -147,7 +149,7 @@ mod tests {
     #[test]
     fn generated_specs_parse_and_are_admitted() {
         for n in [2u32, 4, 8] {
-            let host = HostFacts { cpus: (0..n).collect(), isolated: vec![n - 1] };
+            let host = HostShape { cpus: (0..n).collect(), isolated: vec![n - 1] };
             for s in ALL {
                 let l = layout(*s, &[(vbs(), 1), (neighbour(), 1)], &host).unwrap();
                 let Some(spec) = spec_for(&l, &host.cpus, &Steering::default(), &|_| Some(4242)) else {
@@ -170,7 +172,7 @@ mod tests {
 
     #[test]
     fn thread_strategy_keeps_rt_classes() {
-        let host = HostFacts { cpus: vec![0, 1], isolated: vec![] };
+        let host = HostShape { cpus: vec![0, 1], isolated: vec![] };
         let l = layout(Strategy::IrqThread, &[(vbs(), 1)], &host).unwrap();
         let spec = spec_for(&l, &host.cpus, &Steering::default(), &|_| Some(1)).unwrap();
         let w = &spec.workloads[0];
