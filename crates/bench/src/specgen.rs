@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use rtslice_spec::{
-    BestEffort, Dedicated, Demand, Isolation, IrqRule, Launch, NetRule, Node, NodeCpus, Reservation, SchedPolicy, Slots, Spec,
+    BestEffort, Dedicated, Demand, Isolation, IrqRule, Launch, NetRule, Node, NodeCpus, Reservation, Slots, Spec,
     ThreadRule, Workload,
 };
 use serde::{Deserialize, Serialize};
@@ -123,6 +123,7 @@ mod tests {
     use crate::experiment::{EmulateSpec, Role, WorkloadSpec};
     use crate::layout::{layout, HostShape};
     use crate::strategy::ALL;
+    use rtslice_spec::SchedPolicy;
 
     fn vbs() -> WorkloadSpec {
         WorkloadSpec {
