@@ -23,40 +23,36 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::dist::Dist;
-use crate::{LoadgenError, Protocol, Result};
+use rtslice_loadgen::dist::Dist;
+use rtslice_host::Mechanism;
+use rtslice_loadgen::Protocol;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mechanism {
-    /// Per-thread SCHED_DEADLINE (CBS): runtime Q, deadline = period P.
-    Deadline,
-    /// cgroup v1 RT group throttling: the server SCHED_FIFO in a cgroup with cpu.rt_runtime_us/rt_period_us.
-    RtGroup,
-    /// No reservation (CFS): the baseline the model does not describe.
-    None,
-}
+use super::{Result, ValidationError};
 
-impl std::str::FromStr for Mechanism {
-    type Err = LoadgenError;
-    fn from_str(s: &str) -> Result<Mechanism> {
-        match s {
-            "deadline" => Ok(Mechanism::Deadline),
-            "rt-group" => Ok(Mechanism::RtGroup),
-            "none" => Ok(Mechanism::None),
-            _ => Err(LoadgenError::Invalid(format!("mechanism `{s}` is not one of deadline, rt-group, none"))),
-        }
+/// The mechanisms a validation can put the server under: host's `deadline` (per-thread
+/// SCHED_DEADLINE, runtime Q, deadline = period P), `rt-group` (cgroup v1 RT group throttling, the
+/// server SCHED_FIFO in a cgroup with cpu.rt_runtime_us/rt_period_us) and `none` (CFS, the baseline
+/// the model does not describe). HCBS is refused: the model validation was never run on it.
+pub fn parse_mechanism(s: &str) -> Result<Mechanism> {
+    match s.parse::<Mechanism>() {
+        Ok(m @ (Mechanism::Deadline | Mechanism::RtGroup | Mechanism::None)) => Ok(m),
+        _ => Err(ValidationError::Invalid(format!("mechanism `{s}` is not one of deadline, rt-group, none"))),
     }
 }
 
-impl std::fmt::Display for Mechanism {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Mechanism::Deadline => "deadline",
-            Mechanism::RtGroup => "rt-group",
-            Mechanism::None => "none",
-        })
+/// How validation files, reports and result file names spell a mechanism (`rt-group`, kebab-case
+/// as in the shipped files and results; host's own records say `rt_group`).
+pub fn mechanism_label(m: Mechanism) -> &'static str {
+    match m {
+        Mechanism::Hcbs => "hcbs",
+        Mechanism::Deadline => "deadline",
+        Mechanism::RtGroup => "rt-group",
+        Mechanism::None => "none",
     }
+}
+
+fn serialize_mechanism<S: serde::Serializer>(m: &Mechanism, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(mechanism_label(*m))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -76,7 +72,7 @@ struct Raw {
     load: f64,
     bandwidth: f64,
     period: String,
-    mechanism: Mechanism,
+    mechanism: String,
     #[serde(default)]
     protocol: Protocol,
     #[serde(default = "default_bytes")]
@@ -120,12 +116,13 @@ fn default_seed() -> u64 {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Experiment {
+pub struct ValidationExperiment {
     pub name: String,
     pub load: f64,
     pub bandwidth: f64,
     #[serde(with = "rtslice_spec::units::serde_duration")]
     pub period: Duration,
+    #[serde(serialize_with = "serialize_mechanism")]
     pub mechanism: Mechanism,
     pub protocol: Protocol,
     pub request_bytes: u32,
@@ -140,14 +137,15 @@ pub struct Experiment {
     pub seed: u64,
 }
 
-impl Experiment {
-    pub fn parse(text: &str, file: &str) -> Result<Experiment> {
-        let err = |reason: String| LoadgenError::Experiment { file: file.to_string(), reason };
+impl ValidationExperiment {
+    pub fn parse(text: &str, file: &str) -> Result<ValidationExperiment> {
+        let err = |reason: String| ValidationError::File { file: file.to_string(), reason };
         let raw: Raw = serde_yaml_ng::from_str(text).map_err(|e| err(e.to_string()))?;
         let dur = |field: &str, v: &str| {
             rtslice_spec::units::parse_duration(v).map_err(|e| err(format!("{field}: {e}")))
         };
         let period = dur("period", &raw.period)?;
+        let mechanism = parse_mechanism(&raw.mechanism).map_err(|e| err(e.to_string()))?;
         let interarrival = raw.interarrival.iter().map(|v| dur("interarrival", v)).collect::<Result<Vec<_>>>()?;
         if interarrival.is_empty() || interarrival.iter().any(|d| d.is_zero()) {
             return Err(err("interarrival: give at least one positive mean inter-arrival period, e.g. [500us, 1ms]".into()));
@@ -184,12 +182,12 @@ impl Experiment {
                 )));
             }
         }
-        Ok(Experiment {
+        Ok(ValidationExperiment {
             name: raw.name,
             load: raw.load,
             bandwidth: raw.bandwidth,
             period,
-            mechanism: raw.mechanism,
+            mechanism,
             protocol: raw.protocol,
             request_bytes: raw.request_bytes,
             reply_bytes: raw.reply_bytes,
@@ -228,7 +226,7 @@ mod tests {
 
     #[test]
     fn parses_with_defaults() {
-        let e = Experiment::parse(GOOD, "t.yaml").unwrap();
+        let e = ValidationExperiment::parse(GOOD, "t.yaml").unwrap();
         assert_eq!(e.runtime(), Duration::from_micros(1600));
         assert_eq!(e.mechanism, Mechanism::RtGroup);
         assert_eq!(e.samples, 10_000);
@@ -247,7 +245,7 @@ mod tests {
             (format!("{GOOD}linkBandwidth: 1Mbit\n"), "link carries"),
         ];
         for (text, word) in cases {
-            let e = Experiment::parse(&text, "x.yaml").unwrap_err().to_string();
+            let e = ValidationExperiment::parse(&text, "x.yaml").unwrap_err().to_string();
             assert!(e.starts_with("x.yaml") && e.contains(word), "{e}");
         }
     }
@@ -258,12 +256,15 @@ mod shipped {
     /// The experiment files shipped with the crate stay valid.
     #[test]
     fn shipped_experiments_parse() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/experiments");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/validation");
         let mut n = 0;
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
+            if path.extension().is_none_or(|x| x != "yaml") {
+                continue; // results/
+            }
             let text = std::fs::read_to_string(&path).unwrap();
-            super::Experiment::parse(&text, &path.display().to_string()).unwrap();
+            super::ValidationExperiment::parse(&text, &path.display().to_string()).unwrap();
             n += 1;
         }
         assert!(n >= 3);
