@@ -139,7 +139,7 @@ pub struct UserPlaneReport {
 
 /// The result of a run; `--json` prints exactly this.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Summary {
+pub struct EmuSummary {
     pub profile: String,
     pub duration_s: f64,
     pub tti_us: f64,
@@ -301,12 +301,12 @@ impl Collector {
     }
 }
 
+/// The q-quantile (q in [0, 1]) of sorted samples by the workspace's one percentile definition
+/// (rtslice-stats: linear interpolation between closest ranks); 0 when there is none. Samples are
+/// kept as f32 while the cell runs (memory of long runs) and widened here.
 fn percentile(sorted: &[f32], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-    sorted[i.min(sorted.len() - 1)] as f64
+    let wide: Vec<f64> = sorted.iter().map(|x| f64::from(*x)).collect();
+    rtslice_stats::percentile_sorted(&wide, q * 100.0).unwrap_or(0.0)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -448,7 +448,7 @@ fn thread_finish(cell: &Cell, idx: usize) {
 }
 
 /// Runs the emulated cell to completion and returns its summary.
-pub fn run(cfg: Config) -> Result<Summary, EmuError> {
+pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
     let d = cfg.profile.defaults();
     let lte = cfg.profile != Profile::NrGnb;
     if !lte && cfg.numerology > 3 {
@@ -739,7 +739,7 @@ pub fn run(cfg: Config) -> Result<Summary, EmuError> {
         })
         .collect();
     let offered = 2.0 * tbs as f64 * 1e9 / tti_ns as f64;
-    Ok(Summary {
+    Ok(EmuSummary {
         profile: cfg.profile.name().to_string(),
         duration_s: span_s,
         tti_us: tti_ns as f64 / 1e3,

@@ -14,7 +14,7 @@ use rtslice_host::Mechanism;
 
 use super::experiment::{mechanism_label, ValidationExperiment, Shape};
 use rtslice_loadgen::netns::{NetnsPair, Shaping};
-use rtslice_loadgen::stats::Summary;
+use rtslice_loadgen::stats::RttSummary;
 use super::{io_err, Result, ValidationError};
 
 /// Port the server listens on inside its namespace (the namespace is ours alone).
@@ -142,7 +142,7 @@ pub struct PointResult {
     pub lambda: f64,
     pub mu: f64,
     pub mean_compute_s: f64,
-    pub measured: Summary,
+    pub measured: RttSummary,
     pub sent: usize,
     pub lost: usize,
     pub max_send_lag_s: f64,
@@ -169,7 +169,7 @@ pub struct ValidationReport {
     pub model: String,
     /// δ, measured as half the median round trip of zero-work requests through the same path.
     pub one_way_delay_s: f64,
-    pub probe: Summary,
+    pub probe: RttSummary,
     pub points: Vec<PointResult>,
     pub accuracy: Accuracy,
     /// Server overhead of the zero-work probe requests, and δ with it taken out (for the corrected model).
@@ -314,7 +314,7 @@ pub fn validate(exp: &ValidationExperiment, opts: &ValidateOptions, launcher: &d
     })
 }
 
-type PointsOutcome = (Summary, f64, Vec<PointResult>, String, Option<String>, Option<f64>, f64);
+type PointsOutcome = (RttSummary, f64, Vec<PointResult>, String, Option<String>, Option<f64>, f64);
 
 fn run_points(
     exp: &ValidationExperiment,
@@ -367,7 +367,7 @@ fn run_points(
         &client_cpus,
     );
     let probe_run = client::run(&probe_cfg)?;
-    let probe = Summary::of(&probe_run.rtts_s())
+    let probe = RttSummary::of(&probe_run.rtts_s())
         .ok_or_else(|| ValidationError::Invalid("no reply to the delay probe".into()))?;
     let one_way_delay_s = probe.p50_s / 2.0;
     let probe_overhead_s = probe_run.server_overhead_s();
@@ -400,10 +400,10 @@ fn run_points(
         );
         let run = client::run(&cfg)?;
         let rtts: Vec<f64> = run.samples.iter().filter(|s| s.id as usize >= warmup).map(|s| s.rtt_s).collect();
-        let measured = Summary::of(&rtts).ok_or_else(|| {
+        let measured = RttSummary::of(&rtts).ok_or_else(|| {
             ValidationError::Invalid(format!("no replies at inter-arrival {ia:?}: is the server still running (pid {})?", running.pid()))
         })?;
-        let measured_percentile_s = Summary::percentile(&rtts, exp.phi);
+        let measured_percentile_s = RttSummary::percentile(&rtts, exp.phi);
         // The same model with the measured per-request overhead added to the service time.
         let server_overhead_s = run.server_overhead_s();
         let corrected = server_overhead_s.and_then(|o| {
