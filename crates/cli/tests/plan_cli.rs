@@ -225,3 +225,39 @@ fn spec_from_stdin() {
     let p: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(ids(&workload(&p, "a")["cpus"]), [0, 1, 2, 3], "discovered CPUs come from --online");
 }
+
+#[test]
+fn a_binary_spec_is_reported_as_not_utf8_text() {
+    let dir = tempfile_dir();
+    let f = dir.join("binary.yaml");
+    std::fs::write(&f, b"apiVersion: rtslice/v1\n\x7fELF\x02\x01\x01\x00\xff\xfe\x00").unwrap();
+    for args in [vec!["plan", f.to_str().unwrap()], vec!["import", "tosca", f.to_str().unwrap()]] {
+        let out = rtslice(&args);
+        assert_eq!(out.status.code(), Some(2), "invalid input exits 2");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("binary.yaml:2:9: not UTF-8 text: byte 31 (0xff)"), "{args:?}: {err}");
+        assert!(!err.contains("permissions"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn sol001_import_prints_a_spec_that_plans_and_a_template_without_vdu_fails() {
+    let out = rtslice(&["import", "tosca", "examples/tosca/sol001-vnfd.yaml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let spec = String::from_utf8(out.stdout).unwrap();
+    assert!(spec.contains("name: du-2") && spec.contains("runtime: 700us") && spec.contains("memory: 4GiB"), "{spec}");
+    let dir = tempfile_dir();
+    let f = dir.join("sol001.yaml");
+    std::fs::write(&f, &spec).unwrap();
+    let (code, p) = plan_json(f.to_str().unwrap(), &[]);
+    assert_eq!(code, 0, "{p}");
+    assert_eq!(ids(&workload(&p, "du-1")["cpus"]).len(), 2);
+    assert_eq!(workload(&p, "du-2")["allocation"]["runtime_ns"], 700_000);
+    let none = dir.join("novdu.yaml");
+    std::fs::write(&none, "topology_template:\n  node_templates:\n    cp: { type: tosca.nodes.nfv.VduCp }\n").unwrap();
+    let out = rtslice(&["import", "tosca", none.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "an empty spec is not a successful import");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no VDU to import"));
+    let _ = std::fs::remove_dir_all(dir);
+}

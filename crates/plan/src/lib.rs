@@ -62,7 +62,7 @@ pub(crate) struct CpuState {
 #[derive(Clone)]
 pub(crate) struct State {
     pub cap: Bw,
-    pub policy: Policy,
+    pub policy: FitPolicy,
     pub cpus: Vec<CpuState>,
     pub names: Vec<String>,
     /// Per workload index: may a defragmentation move its shares? Only free-choice reservations on
@@ -475,9 +475,9 @@ fn admit(st: &mut State, i: usize, w: &Workload, want: &Want, named: &[u32]) -> 
             let key = |ci: usize| {
                 let (free, id) = (st.free(&st.cpus[ci]), st.cpus[ci].id);
                 match st.policy {
-                    Policy::WorstFit => (ONE - free.min(ONE), id),
-                    Policy::BestFit => (free, id),
-                    Policy::FirstFit => (0, id),
+                    FitPolicy::WorstFit => (ONE - free.min(ONE), id),
+                    FitPolicy::BestFit => (free, id),
+                    FitPolicy::FirstFit => (0, id),
                 }
             };
             if *k < fits.len() {

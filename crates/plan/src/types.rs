@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use rtslice_spec::{Isolation, Launch, Policy};
+pub use rtslice_spec::{FitPolicy, Isolation, Launch};
 use rtslice_spec::units::serde_nanos;
 
 /// What only the host knows; the CLI fills it from /sys, tests and benchmarks make it up.
@@ -51,7 +51,7 @@ pub struct NodePlan {
     /// The host's isolcpus list as given in the facts.
     pub isolcpus: Vec<u32>,
     pub cap: f64,
-    pub policy: Policy,
+    pub policy: FitPolicy,
     /// One entry per node CPU, sorted by CPU id.
     pub per_cpu: Vec<CpuUse>,
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use rtslice_plan::{plan, Allocation, NodeFacts, Plan, Planner};
-use rtslice_spec::{BestEffort, Dedicated, Demand, Isolation, Node, NodeCpus, Policy, Reservation, Spec, Workload};
+use rtslice_spec::{BestEffort, Dedicated, Demand, FitPolicy, Isolation, Node, NodeCpus, Reservation, Spec, Workload};
 
 fn reservation(name: String, permille: u64, count: u32, shield: bool) -> Workload {
     Workload {
@@ -23,7 +23,7 @@ fn reservation(name: String, permille: u64, count: u32, shield: bool) -> Workloa
     }
 }
 
-fn node(cpus: u32, housekeeping: u32, cap_pct: u32, policy: Policy) -> Node {
+fn node(cpus: u32, housekeeping: u32, cap_pct: u32, policy: FitPolicy) -> Node {
     Node {
         cpus: NodeCpus::List((0..cpus).collect()),
         housekeeping: (0..housekeeping).collect(),
@@ -33,8 +33,8 @@ fn node(cpus: u32, housekeeping: u32, cap_pct: u32, policy: Policy) -> Node {
     }
 }
 
-fn policy() -> impl Strategy<Value = Policy> {
-    prop::sample::select(Policy::ALL.to_vec())
+fn policy() -> impl Strategy<Value = FitPolicy> {
+    prop::sample::select(FitPolicy::ALL.to_vec())
 }
 
 /// Mixed specs: free and fixed reservations (some shielded), dedicated CPUs, best-effort.
@@ -70,7 +70,7 @@ fn mixed_spec() -> impl Strategy<Value = Spec> {
 }
 
 /// Only free-choice reservations: study B's setting, where the order of admission is the spec order.
-fn reservations_only(pol: Option<Policy>) -> impl Strategy<Value = Spec> {
+fn reservations_only(pol: Option<FitPolicy>) -> impl Strategy<Value = Spec> {
     let pol = match pol {
         Some(p) => Just(p).boxed(),
         None => policy().boxed(),
@@ -142,7 +142,7 @@ proptest! {
     /// let a later one pack where a third one needed room (docs/plan.md has the example).
     #[test]
     fn admission_is_monotone(spec in mixed_spec(), drop in any::<prop::sample::Index>()) {
-        let spec = Spec { node: Node { policy: Policy::WorstFit, ..spec.node.clone() }, ..spec };
+        let spec = Spec { node: Node { policy: FitPolicy::WorstFit, ..spec.node.clone() }, ..spec };
         // Rejected workloads consume nothing, so the admitted ones alone plan the same way.
         let first = plan(&spec, &NodeFacts::default());
         let spec = Spec { workloads: spec.workloads.iter().filter(|w| first.workload(&w.name).is_some()).cloned().collect(), ..spec };
@@ -158,7 +158,7 @@ proptest! {
     /// Study B's setting (free reservations in arrival order, worst-fit): removing any workload never
     /// makes a workload admitted before the first rejection fail.
     #[test]
-    fn worst_fit_prefix_is_monotone(spec in reservations_only(Some(Policy::WorstFit)), drop in any::<prop::sample::Index>()) {
+    fn worst_fit_prefix_is_monotone(spec in reservations_only(Some(FitPolicy::WorstFit)), drop in any::<prop::sample::Index>()) {
         prop_assume!(!spec.workloads.is_empty());
         let p = plan(&spec, &NodeFacts::default());
         let first_rejected = spec.workloads.iter().position(|w| p.rejection(&w.name).is_some()).unwrap_or(spec.workloads.len());
@@ -174,7 +174,7 @@ proptest! {
 
     /// Each worst-fit choice takes CPUs with the most free bandwidth at its arrival (ties: lowest id).
     #[test]
-    fn worst_fit_choice_is_maximal(spec in reservations_only(Some(Policy::WorstFit))) {
+    fn worst_fit_choice_is_maximal(spec in reservations_only(Some(FitPolicy::WorstFit))) {
         let p = plan(&spec, &NodeFacts::default());
         for (i, w) in spec.workloads.iter().enumerate() {
             let Some(got) = p.workload(&w.name) else { continue };
@@ -246,7 +246,7 @@ fn defrag_is_proposed_only_for_fragmentation() {
     // would fit it; with cap 95% total free is 90% ≥ 60%, and one move (not possible: each CPU holds
     // one 50% share that fits nowhere else) → no proposal. A 30% + 30% layout can be merged instead.
     let mk = |shares: &[(u64, u32)], ask: u64| Spec {
-        node: node(2, 0, 95, Policy::WorstFit),
+        node: node(2, 0, 95, FitPolicy::WorstFit),
         workloads: shares
             .iter()
             .enumerate()
@@ -276,9 +276,9 @@ fn policies_differ_as_documented() {
         let p = plan(&spec(pol), &NodeFacts::default());
         (p.workload("a").unwrap().cpus.clone(), p.workload("b").unwrap().cpus.clone())
     };
-    assert_eq!(cpus(Policy::WorstFit), (vec![0], vec![1]), "worst-fit spreads");
-    assert_eq!(cpus(Policy::BestFit), (vec![0], vec![0]), "best-fit packs");
-    assert_eq!(cpus(Policy::FirstFit), (vec![0], vec![0]), "first-fit takes the lowest that fits");
+    assert_eq!(cpus(FitPolicy::WorstFit), (vec![0], vec![1]), "worst-fit spreads");
+    assert_eq!(cpus(FitPolicy::BestFit), (vec![0], vec![0]), "best-fit packs");
+    assert_eq!(cpus(FitPolicy::FirstFit), (vec![0], vec![0]), "first-fit takes the lowest that fits");
 }
 
 #[test]

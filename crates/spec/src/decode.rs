@@ -1,233 +1,47 @@
-//! YAML → [`Spec`] with every error located. saphyr gives us a tree where each node knows its line and
-//! column; we walk it by hand (instead of serde) so that one pass can report *all* problems — unknown
-//! fields, bad units, impossible values, cross-field conflicts — each with its position and field path.
+//! YAML → [`Spec`] with every error located. rtslice-yaml gives a tree where each node knows its line
+//! and column; we walk it by hand (instead of serde) so that one pass can report *all* problems —
+//! unknown fields, bad units, impossible values, cross-field conflicts — each with its position and
+//! field path.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
+use rtslice_yaml::{self as yaml, index, join, DocKind, Map, Reader, Val};
 
 use crate::cpulist::parse_cpu_list;
-use crate::error::{SpecError, SpecErrors};
+use crate::error::SpecErrors;
 use crate::types::*;
 use crate::units::{format_duration, parse_bytes, parse_duration, parse_fraction};
 
-/// Our own owned tree: decouples the walk from saphyr's representation and keeps positions.
-#[derive(Debug, Clone)]
-pub(crate) struct Node {
-    pub line: usize,
-    pub col: usize,
-    pub val: Val,
+
+/// How a spec names itself in messages about the whole file.
+pub(crate) fn doc_kind(empty_hint: &str) -> DocKind<'_> {
+    DocKind { noun: "spec", empty_hint }
 }
 
-#[derive(Debug, Clone)]
-pub(crate) enum Val {
-    Null,
-    Bool(bool),
-    Int(i64),
-    Float(f64),
-    Str(String),
-    Seq(Vec<Node>),
-    /// Keys are kept as nodes so errors about a key point at the key.
-    Map(Vec<(Node, Node)>),
+/// Loads a spec's YAML text into the located tree.
+pub(crate) fn load(text: &str, file: &str) -> Result<yaml::Node, SpecErrors> {
+    let hint = format!("a spec starts with `apiVersion: {API_VERSION}`");
+    yaml::load(text, file, doc_kind(&hint))
 }
 
-impl Node {
-    fn kind(&self) -> &'static str {
-        match self.val {
-            Val::Null => "nothing (null)",
-            Val::Bool(_) => "a boolean",
-            Val::Int(_) => "an integer",
-            Val::Float(_) => "a number",
-            Val::Str(_) => "a string",
-            Val::Seq(_) => "a list",
-            Val::Map(_) => "a mapping",
-        }
-    }
-
-    pub(crate) fn scalar_text_pub(&self) -> Option<String> {
-        self.scalar_text()
-    }
-
-    /// The scalar as the user wrote it (for unit parsing and messages).
-    fn scalar_text(&self) -> Option<String> {
-        match &self.val {
-            Val::Bool(b) => Some(b.to_string()),
-            Val::Int(i) => Some(i.to_string()),
-            Val::Float(f) => Some(f.to_string()),
-            Val::Str(s) => Some(s.clone()),
-            _ => None,
-        }
-    }
+/// The spec's own value types (units, CPU lists, patterns), read like rtslice-yaml's typed accessors:
+/// `None` after recording an error.
+pub(crate) trait SpecValues {
+    fn number(&mut self, node: &yaml::Node, path: &str) -> Option<f64>;
+    fn duration(&mut self, node: &yaml::Node, path: &str) -> Option<Duration>;
+    /// A duration used as a kernel period: 100 µs to 4.194304 s (sched_rt_period_us / deadline limits).
+    fn period(&mut self, node: &yaml::Node, path: &str) -> Option<Duration>;
+    fn fraction(&mut self, node: &yaml::Node, path: &str) -> Option<f64>;
+    fn bytes(&mut self, node: &yaml::Node, path: &str) -> Option<u64>;
+    /// `0-3,6`, a single id, or a list of ids.
+    fn cpus(&mut self, node: &yaml::Node, path: &str) -> Option<Vec<u32>>;
+    fn slots(&mut self, node: &yaml::Node, path: &str) -> Option<Slots>;
+    fn regex(&mut self, node: &yaml::Node, path: &str) -> Option<String>;
 }
 
-/// Loads YAML text into our tree (first document only; more than one is an error).
-pub(crate) fn load(text: &str, file: &str) -> Result<Node, SpecErrors> {
-    let docs = MarkedYaml::load_from_str(text).map_err(|e| {
-        SpecErrors(vec![SpecError {
-            file: file.into(),
-            line: e.marker().line(),
-            column: e.marker().col() + 1,
-            path: String::new(),
-            reason: format!("not valid YAML: {}", e.info()),
-        }])
-    })?;
-    let mut errors = Vec::new();
-    if docs.len() > 1 {
-        let second = &docs[1];
-        errors.push(SpecError {
-            file: file.into(),
-            line: second.span.start.line(),
-            column: second.span.start.col() + 1,
-            path: String::new(),
-            reason: "more than one YAML document; put one spec per file".into(),
-        });
-    }
-    let Some(first) = docs.into_iter().next() else {
-        return Err(SpecErrors(vec![SpecError {
-            file: file.into(),
-            line: 1,
-            column: 1,
-            path: String::new(),
-            reason: format!("the file is empty; a spec starts with `apiVersion: {API_VERSION}`"),
-        }]));
-    };
-    let node = convert(&first, file, &mut errors);
-    if errors.is_empty() {
-        Ok(node)
-    } else {
-        Err(SpecErrors(errors))
-    }
-}
-
-fn convert(y: &MarkedYaml<'_>, file: &str, errors: &mut Vec<SpecError>) -> Node {
-    let line = y.span.start.line();
-    let col = y.span.start.col() + 1;
-    let val = match &y.data {
-        YamlData::Value(Scalar::Null) => Val::Null,
-        YamlData::Value(Scalar::Boolean(b)) => Val::Bool(*b),
-        YamlData::Value(Scalar::Integer(i)) => Val::Int(*i),
-        YamlData::Value(Scalar::FloatingPoint(f)) => Val::Float(f.into_inner()),
-        YamlData::Value(Scalar::String(s)) => Val::Str(s.to_string()),
-        YamlData::Representation(s, _, _) => Val::Str(s.to_string()),
-        YamlData::Sequence(items) => Val::Seq(items.iter().map(|i| convert(i, file, errors)).collect()),
-        YamlData::Mapping(map) => {
-            Val::Map(map.iter().map(|(k, v)| (convert(k, file, errors), convert(v, file, errors))).collect())
-        }
-        YamlData::Tagged(_, inner) => return convert(inner, file, errors),
-        YamlData::Alias(_) | YamlData::BadValue => {
-            errors.push(SpecError {
-                file: file.into(),
-                line,
-                column: col,
-                path: String::new(),
-                reason: "unsupported or invalid YAML value (aliases and bad tags are not accepted)".into(),
-            });
-            Val::Null
-        }
-    };
-    Node { line, col, val }
-}
-
-/// Collects errors while walking.
-pub(crate) struct Ctx<'f> {
-    file: &'f str,
-    pub errors: Vec<SpecError>,
-}
-
-pub(crate) fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
-    }
-}
-
-fn index(path: &str, i: usize) -> String {
-    format!("{path}[{i}]")
-}
-
-/// A mapping whose keys were checked against the allowed set.
-pub(crate) struct Fields<'n> {
-    entries: Vec<(&'n str, &'n Node, &'n Node)>,
-}
-
-impl<'n> Fields<'n> {
-    pub fn get(&self, key: &str) -> Option<&'n Node> {
-        self.entries.iter().find(|(k, _, v)| *k == key && !matches!(v.val, Val::Null)).map(|(_, _, v)| *v)
-    }
-    pub fn has(&self, key: &str) -> bool {
-        self.get(key).is_some()
-    }
-}
-
-impl<'f> Ctx<'f> {
-    pub fn new(file: &'f str) -> Self {
-        Ctx { file, errors: Vec::new() }
-    }
-
-    pub fn err(&mut self, node: &Node, path: &str, reason: impl Into<String>) {
-        self.errors.push(SpecError {
-            file: self.file.into(),
-            line: node.line,
-            column: node.col,
-            path: path.into(),
-            reason: reason.into(),
-        });
-    }
-
-    /// Checks that `node` is a mapping with only `allowed` keys; reports every unknown key.
-    pub fn fields<'n>(&mut self, node: &'n Node, path: &str, allowed: &[&str]) -> Option<Fields<'n>> {
-        let Val::Map(pairs) = &node.val else {
-            let what = if path.is_empty() { "the spec" } else { "this field" };
-            self.err(node, path, format!("{what} must be a mapping (key: value), found {}", node.kind()));
-            return None;
-        };
-        let mut entries = Vec::new();
-        for (k, v) in pairs {
-            let Val::Str(key) = &k.val else {
-                self.err(k, path, format!("keys must be names, found {}", k.kind()));
-                continue;
-            };
-            if !allowed.contains(&key.as_str()) {
-                let hint = suggest(key, allowed)
-                    .map(|s| format!("did you mean `{s}`?"))
-                    .unwrap_or_else(|| format!("allowed here: {}", allowed.join(", ")));
-                self.err(k, &join(path, key), format!("unknown field `{key}`; {hint}"));
-                continue;
-            }
-            entries.push((key.as_str(), k, v));
-        }
-        Some(Fields { entries })
-    }
-
-    pub fn string(&mut self, node: &Node, path: &str) -> Option<String> {
-        match &node.val {
-            Val::Str(s) => Some(s.clone()),
-            // env values like `OMP_NUM_THREADS: 4` are numbers in YAML but strings to us.
-            Val::Int(_) | Val::Float(_) | Val::Bool(_) => node.scalar_text(),
-            _ => {
-                self.err(node, path, format!("expected a string, found {}", node.kind()));
-                None
-            }
-        }
-    }
-
-    pub fn uint(&mut self, node: &Node, path: &str, min: i64, max: i64) -> Option<i64> {
-        match &node.val {
-            Val::Int(i) if (min..=max).contains(i) => Some(*i),
-            Val::Int(i) => {
-                self.err(node, path, format!("{i} is out of range; allowed {min}..={max}"));
-                None
-            }
-            _ => {
-                self.err(node, path, format!("expected an integer in {min}..={max}, found {}", node.kind()));
-                None
-            }
-        }
-    }
-
-    pub fn number(&mut self, node: &Node, path: &str) -> Option<f64> {
+impl SpecValues for Reader<'_> {
+    fn number(&mut self, node: &yaml::Node, path: &str) -> Option<f64> {
         match &node.val {
             Val::Int(i) => Some(*i as f64),
             Val::Float(f) if f.is_finite() => Some(*f),
@@ -246,17 +60,7 @@ impl<'f> Ctx<'f> {
         }
     }
 
-    pub fn boolean(&mut self, node: &Node, path: &str) -> Option<bool> {
-        match node.val {
-            Val::Bool(b) => Some(b),
-            _ => {
-                self.err(node, path, format!("expected true or false, found {}", node.kind()));
-                None
-            }
-        }
-    }
-
-    pub fn duration(&mut self, node: &Node, path: &str) -> Option<Duration> {
+    fn duration(&mut self, node: &yaml::Node, path: &str) -> Option<Duration> {
         let Some(text) = node.scalar_text() else {
             self.err(node, path, format!("expected a duration such as `100ms`, found {}", node.kind()));
             return None;
@@ -271,7 +75,7 @@ impl<'f> Ctx<'f> {
     }
 
     /// A duration used as a kernel period: 100 µs to 4.194304 s (sched_rt_period_us / deadline limits).
-    pub fn period(&mut self, node: &Node, path: &str) -> Option<Duration> {
+    fn period(&mut self, node: &yaml::Node, path: &str) -> Option<Duration> {
         let d = self.duration(node, path)?;
         if d < MIN_PERIOD || d > MAX_PERIOD {
             self.err(
@@ -289,7 +93,7 @@ impl<'f> Ctx<'f> {
         Some(d)
     }
 
-    pub fn fraction(&mut self, node: &Node, path: &str) -> Option<f64> {
+    fn fraction(&mut self, node: &yaml::Node, path: &str) -> Option<f64> {
         let Some(text) = node.scalar_text() else {
             self.err(node, path, format!("expected a fraction such as `0.95` or `95%`, found {}", node.kind()));
             return None;
@@ -303,7 +107,7 @@ impl<'f> Ctx<'f> {
         }
     }
 
-    pub fn bytes(&mut self, node: &Node, path: &str) -> Option<u64> {
+    fn bytes(&mut self, node: &yaml::Node, path: &str) -> Option<u64> {
         let Some(text) = node.scalar_text() else {
             self.err(node, path, format!("expected a size such as `4096MB`, found {}", node.kind()));
             return None;
@@ -318,7 +122,7 @@ impl<'f> Ctx<'f> {
     }
 
     /// `0-3,6`, a single id, or a list of ids.
-    pub fn cpus(&mut self, node: &Node, path: &str) -> Option<Vec<u32>> {
+    fn cpus(&mut self, node: &yaml::Node, path: &str) -> Option<Vec<u32>> {
         match &node.val {
             Val::Str(s) => match parse_cpu_list(s) {
                 Ok(c) => Some(c),
@@ -327,12 +131,12 @@ impl<'f> Ctx<'f> {
                     None
                 }
             },
-            Val::Int(_) => self.uint(node, path, 0, crate::cpulist::MAX_CPU_ID as i64).map(|c| vec![c as u32]),
+            Val::Int(_) => self.int(node, path, 0, crate::cpulist::MAX_CPU_ID as i64).map(|c| vec![c as u32]),
             Val::Seq(items) => {
                 let mut out = Vec::new();
                 let mut ok = true;
                 for (i, item) in items.iter().enumerate() {
-                    match self.uint(item, &index(path, i), 0, crate::cpulist::MAX_CPU_ID as i64) {
+                    match self.int(item, &index(path, i), 0, crate::cpulist::MAX_CPU_ID as i64) {
                         Some(c) => out.push(c as u32),
                         None => ok = false,
                     }
@@ -348,7 +152,7 @@ impl<'f> Ctx<'f> {
         }
     }
 
-    pub fn slots(&mut self, node: &Node, path: &str) -> Option<Slots> {
+    fn slots(&mut self, node: &yaml::Node, path: &str) -> Option<Slots> {
         if let Val::Str(s) = &node.val {
             if s.trim() == "any" {
                 return Some(Slots::Any);
@@ -357,7 +161,7 @@ impl<'f> Ctx<'f> {
         self.cpus(node, path).map(Slots::List)
     }
 
-    pub fn regex(&mut self, node: &Node, path: &str) -> Option<String> {
+    fn regex(&mut self, node: &yaml::Node, path: &str) -> Option<String> {
         let text = self.string(node, path)?;
         if text.is_empty() {
             self.err(node, path, "empty pattern; write a regular expression such as `^ru-thread$`");
@@ -376,51 +180,16 @@ impl<'f> Ctx<'f> {
     }
 }
 
-/// The closest allowed key by edit distance, if close enough to be a typo.
-fn suggest<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
-    fn distance(a: &str, b: &str) -> usize {
-        let a: Vec<char> = a.to_lowercase().chars().collect();
-        let b: Vec<char> = b.to_lowercase().chars().collect();
-        let mut prev: Vec<usize> = (0..=b.len()).collect();
-        for i in 1..=a.len() {
-            let mut cur = vec![i; b.len() + 1];
-            for j in 1..=b.len() {
-                let cost = usize::from(a[i - 1] != b[j - 1]);
-                cur[j] = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
-            }
-            prev = cur;
-        }
-        prev[b.len()]
-    }
-    // An abbreviation (`prio`) is a clearer hint than the nearest word by edit distance (`period`).
-    if key.len() >= 3 {
-        if let Some(a) = allowed.iter().find(|a| a.to_lowercase().starts_with(&key.to_lowercase())) {
-            return Some(a);
-        }
-    }
-    allowed
-        .iter()
-        .map(|a| (distance(key, a), *a))
-        .filter(|(d, a)| *d <= 2.max(a.len() / 3))
-        .min()
-        .map(|(_, a)| a)
-}
-
 /// Parses and validates; see [`crate::parse`].
 pub(crate) fn parse(text: &str, file: &str) -> Result<Spec, SpecErrors> {
     let root = load(text, file)?;
-    let mut cx = Ctx::new(file);
+    let mut cx = Reader::new(file, "spec");
     let spec = spec(&mut cx, &root);
-    if cx.errors.is_empty() {
-        // spec() returns None only after reporting an error.
-        Ok(spec.expect("no errors means a spec"))
-    } else {
-        cx.errors.sort_by_key(|e| (e.line, e.column));
-        Err(SpecErrors(cx.errors))
-    }
+    // spec() returns None only after reporting an error.
+    cx.finish(spec)
 }
 
-fn spec(cx: &mut Ctx, root: &Node) -> Option<Spec> {
+fn spec(cx: &mut Reader, root: &yaml::Node) -> Option<Spec> {
     let f = cx.fields(root, "", &["apiVersion", "node", "flavors", "workloads"])?;
     match f.get("apiVersion") {
         None => cx.err(root, "apiVersion", format!("missing; the first line of a spec is `apiVersion: {API_VERSION}`")),
@@ -433,17 +202,23 @@ fn spec(cx: &mut Ctx, root: &Node) -> Option<Spec> {
         }
     }
     // A node with errors is still used (as far as it parsed) to check the workloads against it.
-    let (node, node_ok) = match f.get("node") {
+    // An invalid `defaultPeriod` is reported once; runtimes are not also compared with a stand-in.
+    let (node, node_ok, default_period) = match f.get("node") {
         Some(n) => node(cx, n, "node"),
-        None => (Node_::default(), true),
+        None => (Node::default(), true, Some(DEFAULT_PERIOD)),
     };
+    let known = Known { node: &node, default_period };
+    // Flavors with errors are left out of `flavors` (so nothing is checked against their values) but
+    // their names stay known (so a workload naming one is not told it does not exist).
     let mut flavors = BTreeMap::new();
+    let mut declared = BTreeSet::new();
     if let Some(n) = f.get("flavors") {
         if let Val::Map(pairs) = &n.val {
             for (k, v) in pairs {
                 let Some(name) = cx.string(k, "flavors") else { continue };
                 let path = join("flavors", &name);
-                if let Some(fl) = flavor(cx, v, &path, &node) {
+                declared.insert(name.clone());
+                if let Some(fl) = flavor(cx, v, &path, &known) {
                     flavors.insert(name, fl);
                 }
             }
@@ -460,13 +235,13 @@ fn spec(cx: &mut Ctx, root: &Node) -> Option<Spec> {
                 // Checked on the raw name so a duplicate is reported even when the workload has other errors.
                 if let Val::Map(pairs) = &item.val {
                     let name = pairs.iter().find(|(k, _)| matches!(&k.val, Val::Str(s) if s == "name")).map(|(_, v)| v);
-                    if let Some(n @ Node { val: Val::Str(name), .. }) = name {
+                    if let Some(n @ yaml::Node { val: Val::Str(name), .. }) = name {
                         if let Some(first) = seen.insert(name.clone(), i) {
                             cx.err(n, &join(&path, "name"), format!("`{name}` is already the name of workloads[{first}]"));
                         }
                     }
                 }
-                if let Some(w) = workload(cx, item, &path, &node, &flavors) {
+                if let Some(w) = workload(cx, item, &path, &known, &flavors, &declared) {
                     workloads.push(w);
                 }
             }
@@ -480,12 +255,14 @@ fn spec(cx: &mut Ctx, root: &Node) -> Option<Spec> {
     Some(Spec { api_version: API_VERSION.into(), node, flavors, workloads })
 }
 
-fn node(cx: &mut Ctx, n: &Node, path: &str) -> (Node_, bool) {
+/// The node as far as it parsed, whether it parsed without error, and its default period unless
+/// that was given but invalid.
+fn node(cx: &mut Reader, n: &yaml::Node, path: &str) -> (Node, bool, Option<Duration>) {
     let Some(f) = cx.fields(n, path, &["name", "cpus", "housekeeping", "cap", "defaultPeriod", "policy"]) else {
-        return (Node_::default(), false);
+        return (Node::default(), false, Some(DEFAULT_PERIOD));
     };
-    let mut out = Node_::default();
-    let before = cx.errors.len();
+    let mut out = Node::default();
+    let before = cx.error_count();
     if let Some(v) = f.get("name") {
         out.name = cx.string(v, &join(path, "name"));
     }
@@ -524,31 +301,48 @@ fn node(cx: &mut Ctx, n: &Node, path: &str) -> (Node_, bool) {
             out.cap = c;
         }
     }
+    let mut default_period = Some(out.default_period);
     if let Some(v) = f.get("defaultPeriod") {
-        if let Some(d) = cx.period(v, &join(path, "defaultPeriod")) {
+        default_period = cx.period(v, &join(path, "defaultPeriod"));
+        if let Some(d) = default_period {
             out.default_period = d;
         }
     }
     if let Some(v) = f.get("policy") {
         let p = join(path, "policy");
         if let Some(s) = cx.string(v, &p) {
-            match Policy::ALL.iter().find(|pol| pol.name() == s) {
+            match FitPolicy::ALL.iter().find(|pol| pol.name() == s) {
                 Some(pol) => out.policy = *pol,
                 None => cx.err(v, &p, format!("unknown policy `{s}`; use worst-fit, best-fit or first-fit")),
             }
         }
     }
-    let ok = cx.errors.len() == before;
-    (out, ok)
+    let ok = cx.error_count() == before;
+    (out, ok, default_period)
 }
 
-// `Node` (the YAML tree) and the spec's node share a name; alias the spec one here.
-use crate::types::Node as Node_;
+/// What the workloads are checked against.
+struct Known<'a> {
+    node: &'a Node,
+    /// The node's default period; `None` when it was given but invalid (already reported).
+    default_period: Option<Duration>,
+}
 
-fn flavor(cx: &mut Ctx, n: &Node, path: &str, node: &Node_) -> Option<Flavor> {
+/// The period a runtime is checked against: the field's value, `fallback` when the field is absent,
+/// and none when the field is present but invalid (its own error is the true one).
+fn effective_period(given: Option<&yaml::Node>, parsed: Option<Duration>, fallback: Option<Duration>) -> Option<Duration> {
+    match (given, parsed) {
+        (_, Some(p)) => Some(p),
+        (Some(_), None) => None,
+        (None, None) => fallback,
+    }
+}
+
+fn flavor(cx: &mut Reader, n: &yaml::Node, path: &str, known: &Known) -> Option<Flavor> {
     let f = cx.fields(n, path, &["vcpus", "runtime", "period", "memory"])?;
+    let before = cx.error_count();
     let vcpus = match f.get("vcpus") {
-        Some(v) => cx.uint(v, &join(path, "vcpus"), 1, 8192).map(|v| v as u32),
+        Some(v) => cx.int(v, &join(path, "vcpus"), 1, 8192).map(|v| v as u32),
         None => {
             cx.err(n, &join(path, "vcpus"), "missing; a flavor says how many CPUs (`vcpus: 1`)");
             None
@@ -558,18 +352,20 @@ fn flavor(cx: &mut Ctx, n: &Node, path: &str, node: &Node_) -> Option<Flavor> {
     let period = f.get("period").and_then(|v| cx.period(v, &join(path, "period")));
     let memory = f.get("memory").and_then(|v| cx.bytes(v, &join(path, "memory")));
     if let (Some(r), Some(v)) = (runtime, f.get("runtime")) {
-        check_runtime(cx, v, &join(path, "runtime"), r, period.unwrap_or(node.default_period));
+        check_runtime(cx, v, &join(path, "runtime"), r, effective_period(f.get("period"), period, known.default_period));
     }
     if f.has("period") && !f.has("runtime") {
         cx.err(f.get("period").unwrap(), &join(path, "period"), "a period without a runtime means nothing; add `runtime`");
     }
-    Some(Flavor { vcpus: vcpus?, runtime, period, memory })
+    let flavor = Flavor { vcpus: vcpus?, runtime, period, memory };
+    (cx.error_count() == before).then_some(flavor)
 }
 
-fn check_runtime(cx: &mut Ctx, at: &Node, path: &str, runtime: Duration, period: Duration) {
+/// A runtime above 0 and, when the period is known, not longer than it.
+fn check_runtime(cx: &mut Reader, at: &yaml::Node, path: &str, runtime: Duration, period: Option<Duration>) {
     if runtime.is_zero() {
         cx.err(at, path, "a reservation needs a runtime above 0");
-    } else if runtime > period {
+    } else if let Some(period) = period.filter(|&p| runtime > p) {
         cx.err(
             at,
             path,
@@ -585,9 +381,16 @@ fn check_runtime(cx: &mut Ctx, at: &Node, path: &str, runtime: Duration, period:
 const WORKLOAD_FIELDS: &[&str] =
     &["name", "launch", "flavor", "hints", "demand", "memory", "isolation", "threads", "irqs", "net"];
 
-fn workload(cx: &mut Ctx, n: &Node, path: &str, node: &Node_, flavors: &BTreeMap<String, Flavor>) -> Option<Workload> {
+fn workload(
+    cx: &mut Reader,
+    n: &yaml::Node,
+    path: &str,
+    known: &Known,
+    flavors: &BTreeMap<String, Flavor>,
+    declared: &BTreeSet<String>,
+) -> Option<Workload> {
     let f = cx.fields(n, path, WORKLOAD_FIELDS)?;
-    let before = cx.errors.len();
+    let before = cx.error_count();
     let mut w = Workload::default();
     match f.get("name") {
         None => cx.err(n, &join(path, "name"), "missing; every workload needs a unique name"),
@@ -613,8 +416,8 @@ fn workload(cx: &mut Ctx, n: &Node, path: &str, node: &Node_, flavors: &BTreeMap
     if let Some(v) = f.get("flavor") {
         let p = join(path, "flavor");
         if let Some(name) = cx.string(v, &p) {
-            if !flavors.contains_key(&name) {
-                let known: Vec<&str> = flavors.keys().map(String::as_str).collect();
+            if !declared.contains(&name) {
+                let known: Vec<&str> = declared.iter().map(String::as_str).collect();
                 cx.err(v, &p, format!("no flavor named `{name}`; defined: {}", if known.is_empty() { "none".into() } else { known.join(", ") }));
             }
             w.flavor = Some(name);
@@ -626,14 +429,14 @@ fn workload(cx: &mut Ctx, n: &Node, path: &str, node: &Node_, flavors: &BTreeMap
             cx.err(v, &p, "hints override a flavor's fields; this workload has no `flavor`");
         }
         if let Some(h) = cx.fields(v, &p, &["vcpus", "runtime", "period", "memory"]) {
-            w.hints.vcpus = h.get("vcpus").and_then(|x| cx.uint(x, &join(&p, "vcpus"), 1, 8192)).map(|x| x as u32);
+            w.hints.vcpus = h.get("vcpus").and_then(|x| cx.int(x, &join(&p, "vcpus"), 1, 8192)).map(|x| x as u32);
             w.hints.runtime = h.get("runtime").and_then(|x| cx.duration(x, &join(&p, "runtime")));
             w.hints.period = h.get("period").and_then(|x| cx.period(x, &join(&p, "period")));
             w.hints.memory = h.get("memory").and_then(|x| cx.bytes(x, &join(&p, "memory")));
             // The effective runtime/period combine the hint and the flavor: check the result.
             if let Some(fl) = w.flavor.as_ref().and_then(|n| flavors.get(n)) {
                 let runtime = w.hints.runtime.or(fl.runtime);
-                let period = w.hints.period.or(fl.period).unwrap_or(node.default_period);
+                let period = effective_period(h.get("period"), w.hints.period, fl.period.or(known.default_period));
                 if let (Some(r), Some(at)) = (runtime, h.get("runtime").or(h.get("period"))) {
                     check_runtime(cx, at, &join(&p, if h.has("runtime") { "runtime" } else { "period" }), r, period);
                 }
@@ -645,7 +448,7 @@ fn workload(cx: &mut Ctx, n: &Node, path: &str, node: &Node_, flavors: &BTreeMap
         if f.has("flavor") {
             cx.err(v, &p, "give either `demand` or `flavor`, not both (use `hints` to change a flavor)");
         }
-        w.demand = demand(cx, v, &p, node);
+        w.demand = demand(cx, v, &p, known);
     }
     if let Some(v) = f.get("isolation") {
         let p = join(path, "isolation");
@@ -728,10 +531,10 @@ fn workload(cx: &mut Ctx, n: &Node, path: &str, node: &Node_, flavors: &BTreeMap
             cx.err(v, &p, format!("must be a list of interface rules, found {}", v.kind()));
         }
     }
-    (cx.errors.len() == before).then_some(w)
+    (cx.error_count() == before).then_some(w)
 }
 
-fn slot_field(cx: &mut Ctx, n: &Node, path: &str, count: Option<u32>) -> Option<Slots> {
+fn slot_field(cx: &mut Reader, n: &yaml::Node, path: &str, count: Option<u32>) -> Option<Slots> {
     let s = cx.slots(n, path)?;
     if let (Slots::List(l), Some(k)) = (&s, count) {
         if let Some(bad) = l.iter().find(|&&x| x >= k) {
@@ -746,7 +549,7 @@ fn slot_field(cx: &mut Ctx, n: &Node, path: &str, count: Option<u32>) -> Option<
     Some(s)
 }
 
-fn launch(cx: &mut Ctx, n: &Node, path: &str) -> Option<Launch> {
+fn launch(cx: &mut Reader, n: &yaml::Node, path: &str) -> Option<Launch> {
     let f = cx.fields(n, path, &["command", "env", "cwd", "oci", "pid", "cgroup"])?;
     let kinds: Vec<&str> = ["command", "oci", "pid", "cgroup"].into_iter().filter(|k| f.has(k)).collect();
     if kinds.len() != 1 {
@@ -803,12 +606,12 @@ fn launch(cx: &mut Ctx, n: &Node, path: &str) -> Option<Launch> {
             Some(Launch::Command { command: argv, env, cwd })
         }
         "oci" => cx.string(f.get("oci").unwrap(), &join(path, "oci")).map(|bundle| Launch::Oci { bundle }),
-        "pid" => cx.uint(f.get("pid").unwrap(), &join(path, "pid"), 1, i32::MAX as i64).map(|p| Launch::Pid { pid: p as u32 }),
+        "pid" => cx.int(f.get("pid").unwrap(), &join(path, "pid"), 1, i32::MAX as i64).map(|p| Launch::Pid { pid: p as u32 }),
         _ => cx.string(f.get("cgroup").unwrap(), &join(path, "cgroup")).map(|path| Launch::Cgroup { path }),
     }
 }
 
-fn check_cpus_usable(cx: &mut Ctx, n: &Node, path: &str, cpus: &[u32], node: &Node_) {
+fn check_cpus_usable(cx: &mut Reader, n: &yaml::Node, path: &str, cpus: &[u32], node: &Node) {
     if cpus.is_empty() {
         cx.err(n, path, "an empty CPU list; give CPUs or drop the field to let the planner choose");
         return;
@@ -829,10 +632,10 @@ fn check_cpus_usable(cx: &mut Ctx, n: &Node, path: &str, cpus: &[u32], node: &No
     }
 }
 
-fn count_and_cpus(cx: &mut Ctx, f: &Fields, path: &str, node: &Node_) -> (Option<u32>, Option<Vec<u32>>, bool) {
+fn count_and_cpus(cx: &mut Reader, f: &Map, path: &str, node: &Node) -> (Option<u32>, Option<Vec<u32>>, bool) {
     let mut ok = true;
     let count = f.get("count").and_then(|v| {
-        let c = cx.uint(v, &join(path, "count"), 1, 8192).map(|c| c as u32);
+        let c = cx.int(v, &join(path, "count"), 1, 8192).map(|c| c as u32);
         ok &= c.is_some();
         c
     });
@@ -841,9 +644,9 @@ fn count_and_cpus(cx: &mut Ctx, f: &Fields, path: &str, node: &Node_) -> (Option
         let c = cx.cpus(v, &p);
         match &c {
             Some(list) => {
-                let before = cx.errors.len();
+                let before = cx.error_count();
                 check_cpus_usable(cx, v, &p, list, node);
-                ok &= cx.errors.len() == before;
+                ok &= cx.error_count() == before;
                 if let Some(k) = count {
                     if k as usize != list.len() {
                         cx.err(v, &p, format!("{} CPU(s) listed but count is {k}; drop `count` or make them agree", list.len()));
@@ -858,7 +661,8 @@ fn count_and_cpus(cx: &mut Ctx, f: &Fields, path: &str, node: &Node_) -> (Option
     (count, cpus, ok)
 }
 
-fn demand(cx: &mut Ctx, n: &Node, path: &str, node: &Node_) -> Option<Demand> {
+fn demand(cx: &mut Reader, n: &yaml::Node, path: &str, known: &Known) -> Option<Demand> {
+    let node = known.node;
     let f = cx.fields(n, path, &["reservation", "dedicated", "bestEffort"])?;
     let kinds: Vec<&str> = ["reservation", "dedicated", "bestEffort"].into_iter().filter(|k| f.has(k)).collect();
     if kinds.len() != 1 {
@@ -880,7 +684,7 @@ fn demand(cx: &mut Ctx, n: &Node, path: &str, node: &Node_) -> Option<Demand> {
                 Some(x) => {
                     let rt = cx.duration(x, &join(&p, "runtime"));
                     if let Some(rt) = rt {
-                        check_runtime(cx, x, &join(&p, "runtime"), rt, period.unwrap_or(node.default_period));
+                        check_runtime(cx, x, &join(&p, "runtime"), rt, effective_period(r.get("period"), period, known.default_period));
                     }
                     rt
                 }
@@ -910,8 +714,8 @@ fn demand(cx: &mut Ctx, n: &Node, path: &str, node: &Node_) -> Option<Demand> {
                 return Some(Demand::BestEffort(BestEffort::default()));
             }
             let b = cx.fields(v, &p, &["weight", "cap", "cpus"])?;
-            let before = cx.errors.len();
-            let weight = b.get("weight").and_then(|x| cx.uint(x, &join(&p, "weight"), 1, 10_000)).map(|x| x as u32);
+            let before = cx.error_count();
+            let weight = b.get("weight").and_then(|x| cx.int(x, &join(&p, "weight"), 1, 10_000)).map(|x| x as u32);
             let cap = b.get("cap").and_then(|x| {
                 let c = cx.number(x, &join(&p, "cap"))?;
                 if c <= 0.0 {
@@ -925,14 +729,14 @@ fn demand(cx: &mut Ctx, n: &Node, path: &str, node: &Node_) -> Option<Demand> {
                 check_cpus_usable(cx, x, &join(&p, "cpus"), &c, node);
                 Some(c)
             });
-            (cx.errors.len() == before).then_some(Demand::BestEffort(BestEffort { weight, cap, cpus }))
+            (cx.error_count() == before).then_some(Demand::BestEffort(BestEffort { weight, cap, cpus }))
         }
     }
 }
 
-fn thread_rule(cx: &mut Ctx, n: &Node, path: &str, count: Option<u32>) -> Option<ThreadRule> {
+fn thread_rule(cx: &mut Reader, n: &yaml::Node, path: &str, count: Option<u32>) -> Option<ThreadRule> {
     let f = cx.fields(n, path, &["match", "policy", "priority", "nice", "runtime", "deadline", "period", "share", "slots"])?;
-    let before = cx.errors.len();
+    let before = cx.error_count();
     let pattern = match f.get("match") {
         Some(m) => cx.regex(m, &join(path, "match")),
         None => {
@@ -964,14 +768,14 @@ fn thread_rule(cx: &mut Ctx, n: &Node, path: &str, count: Option<u32>) -> Option
             }
         }
     }
-    let nice = f.get("nice").and_then(|v| cx.uint(v, &join(path, "nice"), -20, 19)).map(|v| v as i32);
+    let nice = f.get("nice").and_then(|v| cx.int(v, &join(path, "nice"), -20, 19)).map(|v| v as i32);
     let policy = match policy_name.as_str() {
         "other" => SchedPolicy::Other { nice },
         "batch" => SchedPolicy::Batch { nice },
         "idle" => SchedPolicy::Idle,
         "fifo" | "rr" => {
             let priority = match f.get("priority") {
-                Some(v) => cx.uint(v, &join(path, "priority"), 1, 99).map(|v| v as u32),
+                Some(v) => cx.int(v, &join(path, "priority"), 1, 99).map(|v| v as u32),
                 None => {
                     cx.err(n, &join(path, "priority"), format!("missing; {policy_name} needs a priority 1–99"));
                     None
@@ -1022,11 +826,11 @@ fn thread_rule(cx: &mut Ctx, n: &Node, path: &str, count: Option<u32>) -> Option
         }
     };
     let slots = f.get("slots").and_then(|s| slot_field(cx, s, &join(path, "slots"), count)).unwrap_or_default();
-    (cx.errors.len() == before).then(|| ThreadRule { pattern: pattern.unwrap_or_default(), policy, slots })
+    (cx.error_count() == before).then(|| ThreadRule { pattern: pattern.unwrap_or_default(), policy, slots })
 }
 
 /// Shares of deadline rules divide one workload budget: together they cannot pass 100%.
-fn check_deadline_shares(cx: &mut Ctx, at: &Node, path: &str, rules: &[ThreadRule]) {
+fn check_deadline_shares(cx: &mut Reader, at: &yaml::Node, path: &str, rules: &[ThreadRule]) {
     let total: f64 = rules
         .iter()
         .filter_map(|r| match r.policy {

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 
 use saphyr::{Mapping, Scalar, ScalarStyle, Yaml, YamlEmitter};
 
+use crate::units::format_bytes;
 use crate::Spec;
 
 /// The spec as YAML text, ending with a newline.
@@ -40,7 +41,12 @@ fn convert(v: &serde_json::Value) -> Yaml<'static> {
             entries.sort_by_key(|(k, _)| (rank(k), (*k).clone()));
             let mut m = Mapping::new();
             for (k, v) in entries {
-                m.insert(Yaml::Value(Scalar::String(Cow::Owned(k.clone()))), convert(v));
+                let value = match (k.as_str(), v.as_u64()) {
+                    // Sizes are bytes in the types (and in JSON); people read them in units.
+                    ("memory", Some(bytes)) => plain(format_bytes(bytes)),
+                    _ => convert(v),
+                };
+                m.insert(Yaml::Value(Scalar::String(Cow::Owned(k.clone()))), value);
             }
             Yaml::Mapping(m)
         }

@@ -18,6 +18,12 @@ pub use error::{SpecError, SpecErrors};
 pub use tosca::{import_tosca, ToscaImport};
 pub use types::*;
 
+/// A spec (or TOSCA) file's bytes as text; a file that is not UTF-8 (a binary, another encoding)
+/// is an error located at its first invalid byte, so the user is told what the file is.
+pub fn utf8_text<'b>(bytes: &'b [u8], file: &str) -> Result<&'b str, SpecErrors> {
+    rtslice_yaml::utf8(bytes, file)
+}
+
 /// Parses and validates a spec. `file` is only used in error messages.
 pub fn parse(text: &str, file: &str) -> Result<Spec, SpecErrors> {
     decode::parse(text, file)

@@ -85,7 +85,7 @@ impl<'de> Deserialize<'de> for NodeCpus {
 /// How the planner picks CPUs for a multi-CPU reservation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "kebab-case")]
-pub enum Policy {
+pub enum FitPolicy {
     /// The CPUs with the most free bandwidth (study B); spreads load, leaves room everywhere.
     #[default]
     WorstFit,
@@ -95,13 +95,13 @@ pub enum Policy {
     FirstFit,
 }
 
-impl Policy {
-    pub const ALL: [Policy; 3] = [Policy::WorstFit, Policy::BestFit, Policy::FirstFit];
+impl FitPolicy {
+    pub const ALL: [FitPolicy; 3] = [FitPolicy::WorstFit, FitPolicy::BestFit, FitPolicy::FirstFit];
     pub fn name(self) -> &'static str {
         match self {
-            Policy::WorstFit => "worst-fit",
-            Policy::BestFit => "best-fit",
-            Policy::FirstFit => "first-fit",
+            FitPolicy::WorstFit => "worst-fit",
+            FitPolicy::BestFit => "best-fit",
+            FitPolicy::FirstFit => "first-fit",
         }
     }
 }
@@ -124,7 +124,7 @@ pub struct Node {
     #[serde(default = "default_period", with = "serde_duration")]
     pub default_period: Duration,
     #[serde(default)]
-    pub policy: Policy,
+    pub policy: FitPolicy,
 }
 
 fn default_cap() -> f64 {
@@ -142,7 +142,7 @@ impl Default for Node {
             housekeeping: Vec::new(),
             cap: DEFAULT_CAP,
             default_period: DEFAULT_PERIOD,
-            policy: Policy::WorstFit,
+            policy: FitPolicy::WorstFit,
         }
     }
 }

@@ -137,6 +137,17 @@ pub fn parse_bytes(input: &str) -> Result<u64, UnitError> {
     Ok(bytes as u64)
 }
 
+/// Writes a size the way `parse_bytes` reads it, in the largest binary unit that keeps it exact
+/// (`4GiB`, `1536MiB`, `4097B`).
+pub fn format_bytes(bytes: u64) -> String {
+    for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if bytes != 0 && bytes % (1u64 << shift) == 0 {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes}B")
+}
+
 /// Parses a bit rate in bits per second: `1000000`, `10Mbit`, `1G`, `100kbps` (powers of 1000, as tc does).
 pub fn parse_bitrate(input: &str) -> Result<f64, UnitError> {
     let (value, unit) = split_number(input)?;

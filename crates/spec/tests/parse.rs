@@ -76,7 +76,7 @@ fn full_spec_parses() {
     assert_eq!(s.node.housekeeping, vec![0]);
     assert!((s.node.cap - 0.9).abs() < 1e-12);
     assert_eq!(s.node.default_period, Duration::from_millis(2));
-    assert_eq!(s.node.policy, Policy::BestFit);
+    assert_eq!(s.node.policy, FitPolicy::BestFit);
     assert_eq!(s.flavors["rt.quad"].memory, Some(4096 * 1024 * 1024));
     let ims = &s.workloads[0];
     // A hint wins over the flavor, the rest comes from the flavor.

@@ -1,4 +1,4 @@
-//! `rtslice import tosca FILE`: print a spec made from a TOSCA NFV template (study B's VDU form).
+//! `rtslice import tosca FILE`: print a spec made from a TOSCA NFV template (SOL001 or Tacker VDUs).
 //! What cannot be mapped is listed on stderr and as comments on top of the spec.
 
 use std::path::PathBuf;
@@ -8,8 +8,9 @@ use super::EXIT_INVALID;
 
 #[derive(clap::Subcommand)]
 pub enum Command {
-    /// Turn VDUs with nfv_compute num_cpus / mem_size / cpu_allocation (cpu.rt_runtime_us,
-    /// cpu.rt_period_us) into spec workloads; prints the spec on stdout
+    /// Turn VDUs (ETSI SOL001 tosca.nodes.nfv.Vdu.Compute, or Tacker's nfv_compute form) with
+    /// their CPUs, memory and cpu.rt_runtime_us / cpu.rt_period_us into spec workloads; prints the
+    /// spec on stdout (docs/spec.md, "TOSCA import")
     Tosca {
         /// The TOSCA template (YAML); `-` reads standard input
         file: PathBuf,

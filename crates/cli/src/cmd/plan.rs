@@ -63,14 +63,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Reads a spec file (or stdin for `-`); the name is what error messages show.
 pub fn read_spec(path: &Path) -> anyhow::Result<(String, String)> {
-    if path.as_os_str() == "-" {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).context("reading the spec from standard input")?;
-        return Ok((text, "<stdin>".into()));
-    }
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read spec {}: check the path and permissions", path.display()))?;
-    Ok((text, path.display().to_string()))
+    // Bytes first: a binary file is then reported as not UTF-8 text, not as unreadable.
+    let (bytes, name) = if path.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).context("reading the spec from standard input")?;
+        (bytes, "<stdin>".to_string())
+    } else {
+        let bytes = std::fs::read(path)
+            .with_context(|| format!("cannot read spec {}: check the path and permissions", path.display()))?;
+        (bytes, path.display().to_string())
+    };
+    let text = rtslice_spec::utf8_text(&bytes, &name).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok((text.to_string(), name))
 }
 
 /// What the planner needs from this host: online and isolated CPUs (overridable for planning elsewhere).
