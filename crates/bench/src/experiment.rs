@@ -13,12 +13,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::strategy::Strategy;
 
+mod decode;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ExperimentError {
     #[error("cannot read experiment file {path}: {source}")]
     Read { path: String, source: std::io::Error },
-    #[error("{file}: {message}")]
-    Syntax { file: String, message: String },
+    /// Problems the YAML reader found, each at file:line:column.
+    #[error("{count} problem(s), each at file:line:column:\n{errors}")]
+    Located { count: usize, errors: rtslice_yaml::Errors },
     #[error("{file}: {count} problem(s):\n{}", problems.join("\n"))]
     Invalid { file: String, count: usize, problems: Vec<String> },
 }
@@ -338,9 +341,11 @@ impl Experiment {
         Experiment::parse(&text, &path.display().to_string())
     }
 
+    /// Reads an experiment file in two passes, each reporting all of its problems at once: the
+    /// located YAML reader (unknown or missing fields, wrong types, each at its line and column,
+    /// like specs), then the checks across fields (units, names, strategies, scenarios).
     pub fn parse(text: &str, file: &str) -> Result<Experiment, ExperimentError> {
-        let raw: ExperimentFile = serde_yaml_ng::from_str(text)
-            .map_err(|e| ExperimentError::Syntax { file: file.to_string(), message: e.to_string() })?;
+        let raw = decode::experiment_file(text, file).map_err(|errors| ExperimentError::Located { count: errors.len(), errors })?;
         let mut problems = Vec::new();
         let exp = validate(raw, file, &mut problems);
         if problems.is_empty() {
@@ -673,6 +678,36 @@ blocks:
         let bad = MINI.replace("warmup: 2s", "warmup: 2s\nwarmpu: 1s");
         let err = Experiment::parse(&bad, "bad.yaml").unwrap_err().to_string();
         assert!(err.contains("warmpu") && err.contains("line"), "{err}");
+    }
+
+    /// Three mistakes the reader sees, three errors, each at its line and column, in one pass.
+    #[test]
+    fn three_mistakes_three_located_errors() {
+        let bad = MINI
+            .replace("repetitions: 3", "repetitions: three")
+            .replace("warmup: 2s", "warmup: 2s\nwarmpu: 1s")
+            .replace("        emulate: {profile: oai-lte}", "        emulate: {profile: oai-lte, colour: red}");
+        let err = Experiment::parse(&bad, "bad.yaml").unwrap_err();
+        let ExperimentError::Located { errors, .. } = &err else { panic!("{err}") };
+        let at: Vec<(usize, usize, &str)> = errors.iter().map(|e| (e.line, e.column, e.path.as_str())).collect();
+        assert_eq!(
+            at,
+            vec![(7, 1, "warmpu"), (8, 14, "repetitions"), (13, 37, "blocks[0].workloads[0].emulate.colour")],
+            "{err}"
+        );
+        assert!(err.to_string().contains("did you mean `warmup`?"), "{err}");
+    }
+
+    #[test]
+    fn shipped_experiments_parse() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/experiments");
+        let mut n = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            Experiment::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            n += 1;
+        }
+        assert!(n >= 3);
     }
 
     #[test]

@@ -111,10 +111,8 @@ fn workload(strategy: Strategy, p: &Placement, shared: &[u32], steering: &Steeri
 
 /// The spec as YAML text in the documented format (what `rtslice apply` reads).
 pub fn to_yaml(spec: &Spec) -> Result<String, String> {
-    // Through a JSON value: serde_yaml would write Rust enums as YAML tags (`!reservation`),
-    // which the spec format does not use.
-    let v = serde_json::to_value(spec).map_err(|e| e.to_string())?;
-    serde_yaml_ng::to_string(&v).map_err(|e| e.to_string())
+    // The spec crate's own writer: one YAML stack for reading and writing specs.
+    Ok(rtslice_spec::to_yaml(spec))
 }
 
 #[cfg(test)]

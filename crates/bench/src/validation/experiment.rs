@@ -21,11 +21,11 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-use rtslice_loadgen::dist::Dist;
 use rtslice_host::Mechanism;
+use rtslice_loadgen::dist::Dist;
 use rtslice_loadgen::Protocol;
+use rtslice_yaml::{Node, Reader};
+use serde::{Deserialize, Serialize};
 
 use super::{Result, ValidationError};
 
@@ -65,56 +65,6 @@ pub enum Shape {
     Uniform,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Raw {
-    name: String,
-    load: f64,
-    bandwidth: f64,
-    period: String,
-    mechanism: String,
-    #[serde(default)]
-    protocol: Protocol,
-    #[serde(default = "default_bytes")]
-    request_bytes: u32,
-    #[serde(default = "default_bytes")]
-    reply_bytes: u32,
-    interarrival: Vec<String>,
-    #[serde(default = "default_samples")]
-    samples: usize,
-    #[serde(default = "default_quick")]
-    quick_samples: usize,
-    #[serde(default = "default_warmup")]
-    warmup: usize,
-    #[serde(default = "default_phi")]
-    phi: f64,
-    #[serde(default)]
-    compute: Shape,
-    #[serde(default)]
-    link_bandwidth: Option<String>,
-    #[serde(default = "default_seed")]
-    seed: u64,
-}
-
-fn default_bytes() -> u32 {
-    128
-}
-fn default_samples() -> usize {
-    10_000
-}
-fn default_quick() -> usize {
-    300
-}
-fn default_warmup() -> usize {
-    100
-}
-fn default_phi() -> f64 {
-    0.99
-}
-fn default_seed() -> u64 {
-    1
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ValidationExperiment {
     pub name: String,
@@ -138,68 +88,18 @@ pub struct ValidationExperiment {
 }
 
 impl ValidationExperiment {
+    /// Reads a validation file with the located YAML reader: every problem (unknown or missing
+    /// field, wrong type, bad unit, out-of-range value, unstable point) is reported at once, each
+    /// at its line and column, like specs.
     pub fn parse(text: &str, file: &str) -> Result<ValidationExperiment> {
-        let err = |reason: String| ValidationError::File { file: file.to_string(), reason };
-        let raw: Raw = serde_yaml_ng::from_str(text).map_err(|e| err(e.to_string()))?;
-        let dur = |field: &str, v: &str| {
-            rtslice_spec::units::parse_duration(v).map_err(|e| err(format!("{field}: {e}")))
+        let kind = rtslice_yaml::DocKind {
+            noun: "validation file",
+            empty_hint: "a validation file names `load`, `bandwidth`, `period`, `mechanism` and `interarrival`",
         };
-        let period = dur("period", &raw.period)?;
-        let mechanism = parse_mechanism(&raw.mechanism).map_err(|e| err(e.to_string()))?;
-        let interarrival = raw.interarrival.iter().map(|v| dur("interarrival", v)).collect::<Result<Vec<_>>>()?;
-        if interarrival.is_empty() || interarrival.iter().any(|d| d.is_zero()) {
-            return Err(err("interarrival: give at least one positive mean inter-arrival period, e.g. [500us, 1ms]".into()));
-        }
-        if !(raw.load > 0.0 && raw.load < 1.0) {
-            return Err(err(format!("load: {} is outside (0, 1); LD = λ/μ is the load on a dedicated CPU", raw.load)));
-        }
-        if !(raw.bandwidth > 0.0 && raw.bandwidth <= 1.0) {
-            return Err(err(format!("bandwidth: Q/P = {} is outside (0, 1]", raw.bandwidth)));
-        }
-        if raw.load >= raw.bandwidth {
-            return Err(err(format!(
-                "load {} is not below bandwidth {}: the server queue would be unstable (λ ≥ μQ/P) at every point",
-                raw.load, raw.bandwidth
-            )));
-        }
-        if !(raw.phi > 0.0 && raw.phi < 1.0) {
-            return Err(err(format!("phi: {} is outside (0, 1)", raw.phi)));
-        }
-        if raw.samples == 0 || raw.quick_samples == 0 {
-            return Err(err("samples and quickSamples must be positive".into()));
-        }
-        let link_bandwidth_bps = match &raw.link_bandwidth {
-            None => None,
-            Some(v) => Some(rtslice_spec::units::parse_bitrate(v).map_err(|e| err(format!("linkBandwidth: {e}")))?),
-        };
-        if let Some(bw) = link_bandwidth_bps {
-            let nu = bw / 8.0 / raw.request_bytes.max(1) as f64;
-            if let Some(t) = interarrival.iter().find(|t| 1.0 / t.as_secs_f64() >= nu) {
-                return Err(err(format!(
-                    "interarrival {t:?} sends {:.0} requests/s, more than the link carries (ν = σ/E[z] = {nu:.0}/s): \
-                     the network queue would be unstable; raise linkBandwidth or lengthen the period",
-                    1.0 / t.as_secs_f64()
-                )));
-            }
-        }
-        Ok(ValidationExperiment {
-            name: raw.name,
-            load: raw.load,
-            bandwidth: raw.bandwidth,
-            period,
-            mechanism,
-            protocol: raw.protocol,
-            request_bytes: raw.request_bytes,
-            reply_bytes: raw.reply_bytes,
-            interarrival,
-            samples: raw.samples,
-            quick_samples: raw.quick_samples,
-            warmup: raw.warmup,
-            phi: raw.phi,
-            compute: raw.compute,
-            link_bandwidth_bps,
-            seed: raw.seed,
-        })
+        let root = rtslice_yaml::load(text, file, kind).map_err(ValidationError::Located)?;
+        let mut r = rtslice_yaml::Reader::new(file, "validation file");
+        let exp = decode(&mut r, &root);
+        r.finish(exp).map_err(ValidationError::Located)
     }
 
     /// Q, rounded to whole microseconds (cgroup v1 takes µs).
@@ -216,6 +116,155 @@ impl ValidationExperiment {
             Shape::Uniform => Dist::Uniform { lo: Duration::ZERO, hi: mean * 2 },
         }
     }
+}
+
+const FIELDS: &[&str] = &[
+    "name", "load", "bandwidth", "period", "mechanism", "protocol", "requestBytes", "replyBytes", "interarrival", "samples",
+    "quickSamples", "warmup", "phi", "compute", "linkBandwidth", "seed",
+];
+
+fn duration(r: &mut Reader<'_>, n: &Node, path: &str) -> Option<Duration> {
+    let text = r.string(n, path)?;
+    match rtslice_spec::units::parse_duration(&text) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            r.err(n, path, e.to_string());
+            None
+        }
+    }
+}
+
+fn count(r: &mut Reader<'_>, n: &Node, path: &str) -> Option<usize> {
+    r.int(n, path, 0, i64::from(u32::MAX)).map(|v| v as usize)
+}
+
+/// Decodes and checks every field; `None` when anything was wrong (the reader holds why).
+fn decode(r: &mut Reader<'_>, root: &Node) -> Option<ValidationExperiment> {
+    let m = r.fields(root, "", FIELDS)?;
+    let name = m.required(r, "name", "name the experiment (it names the result files)", |r, n, p| r.string(n, p));
+    let load = m.required(r, "load", "give LD = λ/μ, e.g. `load: 0.5`", |r, n, p| {
+        let v = r.float(n, p)?;
+        if !(v > 0.0 && v < 1.0) {
+            r.err(n, p, format!("{v} is outside (0, 1); LD = λ/μ is the load on a dedicated CPU"));
+            return None;
+        }
+        Some((v, n))
+    });
+    let bandwidth = m.required(r, "bandwidth", "give Q/P, e.g. `bandwidth: 0.8`", |r, n, p| {
+        let v = r.float(n, p)?;
+        if !(v > 0.0 && v <= 1.0) {
+            r.err(n, p, format!("Q/P = {v} is outside (0, 1]"));
+            return None;
+        }
+        Some(v)
+    });
+    if let (Some((ld, at)), Some(bw)) = (load, bandwidth) {
+        if ld >= bw {
+            r.err(at, "load", format!("load {ld} is not below bandwidth {bw}: the server queue would be unstable (λ ≥ μQ/P) at every point"));
+        }
+    }
+    let period = m.required(r, "period", "give the reservation period P, e.g. `period: 2ms`", duration);
+    let mechanism = m.required(r, "mechanism", "give deadline, rt-group or none", |r, n, p| {
+        let text = r.string(n, p)?;
+        match parse_mechanism(&text) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                r.err(n, p, e.to_string());
+                None
+            }
+        }
+    });
+    let protocol = m
+        .optional(r, "protocol", |r, n, p| r.one_of(n, p, &["udp", "tcp"]))
+        .map(|s| if s == "tcp" { Protocol::Tcp } else { Protocol::Udp })
+        .unwrap_or_default();
+    let bytes = |r: &mut Reader<'_>, n: &Node, p: &str| r.int(n, p, 0, i64::from(u32::MAX)).map(|v| v as u32);
+    let request_bytes = m.optional(r, "requestBytes", bytes).unwrap_or(128);
+    let reply_bytes = m.optional(r, "replyBytes", bytes).unwrap_or(128);
+    let interarrival = m.required(r, "interarrival", "list the mean inter-arrival periods to sweep, e.g. [500us, 1ms]", |r, n, p| {
+        let items = r.seq(n, p, "durations")?;
+        if items.is_empty() {
+            r.err(n, p, "give at least one positive mean inter-arrival period, e.g. [500us, 1ms]");
+            return None;
+        }
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let at = rtslice_yaml::index(p, i);
+            match duration(r, item, &at) {
+                Some(d) if d.is_zero() => r.err(item, &at, "must be positive"),
+                Some(d) => out.push((d, item)),
+                None => {}
+            }
+        }
+        (out.len() == items.len()).then_some(out)
+    });
+    let samples = m.optional(r, "samples", count).unwrap_or(10_000);
+    let quick_samples = m.optional(r, "quickSamples", count).unwrap_or(300);
+    if samples == 0 || quick_samples == 0 {
+        r.err(m.node(), "samples", "samples and quickSamples must be positive");
+    }
+    let warmup = m.optional(r, "warmup", count).unwrap_or(100);
+    let phi = m
+        .optional(r, "phi", |r, n, p| {
+            let v = r.float(n, p)?;
+            if !(v > 0.0 && v < 1.0) {
+                r.err(n, p, format!("{v} is outside (0, 1)"));
+                return None;
+            }
+            Some(v)
+        })
+        .unwrap_or(0.99);
+    let compute = m
+        .optional(r, "compute", |r, n, p| r.one_of(n, p, &["exponential", "constant", "uniform"]))
+        .map(|s| match s.as_str() {
+            "constant" => Shape::Constant,
+            "uniform" => Shape::Uniform,
+            _ => Shape::Exponential,
+        })
+        .unwrap_or_default();
+    let link_bandwidth_bps = m.optional(r, "linkBandwidth", |r, n, p| {
+        let text = r.string(n, p)?;
+        match rtslice_spec::units::parse_bitrate(&text) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                r.err(n, p, e.to_string());
+                None
+            }
+        }
+    });
+    let seed = m.optional(r, "seed", |r, n, p| r.int(n, p, 0, i64::MAX).map(|v| v as u64)).unwrap_or(1);
+    if let (Some(bw), Some(points)) = (link_bandwidth_bps, &interarrival) {
+        let nu = bw / 8.0 / request_bytes.max(1) as f64;
+        if let Some((t, at)) = points.iter().find(|(t, _)| 1.0 / t.as_secs_f64() >= nu) {
+            r.err(
+                at,
+                "interarrival",
+                format!(
+                    "interarrival {t:?} sends {:.0} requests/s, more than the link carries (ν = σ/E[z] = {nu:.0}/s): \
+                     the network queue would be unstable; raise linkBandwidth or lengthen the period",
+                    1.0 / t.as_secs_f64()
+                ),
+            );
+        }
+    }
+    Some(ValidationExperiment {
+        name: name?,
+        load: load?.0,
+        bandwidth: bandwidth?,
+        period: period?,
+        mechanism: mechanism?,
+        protocol,
+        request_bytes,
+        reply_bytes,
+        interarrival: interarrival?.into_iter().map(|(d, _)| d).collect(),
+        samples,
+        quick_samples,
+        warmup,
+        phi,
+        compute,
+        link_bandwidth_bps,
+        seed,
+    })
 }
 
 #[cfg(test)]
@@ -248,6 +297,21 @@ mod tests {
             let e = ValidationExperiment::parse(&text, "x.yaml").unwrap_err().to_string();
             assert!(e.starts_with("x.yaml") && e.contains(word), "{e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod located {
+    /// Three mistakes, three errors, each at its line and column, in one pass.
+    #[test]
+    fn three_mistakes_three_located_errors() {
+        let text = "name: t\nload: 1.5\nbandwidth: 0.8\nperiod: 2 fortnights\nmechanism: deadline\ninterarrival: [1ms]\ncolour: red\n";
+        let e = super::ValidationExperiment::parse(text, "x.yaml").unwrap_err().to_string();
+        let lines: Vec<&str> = e.lines().collect();
+        assert_eq!(lines.len(), 3, "{e}");
+        assert!(lines[0].starts_with("x.yaml:2:7: load:"), "{e}");
+        assert!(lines[1].starts_with("x.yaml:4:9: period:"), "{e}");
+        assert!(lines[2].starts_with("x.yaml:7:1: colour: unknown field"), "{e}");
     }
 }
 

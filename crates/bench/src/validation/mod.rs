@@ -32,11 +32,11 @@ pub enum ValidationError {
     },
     #[error("{0}")]
     Invalid(String),
-    /// The validation file is wrong (`reason` names the field).
-    #[error("{file}: {reason}")]
-    File { file: String, reason: String },
     #[error("the model refuses this point: {0}")]
     Model(#[from] rtslice_model::ModelError),
+    /// The validation file has problems; each is at its line and column.
+    #[error("{0}")]
+    Located(rtslice_yaml::Errors),
     #[error("reservation: {0}")]
     Reservation(String),
     /// The load generator (client, namespaces, server) failed; its message says what to do.
