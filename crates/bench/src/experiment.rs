@@ -8,16 +8,20 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use rtslice_spec::SchedPolicy;
 use serde::{Deserialize, Serialize};
 
 use crate::strategy::Strategy;
+
+mod decode;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExperimentError {
     #[error("cannot read experiment file {path}: {source}")]
     Read { path: String, source: std::io::Error },
-    #[error("{file}: {message}")]
-    Syntax { file: String, message: String },
+    /// Problems the YAML reader found, each at file:line:column.
+    #[error("{count} problem(s), each at file:line:column:\n{errors}")]
+    Located { count: usize, errors: rtslice_yaml::Errors },
     #[error("{file}: {count} problem(s):\n{}", problems.join("\n"))]
     Invalid { file: String, count: usize, problems: Vec<String> },
 }
@@ -147,29 +151,65 @@ pub struct LoadgenSpec {
     pub client_args: Vec<String>,
 }
 
+/// One thread rule of a workload: regex on thread name → CPU slot in the workload's set, with the
+/// scheduling class the rule gives (the spec's [`SchedPolicy`], so a slot means the same as a spec's
+/// thread rule). Real-time threads are the ones a reservation serves.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "ThreadSlotFile", into = "ThreadSlotFile")]
 pub struct ThreadSlot {
-    #[serde(rename = "match")]
     pub pattern: String,
     pub slot: u32,
-    /// Scheduling class the rule gives: `other` (default), `fifo` or `rr`. Real-time threads
-    /// are the ones a reservation serves.
-    #[serde(default = "policy_other")]
-    pub policy: String,
-    /// Priority for fifo/rr (1–99).
-    #[serde(default)]
-    pub priority: u32,
+    pub policy: SchedPolicy,
 }
 
 impl ThreadSlot {
     pub fn rt(&self) -> bool {
-        self.policy == "fifo" || self.policy == "rr"
+        matches!(self.policy, SchedPolicy::Fifo { .. } | SchedPolicy::Rr { .. })
     }
+}
+
+/// How a thread rule is written in the file: `policy` is `other` (default), `fifo` or `rr`, and
+/// `priority` (1–99) goes with fifo/rr. The range is checked with the rest of the file so that all
+/// problems are reported at once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ThreadSlotFile {
+    #[serde(rename = "match")]
+    pattern: String,
+    slot: u32,
+    #[serde(default = "policy_other")]
+    policy: String,
+    #[serde(default)]
+    priority: u32,
 }
 
 fn policy_other() -> String {
     "other".into()
+}
+
+impl TryFrom<ThreadSlotFile> for ThreadSlot {
+    type Error = String;
+    fn try_from(f: ThreadSlotFile) -> Result<ThreadSlot, String> {
+        let policy = match f.policy.as_str() {
+            "other" => SchedPolicy::Other { nice: None },
+            "fifo" => SchedPolicy::Fifo { priority: f.priority },
+            "rr" => SchedPolicy::Rr { priority: f.priority },
+            p => return Err(format!("thread rule `{}`: policy `{p}` is not other, fifo or rr", f.pattern)),
+        };
+        Ok(ThreadSlot { pattern: f.pattern, slot: f.slot, policy })
+    }
+}
+
+impl From<ThreadSlot> for ThreadSlotFile {
+    fn from(t: ThreadSlot) -> ThreadSlotFile {
+        let (policy, priority) = match t.policy {
+            SchedPolicy::Fifo { priority } => ("fifo", priority),
+            SchedPolicy::Rr { priority } => ("rr", priority),
+            // Only other, fifo and rr can be read from a file; the rest never reach here.
+            _ => ("other", 0),
+        };
+        ThreadSlotFile { pattern: t.pattern, slot: t.slot, policy: policy.into(), priority }
+    }
 }
 
 /// A variant of a block: changes replicas or arguments of its workloads (a sweep point).
@@ -301,9 +341,11 @@ impl Experiment {
         Experiment::parse(&text, &path.display().to_string())
     }
 
+    /// Reads an experiment file in two passes, each reporting all of its problems at once: the
+    /// located YAML reader (unknown or missing fields, wrong types, each at its line and column,
+    /// like specs), then the checks across fields (units, names, strategies, scenarios).
     pub fn parse(text: &str, file: &str) -> Result<Experiment, ExperimentError> {
-        let raw: ExperimentFile = serde_yaml_ng::from_str(text)
-            .map_err(|e| ExperimentError::Syntax { file: file.to_string(), message: e.to_string() })?;
+        let raw = decode::experiment_file(text, file).map_err(|errors| ExperimentError::Located { count: errors.len(), errors })?;
         let mut problems = Vec::new();
         let exp = validate(raw, file, &mut problems);
         if problems.is_empty() {
@@ -466,11 +508,11 @@ fn validate_block(b: BlockFile, at: &str, problems: &mut Vec<String>) -> Block {
             if let Err(e) = regex_lite_check(&t.pattern) {
                 problems.push(format!("  {wat}.threads: `{}`: {e}", t.pattern));
             }
-            match t.policy.as_str() {
-                "other" => {}
-                "fifo" | "rr" if (1..=99).contains(&t.priority) => {}
-                "fifo" | "rr" => problems.push(format!("  {wat}.threads: `{}`: priority must be 1–99", t.pattern)),
-                p => problems.push(format!("  {wat}.threads: `{}`: policy `{p}` is not other, fifo or rr", t.pattern)),
+            match t.policy {
+                SchedPolicy::Fifo { priority } | SchedPolicy::Rr { priority } if !(1..=99).contains(&priority) => {
+                    problems.push(format!("  {wat}.threads: `{}`: priority must be 1–99", t.pattern))
+                }
+                _ => {}
             }
         }
     }
@@ -636,6 +678,36 @@ blocks:
         let bad = MINI.replace("warmup: 2s", "warmup: 2s\nwarmpu: 1s");
         let err = Experiment::parse(&bad, "bad.yaml").unwrap_err().to_string();
         assert!(err.contains("warmpu") && err.contains("line"), "{err}");
+    }
+
+    /// Three mistakes the reader sees, three errors, each at its line and column, in one pass.
+    #[test]
+    fn three_mistakes_three_located_errors() {
+        let bad = MINI
+            .replace("repetitions: 3", "repetitions: three")
+            .replace("warmup: 2s", "warmup: 2s\nwarmpu: 1s")
+            .replace("        emulate: {profile: oai-lte}", "        emulate: {profile: oai-lte, colour: red}");
+        let err = Experiment::parse(&bad, "bad.yaml").unwrap_err();
+        let ExperimentError::Located { errors, .. } = &err else { panic!("{err}") };
+        let at: Vec<(usize, usize, &str)> = errors.iter().map(|e| (e.line, e.column, e.path.as_str())).collect();
+        assert_eq!(
+            at,
+            vec![(7, 1, "warmpu"), (8, 14, "repetitions"), (13, 37, "blocks[0].workloads[0].emulate.colour")],
+            "{err}"
+        );
+        assert!(err.to_string().contains("did you mean `warmup`?"), "{err}");
+    }
+
+    #[test]
+    fn shipped_experiments_parse() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/experiments");
+        let mut n = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            Experiment::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            n += 1;
+        }
+        assert!(n >= 3);
     }
 
     #[test]

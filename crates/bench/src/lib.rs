@@ -2,10 +2,14 @@
 //! scenarios, isolation strategies and repetitions; the runner executes the interleaved matrix
 //! through the same public commands a user has (`rtslice apply/reset/emulate/noise/trace`) and
 //! writes raw data, `report.md` and a self-contained `report.html`.
+//!
+//! The other experiment kind, [`validation`], checks the reservation model against this host with
+//! rtslice-loadgen's client and server (`rtslice model validate`).
 
 pub mod experiment;
 pub mod matrix;
 pub mod stats;
+pub mod layout;
 pub mod strategy;
 
 pub use experiment::{Experiment, ExperimentError};
@@ -20,6 +24,7 @@ pub mod parse;
 pub mod proc;
 pub mod procfs;
 pub mod runner;
+pub mod validation;
 
 /// The experiment `rtslice demo` runs: short versions of study A's tables and of the frontier.
 pub const DEMO_EXPERIMENT: &str = include_str!("demo.yaml");

@@ -6,21 +6,21 @@ use std::path::Path;
 use rtslice_sys::procfs as sys;
 
 use crate::results::Machine;
-use crate::strategy::HostFacts;
+use crate::layout::HostShape;
 
 /// Parses a kernel CPU list (`0-3,8,10-11`); empty text gives an empty list.
 pub fn parse_cpu_list(s: &str) -> Vec<u32> {
     rtslice_sys::cpulist::parse_cpu_list(s.trim()).unwrap_or_default()
 }
 
-pub fn host_facts() -> HostFacts {
+pub fn host_facts() -> HostShape {
     let mut cpus = sys::online_cpus().unwrap_or_default();
     if cpus.is_empty() {
         let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) as u32;
         cpus = (0..n).collect();
     }
     let isolated = sys::isolated_cpus().unwrap_or_default();
-    HostFacts { cpus, isolated }
+    HostShape { cpus, isolated }
 }
 
 pub fn machine() -> Machine {

@@ -19,7 +19,7 @@ use crate::proc::Proc;
 use crate::procfs;
 use crate::results::{Counters, InstanceResult, Results, RunRecord, RunStatus};
 use crate::specgen::{self, Steering};
-use crate::strategy::{self, HostFacts, Layout};
+use crate::layout::{self, HostShape, Layout};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
@@ -221,7 +221,7 @@ struct RunCtx<'a> {
     rec: RunRecord,
 }
 
-fn run_one(exp: &Experiment, cell: &Cell, seq: usize, repetition: u32, facts: &HostFacts, opt: &Options) -> RunRecord {
+fn run_one(exp: &Experiment, cell: &Cell, seq: usize, repetition: u32, facts: &HostShape, opt: &Options) -> RunRecord {
     let mut rec = RunRecord::new(seq, cell, repetition);
     rec.started_unix = now_unix();
     let t0 = Instant::now();
@@ -245,7 +245,7 @@ fn run_one(exp: &Experiment, cell: &Cell, seq: usize, repetition: u32, facts: &H
             (w, n)
         })
         .collect();
-    let layout = match strategy::layout(cell.strategy, &workloads, facts) {
+    let layout = match layout::layout(cell.strategy, &workloads, facts) {
         Ok(l) => l,
         Err(skip) => {
             rec.status = RunStatus::Skipped { reason: skip.to_string() };
@@ -290,7 +290,7 @@ const EMU_TAIL: Duration = Duration::from_secs(2);
 /// Time an interference generator gets to reach full strength before the warm-up goes on.
 const NOISE_SETTLE: Duration = Duration::from_millis(700);
 
-fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostFacts, workloads: &[(WorkloadSpec, u32)]) -> Result<(), String> {
+fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, workloads: &[(WorkloadSpec, u32)]) -> Result<(), String> {
     let exp = ctx.exp;
     let opt = ctx.opt;
     let rtslice = opt.rtslice.display().to_string();

@@ -5,12 +5,13 @@
 use std::time::Duration;
 
 use rtslice_spec::{
-    BestEffort, Dedicated, Demand, Isolation, IrqRule, Launch, NetRule, Node, NodeCpus, Reservation, SchedPolicy, Slots, Spec,
+    BestEffort, Dedicated, Demand, Isolation, IrqRule, Launch, NetRule, Node, NodeCpus, Reservation, Slots, Spec,
     ThreadRule, Workload,
 };
 use serde::{Deserialize, Serialize};
 
-use crate::strategy::{Layout, Placement, Strategy};
+use crate::layout::{Layout, Placement};
+use crate::strategy::Strategy;
 
 /// Which IRQs and interfaces the IRQ-steering strategies move to the workload's last CPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,13 +51,6 @@ fn slot_of(set: &[u32], cpu: u32) -> u32 {
     set.iter().position(|c| *c == cpu).unwrap_or(0) as u32
 }
 
-fn policy(p: &str, priority: u32) -> SchedPolicy {
-    match p {
-        "fifo" => SchedPolicy::Fifo { priority },
-        "rr" => SchedPolicy::Rr { priority },
-        _ => SchedPolicy::Other { nice: None },
-    }
-}
 
 /// Builds the spec for `layout`, with each placement's process given by `pid_of(instance name)`.
 /// Returns None for the `none` strategy: the stock host is the baseline and nothing is applied.
@@ -101,7 +95,7 @@ fn workload(strategy: Strategy, p: &Placement, shared: &[u32], steering: &Steeri
     w.threads = p
         .threads
         .iter()
-        .map(|t| ThreadRule { pattern: t.pattern.clone(), policy: policy(&t.policy, t.priority), slots: Slots::List(vec![slot_of(&set, t.cpu)]) })
+        .map(|t| ThreadRule { pattern: t.pattern.clone(), policy: t.policy.clone(), slots: Slots::List(vec![slot_of(&set, t.cpu)]) })
         .collect();
     if let Some(cpu) = p.irq_cpu {
         let slots = Slots::List(vec![slot_of(&set, cpu)]);
@@ -117,17 +111,17 @@ fn workload(strategy: Strategy, p: &Placement, shared: &[u32], steering: &Steeri
 
 /// The spec as YAML text in the documented format (what `rtslice apply` reads).
 pub fn to_yaml(spec: &Spec) -> Result<String, String> {
-    // Through a JSON value: serde_yaml would write Rust enums as YAML tags (`!reservation`),
-    // which the spec format does not use.
-    let v = serde_json::to_value(spec).map_err(|e| e.to_string())?;
-    serde_yaml_ng::to_string(&v).map_err(|e| e.to_string())
+    // The spec crate's own writer: one YAML stack for reading and writing specs.
+    Ok(rtslice_spec::to_yaml(spec))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::experiment::{EmulateSpec, Role, WorkloadSpec};
-    use crate::strategy::{layout, HostFacts, ALL};
+    use crate::layout::{layout, HostShape};
+    use crate::strategy::ALL;
+    use rtslice_spec::SchedPolicy;
 
     fn vbs() -> WorkloadSpec {
         WorkloadSpec {
@@ -154,7 +148,7 @@ mod tests {
     #[test]
     fn generated_specs_parse_and_are_admitted() {
         for n in [2u32, 4, 8] {
-            let host = HostFacts { cpus: (0..n).collect(), isolated: vec![n - 1] };
+            let host = HostShape { cpus: (0..n).collect(), isolated: vec![n - 1] };
             for s in ALL {
                 let l = layout(*s, &[(vbs(), 1), (neighbour(), 1)], &host).unwrap();
                 let Some(spec) = spec_for(&l, &host.cpus, &Steering::default(), &|_| Some(4242)) else {
@@ -177,7 +171,7 @@ mod tests {
 
     #[test]
     fn thread_strategy_keeps_rt_classes() {
-        let host = HostFacts { cpus: vec![0, 1], isolated: vec![] };
+        let host = HostShape { cpus: vec![0, 1], isolated: vec![] };
         let l = layout(Strategy::IrqThread, &[(vbs(), 1)], &host).unwrap();
         let spec = spec_for(&l, &host.cpus, &Steering::default(), &|_| Some(1)).unwrap();
         let w = &spec.workloads[0];

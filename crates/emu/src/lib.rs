@@ -6,8 +6,8 @@
 //! NACKs, lost subframes, throughput counted only for transport blocks delivered in time, and a
 //! user plane that forwards decoded payload over a real UDP socket.
 //!
-//! Library use: `rtslice_emu::run(Config::new(Profile::OaiLte)) -> Result<Summary, EmuError>`.
-//! Process use: `rtslice emulate --json ...` prints the same `Summary` as one JSON object.
+//! Library use: `rtslice_emu::run(Config::new(Profile::OaiLte)) -> Result<EmuSummary, EmuError>`.
+//! Process use: `rtslice emulate --json ...` prints the same `EmuSummary` as one JSON object.
 
 pub mod calib;
 pub mod chain;
@@ -19,8 +19,8 @@ mod runner;
 
 pub use calib::{Calibration, CostBreakdown, LdpcPoint, TtiWork};
 pub use os::Class;
-pub use profile::{Defaults, Profile, Role, ThreadSpec};
-pub use runner::{run, Config, Misses, SchedMode, Summary, ThreadReport, UserPlane, UserPlaneReport};
+pub use profile::{Defaults, Profile, ThreadRole, ThreadSpec};
+pub use runner::{run, Config, Misses, SchedMode, EmuSummary, ThreadReport, UserPlane, UserPlaneReport};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EmuError {

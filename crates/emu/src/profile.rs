@@ -16,7 +16,7 @@ pub enum Profile {
 /// What a thread does in the emulator's task graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Role {
+pub enum ThreadRole {
     /// Wakes on the TTI clock (absolute time) and receives the uplink samples.
     Clock,
     /// Uplink front end: FFT of part of the symbols, in parallel with the clock thread.
@@ -43,19 +43,19 @@ pub enum Role {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadSpec {
     pub name: String,
-    pub role: Role,
+    pub role: ThreadRole,
     pub class: Class,
     pub priority: i32,
     /// Control threads: wake-up period.
     pub period_ms: u64,
 }
 
-fn t(name: &str, role: Role, class: Class, priority: i32) -> ThreadSpec {
+fn t(name: &str, role: ThreadRole, class: Class, priority: i32) -> ThreadSpec {
     ThreadSpec { name: name.to_string(), role, class, priority, period_ms: 0 }
 }
 
 fn ctl(name: &str, period_ms: u64) -> ThreadSpec {
-    ThreadSpec { name: name.to_string(), role: Role::Control, class: Class::Other, priority: 0, period_ms }
+    ThreadSpec { name: name.to_string(), role: ThreadRole::Control, class: Class::Other, priority: 0, period_ms }
 }
 
 /// Carrier and timing defaults of a profile.
@@ -100,10 +100,36 @@ impl Profile {
         }
     }
 
+    /// Name of pool worker `i` (None: the stack has no pool). srsENB names them `WORKER<i>`; OAI NR
+    /// names its Tpool workers `Tpool<i>_<core>`, core −1 meaning floating, which is how the
+    /// emulator runs them.
+    pub fn pool_thread_name(self, i: usize) -> Option<String> {
+        match self {
+            Profile::OaiLte => None,
+            Profile::Srsenb => Some(format!("WORKER{i}")),
+            Profile::NrGnb => Some(format!("Tpool{i}_-1")),
+        }
+    }
+
+    /// A regular expression matching the name of every pool worker, whatever the pool size
+    /// (`--workers`): tools that pick threads by name (bench's thread-affinity strategies) use it
+    /// instead of listing the names of one pool size. Kept next to [`Profile::pool_thread_name`]
+    /// so that the two change together (bench's thread-pattern test fails when they do not).
+    pub fn pool_thread_pattern(self) -> Option<&'static str> {
+        match self {
+            Profile::OaiLte => None,
+            Profile::Srsenb => Some("^WORKER[0-9]+$"),
+            Profile::NrGnb => Some("^Tpool[0-9]+_-1$"),
+        }
+    }
+
+    /// Every profile, for tools that iterate over them.
+    pub const ALL: [Profile; 3] = [Profile::OaiLte, Profile::Srsenb, Profile::NrGnb];
+
     /// The threads of the stack. `workers` sizes the pool where the stack has one.
     pub fn threads(self, workers: usize) -> Vec<ThreadSpec> {
         use Class::*;
-        use Role::*;
+        use ThreadRole::*;
         match self {
             // OAI LTE: RT threads SCHED_FIFO at OAI_PRIORITY_RT_MAX (max − 2 = 97); ITTI tasks normal.
             Profile::OaiLte => vec![
@@ -121,7 +147,7 @@ impl Profile {
             Profile::Srsenb => {
                 let mut v = vec![t("TXRX", Clock, Fifo, 97)];
                 for i in 0..workers {
-                    v.push(t(&format!("WORKER{i}"), Worker, Fifo, 96));
+                    v.push(t(&self.pool_thread_name(i).unwrap_or_default(), Worker, Fifo, 96));
                 }
                 v.push(t("STACK", Stack, Fifo, 94));
                 v.push(t("RXsockets", UserPlaneRx, Other, 0));
@@ -139,7 +165,7 @@ impl Profile {
                     t("L1_tx_thread", L1Tx, Rr, 97),
                 ];
                 for i in 0..workers {
-                    v.push(t(&format!("Tpool{i}_-1"), Worker, Rr, 97));
+                    v.push(t(&self.pool_thread_name(i).unwrap_or_default(), Worker, Rr, 97));
                 }
                 v.push(t("TASK_GTPV1_U", UserPlaneTx, Other, 0));
                 v.push(t("TASK_UDP", UserPlaneRx, Other, 0));

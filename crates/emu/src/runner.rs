@@ -16,7 +16,7 @@ use crate::chain::{pack_bits, Carrier, Phy, Scratch, UlSubframe};
 use crate::ldpc::DecoderWork;
 use crate::os::Class;
 use crate::phy::SYMBOLS;
-use crate::profile::{Profile, Role, ThreadSpec};
+use crate::profile::{Profile, ThreadRole, ThreadSpec};
 use crate::EmuError;
 
 /// Distinct synthesised uplink TTIs the "radio" cycles through (different payload, channel, noise).
@@ -105,7 +105,7 @@ impl Config {
 pub struct ThreadReport {
     pub name: String,
     pub tid: i32,
-    pub role: Role,
+    pub role: ThreadRole,
     pub class_requested: Class,
     pub priority_requested: i32,
     pub class: Class,
@@ -140,7 +140,7 @@ pub struct UserPlaneReport {
 
 /// The result of a run; `--json` prints exactly this.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Summary {
+pub struct EmuSummary {
     pub profile: String,
     pub duration_s: f64,
     pub tti_us: f64,
@@ -302,12 +302,12 @@ impl Collector {
     }
 }
 
+/// The q-quantile (q in [0, 1]) of sorted samples by the workspace's one percentile definition
+/// (rtslice-stats: linear interpolation between closest ranks); 0 when there is none. Samples are
+/// kept as f32 while the cell runs (memory of long runs) and widened here.
 fn percentile(sorted: &[f32], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-    sorted[i.min(sorted.len() - 1)] as f64
+    let wide: Vec<f64> = sorted.iter().map(|x| f64::from(*x)).collect();
+    rtslice_stats::percentile_sorted(&wide, q * 100.0).unwrap_or(0.0)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -449,7 +449,7 @@ fn thread_finish(cell: &Cell, idx: usize) {
 }
 
 /// Runs the emulated cell to completion and returns its summary.
-pub fn run(cfg: Config) -> Result<Summary, EmuError> {
+pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
     let d = cfg.profile.defaults();
     let lte = cfg.profile != Profile::NrGnb;
     if !lte && cfg.numerology > 3 {
@@ -609,32 +609,32 @@ pub fn run(cfg: Config) -> Result<Summary, EmuError> {
         let profile = cfg.profile;
         let role = spec.role;
         // Each role holds only the senders it uses, so channels close in pipeline order at the end.
-        let clock = role == Role::Clock;
+        let clock = role == ThreadRole::Clock;
         let nr = profile == Profile::NrGnb;
         let fep_tx = if clock { w.fep_tx.clone() } else { None };
         let l1_tx = if clock { w.l1_tx.clone() } else { None };
         let l1tx_tx = if clock { w.l1tx_tx.clone() } else { None };
         let pool_tx = if clock { w.pool_tx.clone() } else { None };
-        let dl_tx = if role == Role::L1 { w.dl_tx.clone() } else { None };
-        let cb_pool_tx = if role == Role::L1 { w.cb_pool_tx.clone() } else { None };
-        let up_tx = if role == Role::Stack { w.up_tx.clone() } else { None };
-        let l2 = if matches!(role, Role::L1 | Role::Worker) { l2_tx.clone() } else { None };
-        let pool = if role == Role::Worker && !nr { w.pool.clone() } else { None };
-        let cb_pool = if role == Role::Worker && nr { w.cb_pool.clone() } else { None };
-        let addr_tx = if role == Role::UserPlaneRx { Some(addr_tx.clone()) } else { None };
-        let fep = if role == Role::FrontEnd { w.fep.take() } else { None };
-        let l1 = if role == Role::L1 { w.l1.take() } else { None };
-        let dl = if role == Role::DlBackEnd { w.dl.take() } else { None };
-        let l1tx = if role == Role::L1Tx { w.l1tx.take() } else { None };
-        let stack = if role == Role::Stack { w.stack.take() } else { None };
-        let upq = if role == Role::UserPlaneTx { w.up.take() } else { None };
+        let dl_tx = if role == ThreadRole::L1 { w.dl_tx.clone() } else { None };
+        let cb_pool_tx = if role == ThreadRole::L1 { w.cb_pool_tx.clone() } else { None };
+        let up_tx = if role == ThreadRole::Stack { w.up_tx.clone() } else { None };
+        let l2 = if matches!(role, ThreadRole::L1 | ThreadRole::Worker) { l2_tx.clone() } else { None };
+        let pool = if role == ThreadRole::Worker && !nr { w.pool.clone() } else { None };
+        let cb_pool = if role == ThreadRole::Worker && nr { w.cb_pool.clone() } else { None };
+        let addr_tx = if role == ThreadRole::UserPlaneRx { Some(addr_tx.clone()) } else { None };
+        let fep = if role == ThreadRole::FrontEnd { w.fep.take() } else { None };
+        let l1 = if role == ThreadRole::L1 { w.l1.take() } else { None };
+        let dl = if role == ThreadRole::DlBackEnd { w.dl.take() } else { None };
+        let l1tx = if role == ThreadRole::L1Tx { w.l1tx.take() } else { None };
+        let stack = if role == ThreadRole::Stack { w.stack.take() } else { None };
+        let upq = if role == ThreadRole::UserPlaneTx { w.up.take() } else { None };
         let h = std::thread::Builder::new()
             .name(spec.name.clone())
             .spawn(move || {
                 let idx = thread_setup(&cell, &spec, class, &cpus);
                 // The receiving socket must exist before anyone sends: bind before the barrier.
                 let up_sock = match (role, addr_tx) {
-                    (Role::UserPlaneRx, Some(tx)) => {
+                    (ThreadRole::UserPlaneRx, Some(tx)) => {
                         let s = bind_userplane(&up);
                         let _ = tx.send(s.as_ref().map_err(Clone::clone).and_then(|s| s.local_addr().map_err(|e| e.to_string())));
                         s.ok()
@@ -643,21 +643,21 @@ pub fn run(cfg: Config) -> Result<Summary, EmuError> {
                 };
                 barrier.wait();
                 match role {
-                    Role::Clock => clock_loop(&cell, profile, fep_tx, l1_tx, l1tx_tx, pool_tx),
-                    Role::FrontEnd => fep_loop(&cell, fep.expect("fep channel")),
-                    Role::L1 => l1_loop(&cell, profile, l1.expect("l1 channel"), dl_tx, cb_pool_tx, l2),
-                    Role::DlBackEnd => dl_loop(&cell, dl.expect("dl channel")),
-                    Role::L1Tx => l1tx_loop(&cell, l1tx.expect("l1tx channel")),
-                    Role::Worker if profile == Profile::NrGnb => cb_worker_loop(&cell, cb_pool.expect("cb pool")),
-                    Role::Worker => worker_loop(&cell, pool.expect("pool"), l2),
-                    Role::Stack => stack_loop(&cell, stack.expect("stack channel"), up_tx),
-                    Role::UserPlaneTx => up_tx_loop(&cell, upq.expect("user-plane channel"), addr_rx_shared()),
-                    Role::UserPlaneRx => {
+                    ThreadRole::Clock => clock_loop(&cell, profile, fep_tx, l1_tx, l1tx_tx, pool_tx),
+                    ThreadRole::FrontEnd => fep_loop(&cell, fep.expect("fep channel")),
+                    ThreadRole::L1 => l1_loop(&cell, profile, l1.expect("l1 channel"), dl_tx, cb_pool_tx, l2),
+                    ThreadRole::DlBackEnd => dl_loop(&cell, dl.expect("dl channel")),
+                    ThreadRole::L1Tx => l1tx_loop(&cell, l1tx.expect("l1tx channel")),
+                    ThreadRole::Worker if profile == Profile::NrGnb => cb_worker_loop(&cell, cb_pool.expect("cb pool")),
+                    ThreadRole::Worker => worker_loop(&cell, pool.expect("pool"), l2),
+                    ThreadRole::Stack => stack_loop(&cell, stack.expect("stack channel"), up_tx),
+                    ThreadRole::UserPlaneTx => up_tx_loop(&cell, upq.expect("user-plane channel"), addr_rx_shared()),
+                    ThreadRole::UserPlaneRx => {
                         if let Some(s) = up_sock {
                             up_rx_loop(&cell, s)
                         }
                     }
-                    Role::Control => control_loop(&cell, spec.period_ms),
+                    ThreadRole::Control => control_loop(&cell, spec.period_ms),
                 }
                 thread_finish(&cell, idx);
             })
@@ -740,7 +740,7 @@ pub fn run(cfg: Config) -> Result<Summary, EmuError> {
         })
         .collect();
     let offered = 2.0 * tbs as f64 * 1e9 / tti_ns as f64;
-    Ok(Summary {
+    Ok(EmuSummary {
         profile: cfg.profile.name().to_string(),
         duration_s: span_s,
         tti_us: tti_ns as f64 / 1e3,

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rtslice_emu::{run, Calibration, Class, Config, Profile, SchedMode, Summary, TtiWork};
+use rtslice_emu::{run, Calibration, Class, Config, Profile, SchedMode, EmuSummary, TtiWork};
 use rtslice_testkit::{root_or_skip, KernelLock};
 
 const CPU_ROOT: &str = "/sys/fs/cgroup/cpu";
@@ -76,7 +76,7 @@ fn heavy(secs: u64) -> Config {
     c
 }
 
-fn line(s: &Summary) -> String {
+fn line(s: &EmuSummary) -> String {
     format!(
         "ttis={} misses={} (ul_late {} dl_late {} dropped {}) thr={:.2}/{:.2} Mbit/s proc p50/p99={:.0}/{:.0} µs cpu {:.0}%",
         s.ttis, s.deadline_misses, s.misses.ul_late, s.misses.dl_late, s.misses.ul_dropped,

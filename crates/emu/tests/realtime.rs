@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use rtslice_emu::{os, run, Class, Config, Profile, SchedMode, Summary};
+use rtslice_emu::{os, run, Class, Config, Profile, SchedMode, EmuSummary};
 use rtslice_testkit::{root_or_skip, KernelLock};
 
 /// A light cell: 1 of 6 PRB scheduled every TTI (a fraction of one core even in a debug build).
@@ -15,7 +15,7 @@ fn light(profile: Profile, secs: u64) -> Config {
     c
 }
 
-fn line(s: &Summary) -> String {
+fn line(s: &EmuSummary) -> String {
     format!(
         "{} ttis={} misses={} (ul_late {} dl_late {} dropped {}) nacks={} thr={:.2}/{:.2} Mbit/s proc p50/p99/max={:.0}/{:.0}/{:.0} µs clock wake p99/max={:.0}/{:.0} µs predicted load {:.0}% cpu {:.0}%",
         s.profile, s.ttis, s.deadline_misses, s.misses.ul_late, s.misses.dl_late, s.misses.ul_dropped,

@@ -1,5 +1,5 @@
-//! rtslice-loadgen: a DistWalk-style client/server pair that makes real CPU work on request, and the
-//! machinery that checks the reservation model (rtslice-model) against this host.
+//! rtslice-loadgen: a DistWalk-style client/server pair that makes real CPU work on request. The
+//! model validation that drives it (`rtslice model validate`) is an experiment kind of rtslice-bench.
 //!
 //! - [`server::serve`]: answers each request after doing its compute amount of real CPU work (a busy
 //!   loop calibrated in [`work::Spinner`]), one request at a time, so the socket queue is the M/M/1 queue.
@@ -7,20 +7,14 @@
 //!   (exponential by default), records every round trip.
 //! - [`netns::NetnsPair`]: server and client in two network namespaces joined by a veth pair,
 //!   optionally shaped with a tc token bucket (study B §6.3).
-//! - [`validate`]: sweeps the inter-arrival period of an [`experiment::Experiment`] with the server
-//!   under a reservation, and compares mean and p99 with the model (study B's Table 3).
 
 pub mod client;
 pub mod dist;
-pub mod experiment;
 pub mod hrtick;
 pub mod netns;
-pub mod plot;
 pub mod proto;
-pub mod reserve;
 pub mod server;
 pub mod stats;
-pub mod validate;
 pub mod work;
 
 use std::io;
@@ -66,14 +60,8 @@ pub enum LoadgenError {
     Invalid(String),
     #[error("`{command}` failed ({status}): {stderr}")]
     Command { command: String, status: String, stderr: String },
-    #[error("{file}: {reason}")]
-    Experiment { file: String, reason: String },
     #[error("protocol error: {0}")]
     Protocol(String),
-    #[error("the model refuses this point: {0}")]
-    Model(#[from] rtslice_model::ModelError),
-    #[error("reservation: {0}")]
-    Reservation(String),
     /// A system call, /proc read or network-namespace step failed (the message names it).
     #[error(transparent)]
     Os(#[from] rtslice_sys::SysError),

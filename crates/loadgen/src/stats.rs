@@ -1,9 +1,11 @@
-//! Summary statistics of round-trip samples, reported the cyclictest way (min/avg/max and percentiles).
+//! Summary statistics of round-trip samples, reported the cyclictest way (min/avg/max and
+//! percentiles), with the workspace's one percentile definition (rtslice-stats: linear
+//! interpolation between closest ranks, documented there).
 
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Summary {
+pub struct RttSummary {
     pub count: usize,
     pub min_s: f64,
     pub mean_s: f64,
@@ -14,39 +16,26 @@ pub struct Summary {
     pub max_s: f64,
 }
 
-/// Nearest-rank percentile of sorted data (`q` in [0, 1]).
-pub fn percentile_sorted(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-impl Summary {
-    /// `None` for no samples.
-    pub fn of(values_s: &[f64]) -> Option<Summary> {
-        if values_s.is_empty() {
-            return None;
-        }
-        let mut v = values_s.to_vec();
-        v.sort_by(f64::total_cmp);
-        Some(Summary {
+impl RttSummary {
+    /// `None` for no (finite) samples.
+    pub fn of(values_s: &[f64]) -> Option<RttSummary> {
+        let v = rtslice_stats::sorted_finite(values_s);
+        let pct = |p: f64| rtslice_stats::percentile_sorted(&v, p);
+        Some(RttSummary {
             count: v.len(),
-            min_s: v[0],
+            min_s: *v.first()?,
             mean_s: v.iter().sum::<f64>() / v.len() as f64,
-            p50_s: percentile_sorted(&v, 0.5),
-            p90_s: percentile_sorted(&v, 0.9),
-            p99_s: percentile_sorted(&v, 0.99),
-            p999_s: percentile_sorted(&v, 0.999),
-            max_s: v[v.len() - 1],
+            p50_s: pct(50.0)?,
+            p90_s: pct(90.0)?,
+            p99_s: pct(99.0)?,
+            p999_s: pct(99.9)?,
+            max_s: *v.last()?,
         })
     }
 
+    /// The q-quantile (q in [0, 1]) of the samples; NaN when there is none.
     pub fn percentile(values_s: &[f64], q: f64) -> f64 {
-        let mut v = values_s.to_vec();
-        v.sort_by(f64::total_cmp);
-        percentile_sorted(&v, q)
+        rtslice_stats::percentile(values_s, q * 100.0).unwrap_or(f64::NAN)
     }
 }
 
@@ -54,12 +43,16 @@ impl Summary {
 mod tests {
     use super::*;
 
+    /// Before rtslice-stats this test asserted nearest-rank values (p50 = 50, p99 = 99 of 1..=100);
+    /// the workspace's one definition is type 7 (bench's tables assert it), which gives the values
+    /// R and NumPy give.
     #[test]
-    fn nearest_rank() {
+    fn one_percentile_definition() {
         let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        let s = Summary::of(&v).unwrap();
-        assert_eq!((s.min_s, s.p50_s, s.p99_s, s.max_s, s.mean_s), (1.0, 50.0, 99.0, 100.0, 50.5));
-        assert_eq!(Summary::percentile(&[3.0, 1.0, 2.0], 0.5), 2.0);
-        assert!(Summary::of(&[]).is_none());
+        let s = RttSummary::of(&v).unwrap();
+        assert_eq!((s.min_s, s.p50_s, s.max_s, s.mean_s), (1.0, 50.5, 100.0, 50.5));
+        assert!((s.p99_s - 99.01).abs() < 1e-9, "{}", s.p99_s);
+        assert_eq!(RttSummary::percentile(&[3.0, 1.0, 2.0], 0.5), 2.0);
+        assert!(RttSummary::of(&[]).is_none());
     }
 }

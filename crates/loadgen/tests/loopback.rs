@@ -8,7 +8,7 @@ use std::time::Duration;
 use rtslice_loadgen::client::{self, ClientConfig};
 use rtslice_loadgen::dist::Dist;
 use rtslice_loadgen::server::{Server, ServerConfig};
-use rtslice_loadgen::stats::Summary;
+use rtslice_loadgen::stats::RttSummary;
 use rtslice_loadgen::work::Spinner;
 use rtslice_loadgen::Protocol;
 
@@ -43,7 +43,7 @@ fn round_trip(protocol: Protocol) {
         Protocol::Tcp => assert_eq!(run.lost, 0, "tcp lost {}", run.lost),
         Protocol::Udp => assert!(run.lost <= 15, "udp lost {} of 300", run.lost),
     }
-    let s = Summary::of(&run.rtts_s()).unwrap();
+    let s = RttSummary::of(&run.rtts_s()).unwrap();
     // The work is real: no round trip is shorter than the CPU time it asked for.
     assert!(s.min_s >= 200e-6, "{protocol}: a round trip ({} µs) shorter than its 200 µs of work", s.min_s * 1e6);
     assert!(run.samples.windows(2).all(|w| w[0].id < w[1].id));

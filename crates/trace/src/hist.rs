@@ -94,6 +94,8 @@ pub fn merge_sparse(a: &mut Vec<FineBucket>, b: &[FineBucket]) {
 
 /// The q-quantile (0 < q ≤ 1) in ns: the upper edge (inclusive, hi-1) of the bucket holding the
 /// ⌈q·n⌉-th smallest latency, capped by the exact maximum. None when there are no events.
+/// A bucket-edge percentile, deliberately not rtslice-stats' interpolated one: the kernel keeps
+/// only bucket counts, and the upper edge is the honest bound (never below the true value).
 pub fn quantile_ns(buckets: &[FineBucket], q: f64, max_ns: u64) -> Option<u64> {
     let n: u64 = buckets.iter().map(|b| b.count).sum();
     if n == 0 {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::Context;
-use rtslice_emu::{Calibration, Class, Config, EmuError, Profile, SchedMode, Summary};
+use rtslice_emu::{Calibration, Class, Config, EmuError, Profile, SchedMode, EmuSummary};
 
 use super::{EXIT_FAILURE, EXIT_INVALID};
 
@@ -190,7 +190,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn human(s: &Summary) -> String {
+fn human(s: &EmuSummary) -> String {
     let mut o = String::new();
     o += &format!(
         "{}: {} TTIs of {:.0} µs in {:.1} s, budget {:.0} µs; {} of {} PRB scheduled, MCS {}, {} antenna(s), SNR {:.1} dB, FFT {}, TBS {} bits in {} code block(s)\n",

@@ -11,7 +11,7 @@ use anyhow::Context;
 use rtslice_loadgen::client::{self, ClientConfig};
 use rtslice_loadgen::dist::Dist;
 use rtslice_loadgen::server::{server_main, ServerMain};
-use rtslice_loadgen::stats::Summary;
+use rtslice_loadgen::stats::RttSummary;
 use rtslice_loadgen::Protocol;
 
 use super::EXIT_INVALID;
@@ -137,7 +137,7 @@ fn run_client(a: ClientArgs) -> anyhow::Result<ExitCode> {
         }
         f.flush()?;
     }
-    let summary = Summary::of(&run.rtts_s());
+    let summary = RttSummary::of(&run.rtts_s());
     if a.json {
         #[derive(serde::Serialize)]
         struct Out<'a> {
@@ -147,7 +147,7 @@ fn run_client(a: ClientArgs) -> anyhow::Result<ExitCode> {
             elapsed_s: f64,
             interarrival: String,
             compute: String,
-            rtt: Option<&'a Summary>,
+            rtt: Option<&'a RttSummary>,
         }
         let out = Out {
             sent: run.sent,

@@ -120,7 +120,7 @@ pub struct SizeArgs {
 
 #[derive(clap::Args)]
 pub struct ValidateArgs {
-    /// Experiment file (YAML; see docs/model.md and examples in crates/loadgen/experiments/)
+    /// Experiment file (YAML; see docs/model.md and examples in crates/bench/validation/)
     experiment: PathBuf,
     /// Few samples per point (the file's quickSamples): a smoke run, not a measurement
     #[arg(long)]
@@ -356,12 +356,14 @@ fn run_size(a: SizeArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_validate(a: ValidateArgs) -> anyhow::Result<ExitCode> {
-    use rtslice_loadgen::experiment::{Experiment, Mechanism};
-    use rtslice_loadgen::validate::{validate, Launcher, PlainLauncher, ValidateOptions};
+    use rtslice_bench::validation::{
+        mechanism_label, parse_mechanism, validate, HostLauncher, Launcher, PlainLauncher, ValidateOptions, ValidationExperiment,
+    };
+    use rtslice_host::Mechanism;
 
     let text = std::fs::read_to_string(&a.experiment)
         .with_context(|| format!("cannot read experiment file {}", a.experiment.display()))?;
-    let mut exp = match Experiment::parse(&text, &a.experiment.display().to_string()) {
+    let mut exp = match ValidationExperiment::parse(&text, &a.experiment.display().to_string()) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("rtslice model validate: {e}");
@@ -369,7 +371,7 @@ fn run_validate(a: ValidateArgs) -> anyhow::Result<ExitCode> {
         }
     };
     if let Some(m) = &a.mechanism {
-        match m.parse::<Mechanism>() {
+        match parse_mechanism(m) {
             Ok(m) => exp.mechanism = m,
             Err(e) => {
                 eprintln!("rtslice model validate: {e}");
@@ -391,7 +393,7 @@ fn run_validate(a: ValidateArgs) -> anyhow::Result<ExitCode> {
     };
     let launcher: Box<dyn Launcher> = match exp.mechanism {
         Mechanism::None => Box::new(PlainLauncher),
-        _ => Box::new(rtslice_loadgen::reserve::HostLauncher::new(&opts.tag)),
+        _ => Box::new(HostLauncher::new(&opts.tag)),
     };
     eprintln!(
         "rtslice model validate: {} — LD {}, Q/P {}, P {:?}, {}, {} points × {} samples",
@@ -399,19 +401,19 @@ fn run_validate(a: ValidateArgs) -> anyhow::Result<ExitCode> {
         exp.load,
         exp.bandwidth,
         exp.period,
-        exp.mechanism,
+        mechanism_label(exp.mechanism),
         exp.interarrival.len(),
         if a.quick { exp.quick_samples } else { exp.samples }
     );
     let report = validate(&exp, &opts, &*launcher, &mut |line| eprintln!("  {line}"))?;
     std::fs::create_dir_all(&a.out).with_context(|| format!("cannot create {}", a.out.display()))?;
     let stem = match a.hrtick {
-        None => format!("{}-{}", exp.name, exp.mechanism),
-        Some(OnOff::On) => format!("{}-{}-hrtick", exp.name, exp.mechanism),
-        Some(OnOff::Off) => format!("{}-{}-nohrtick", exp.name, exp.mechanism),
+        None => format!("{}-{}", exp.name, mechanism_label(exp.mechanism)),
+        Some(OnOff::On) => format!("{}-{}-hrtick", exp.name, mechanism_label(exp.mechanism)),
+        Some(OnOff::Off) => format!("{}-{}-nohrtick", exp.name, mechanism_label(exp.mechanism)),
     };
     let svg = a.out.join(format!("{stem}.svg"));
-    rtslice_loadgen::plot::write_svg(&report, &svg)?;
+    rtslice_bench::validation::write_svg(&report, &svg)?;
     let json = serde_json::to_string_pretty(&report)?;
     std::fs::write(a.out.join(format!("{stem}.json")), &json).context("cannot write the JSON report")?;
     if let Some(spec) = &report.reservation_spec {

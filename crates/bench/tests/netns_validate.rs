@@ -3,14 +3,15 @@
 //! report and the SVG plot. Mechanism `none` here (no reservation); the reserved mechanisms go
 //! through rtslice's host crate and are exercised by `rtslice model validate`.
 
-use rtslice_loadgen::experiment::Experiment;
-use rtslice_loadgen::validate::{validate, PlainLauncher, ValidateOptions};
+mod common;
+
+use rtslice_bench::validation::{validate, PlainLauncher, ValidateOptions, ValidationExperiment};
 
 #[test]
 fn quick_validation_in_namespaces() {
     rtslice_testkit::root_or_skip!();
     let _lock = rtslice_testkit::KernelLock::acquire(); // creates netns, measures latency
-    let exp = Experiment::parse(
+    let exp = ValidationExperiment::parse(
         "name: smoke\nload: 0.3\nbandwidth: 1.0\nperiod: 2ms\nmechanism: none\nprotocol: udp\n\
          requestBytes: 1000\ninterarrival: [2ms, 5ms]\nquickSamples: 150\nwarmup: 10\nlinkBandwidth: 50Mbit\n",
         "smoke.yaml",
@@ -18,7 +19,9 @@ fn quick_validation_in_namespaces() {
     .unwrap();
     let opts = ValidateOptions {
         quick: true,
-        server_command: vec![env!("CARGO_BIN_EXE_rtslice-lg-server").to_string()],
+        // The server as `rtslice model validate` starts it (a test of another crate cannot name
+        // loadgen's own small server binary).
+        server_command: vec![common::rtslice_bin().display().to_string(), "loadgen".into(), "server".into()],
         client_fifo: None,
         tag: format!("t{}", std::process::id() % 100_000),
         hrtick: None,
@@ -44,7 +47,7 @@ fn quick_validation_in_namespaces() {
     assert!(md.contains("| 1000 | 0.3 | 1 | none |"), "{md}");
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("smoke.svg");
-    rtslice_loadgen::plot::write_svg(&report, &svg).unwrap();
+    rtslice_bench::validation::write_svg(&report, &svg).unwrap();
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<svg") && text.contains("model mean"), "{}", &text[..200.min(text.len())]);
     // The namespaces are gone afterwards.
@@ -55,10 +58,10 @@ fn quick_validation_in_namespaces() {
 /// Root: the same quick run with the server under a real reservation made by rtslice's spec → plan →
 /// apply path, for each mechanism this host offers; everything is reset afterwards.
 fn quick_reserved(mechanism: &str) {
-    use rtslice_loadgen::reserve::HostLauncher;
+    use rtslice_bench::validation::HostLauncher;
     rtslice_testkit::root_or_skip!();
     let _lock = rtslice_testkit::KernelLock::acquire();
-    let exp = Experiment::parse(
+    let exp = ValidationExperiment::parse(
         &format!(
             "name: smoke-{mechanism}\nload: 0.4\nbandwidth: 0.8\nperiod: 2ms\nmechanism: {mechanism}\n\
              interarrival: [1ms, 3ms]\nquickSamples: 150\nwarmup: 10\n"
@@ -69,7 +72,9 @@ fn quick_reserved(mechanism: &str) {
     let tag = format!("{}{}", &mechanism[..1], std::process::id() % 100_000);
     let opts = ValidateOptions {
         quick: true,
-        server_command: vec![env!("CARGO_BIN_EXE_rtslice-lg-server").to_string()],
+        // The server as `rtslice model validate` starts it (a test of another crate cannot name
+        // loadgen's own small server binary).
+        server_command: vec![common::rtslice_bin().display().to_string(), "loadgen".into(), "server".into()],
         client_fifo: Some(50),
         tag: tag.clone(),
         hrtick: None,

@@ -13,9 +13,11 @@ use rtslice_host::StateDir;
 use rtslice_plan::NodeFacts;
 use rtslice_spec::units::format_duration;
 
-use crate::experiment::{Experiment, Mechanism};
-use crate::validate::{Launcher, RunningServer};
-use crate::{LoadgenError, Result};
+use rtslice_host::Mechanism;
+
+use super::experiment::ValidationExperiment;
+use super::validate::{Launcher, RunningServer};
+use super::{Result, ValidationError};
 
 /// Starts the server as an rtslice workload with the experiment's reservation and mechanism.
 pub struct HostLauncher {
@@ -29,13 +31,6 @@ impl HostLauncher {
     }
 }
 
-fn read_cpu_list(path: &str) -> Vec<u32> {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| rtslice_spec::parse_cpu_list(t.trim()).ok())
-        .unwrap_or_default()
-}
-
 fn yaml_str(s: &str) -> String {
     // JSON strings are valid YAML flow scalars, quoting included.
     serde_json::to_string(s).expect("strings serialize")
@@ -44,7 +39,7 @@ fn yaml_str(s: &str) -> String {
 /// The spec the validation applies: the server command under `Q`/`P` on one CPU. With more than one
 /// CPU, CPU 0 is housekeeping, so the reservation lands on a CPU of its own and the client (and
 /// everything else) keeps CPU 0.
-pub fn server_spec(exp: &Experiment, command: &[String], workload: &str, online: usize) -> String {
+pub fn server_spec(exp: &ValidationExperiment, command: &[String], workload: &str, online: usize) -> String {
     let cmd = command.iter().map(|a| yaml_str(a)).collect::<Vec<_>>().join(", ");
     let housekeeping = if online > 1 { "  housekeeping: 0\n" } else { "" };
     format!(
@@ -66,25 +61,24 @@ pub fn server_spec(exp: &Experiment, command: &[String], workload: &str, online:
 }
 
 impl Launcher for HostLauncher {
-    fn launch(&self, exp: &Experiment, command: &[String]) -> Result<Box<dyn RunningServer>> {
+    fn launch(&self, exp: &ValidationExperiment, command: &[String]) -> Result<Box<dyn RunningServer>> {
         let mechanism = match exp.mechanism {
-            Mechanism::Deadline => rtslice_host::Mechanism::Deadline,
-            Mechanism::RtGroup => rtslice_host::Mechanism::RtGroup,
             Mechanism::None => {
-                return Err(LoadgenError::Reservation("mechanism `none` needs no reservation; use PlainLauncher".into()))
+                return Err(ValidationError::Reservation("mechanism `none` needs no reservation; use PlainLauncher".into()))
             }
+            m => m,
         };
         let facts = NodeFacts {
-            online: read_cpu_list("/sys/devices/system/cpu/online"),
-            isolcpus: read_cpu_list("/sys/devices/system/cpu/isolated"),
+            online: rtslice_sys::procfs::online_cpus().unwrap_or_default(),
+            isolcpus: rtslice_sys::procfs::isolated_cpus().unwrap_or_default(),
         };
         let workload = format!("loadgen-{}", self.tag);
         let text = server_spec(exp, command, &workload, facts.online.len());
         let spec = rtslice_spec::parse(&text, "<generated validation spec>")
-            .map_err(|e| LoadgenError::Reservation(format!("the generated spec is invalid (a bug): {e}\n{text}")))?;
+            .map_err(|e| ValidationError::Reservation(format!("the generated spec is invalid (a bug): {e}\n{text}")))?;
         let plan = rtslice_plan::plan(&spec, &facts);
         if let Some(r) = plan.rejected.first() {
-            return Err(LoadgenError::Reservation(format!(
+            return Err(ValidationError::Reservation(format!(
                 "the planner refused the server's reservation {} / {}: {}",
                 format_duration(exp.runtime()),
                 format_duration(exp.period),
@@ -93,7 +87,7 @@ impl Launcher for HostLauncher {
         }
         let state_dir = PathBuf::from(format!("/run/rtslice-loadgen/{}", self.tag));
         std::fs::create_dir_all(&state_dir)
-            .map_err(crate::io_err(format!("cannot create the state directory {}", state_dir.display())))?;
+            .map_err(super::io_err(format!("cannot create the state directory {}", state_dir.display())))?;
         let opts = ApplyOptions { mechanism: Some(mechanism), ..ApplyOptions::with_state_dir(&state_dir) };
         // Right after an earlier reservation was reset (the previous run or test), the kernel may
         // still refuse SCHED_DEADLINE admission (EBUSY) or RT budget: root domains are rebuilt and
@@ -109,7 +103,7 @@ impl Launcher for HostLauncher {
                     std::thread::sleep(std::time::Duration::from_millis(500));
                 }
                 Err(e) => {
-                    return Err(LoadgenError::Reservation(format!(
+                    return Err(ValidationError::Reservation(format!(
                         "rtslice could not apply the server's reservation ({mechanism}) in {attempt} attempts: {e}"
                     )))
                 }
@@ -160,7 +154,7 @@ impl RunningServer for ReservedServer {
         self.stopped = true;
         // Reset kills the launched server and undoes budgets, partitions and cgroups, newest first.
         let r = reset(&StateDir::new(&self.state_dir), ResetOptions::default())
-            .map_err(|e| LoadgenError::Reservation(format!("rtslice reset of {} failed: {e}", self.state_dir.display())));
+            .map_err(|e| ValidationError::Reservation(format!("rtslice reset of {} failed: {e}", self.state_dir.display())));
         let _ = std::fs::remove_dir_all(&self.state_dir);
         r.map(|_| ())
     }

@@ -1,4 +1,4 @@
-//! `rtslice model validate`: run an [`Experiment`] — server under a reservation in one network
+//! `rtslice model validate`: run an [`ValidationExperiment`] — server under a reservation in one network
 //! namespace, open-loop client in another — and compare mean and p99 with the model point by point.
 
 use std::net::{SocketAddr, SocketAddrV4};
@@ -8,12 +8,14 @@ use std::time::{Duration, Instant};
 use rtslice_model::{predict_bandwidth, Accuracy, Link, Network, Scenario, ServiceModel};
 use serde::Serialize;
 
-use crate::client::{self, ClientConfig};
-use crate::dist::Dist;
-use crate::experiment::{Experiment, Mechanism, Shape};
-use crate::netns::{NetnsPair, Shaping};
-use crate::stats::Summary;
-use crate::{io_err, LoadgenError, Result};
+use rtslice_loadgen::client::{self, ClientConfig};
+use rtslice_loadgen::dist::Dist;
+use rtslice_host::Mechanism;
+
+use super::experiment::{mechanism_label, ValidationExperiment, Shape};
+use rtslice_loadgen::netns::{NetnsPair, Shaping};
+use rtslice_loadgen::stats::RttSummary;
+use super::{io_err, Result, ValidationError};
 
 /// Port the server listens on inside its namespace (the namespace is ours alone).
 pub const SERVER_PORT: u16 = 7013;
@@ -39,7 +41,7 @@ pub trait RunningServer {
 /// Starts `command` (the server, already told its namespace and address) under the experiment's
 /// reservation. [`PlainLauncher`] handles `mechanism: none`; rtslice's apply machinery does the rest.
 pub trait Launcher {
-    fn launch(&self, exp: &Experiment, command: &[String]) -> Result<Box<dyn RunningServer>>;
+    fn launch(&self, exp: &ValidationExperiment, command: &[String]) -> Result<Box<dyn RunningServer>>;
 }
 
 /// No reservation: the server as an ordinary CFS process.
@@ -70,11 +72,11 @@ impl Drop for PlainServer {
 }
 
 impl Launcher for PlainLauncher {
-    fn launch(&self, exp: &Experiment, command: &[String]) -> Result<Box<dyn RunningServer>> {
+    fn launch(&self, exp: &ValidationExperiment, command: &[String]) -> Result<Box<dyn RunningServer>> {
         if exp.mechanism != Mechanism::None {
-            return Err(LoadgenError::Reservation(format!(
+            return Err(ValidationError::Reservation(format!(
                 "the plain launcher cannot give mechanism `{}`; use rtslice's host launcher",
-                exp.mechanism
+                mechanism_label(exp.mechanism)
             )));
         }
         let child = spawn(command)?;
@@ -84,7 +86,7 @@ impl Launcher for PlainLauncher {
 
 /// Spawns `command` with stdin closed and output inherited (the server logs its calibration).
 pub fn spawn(command: &[String]) -> Result<Child> {
-    let (prog, args) = command.split_first().ok_or_else(|| LoadgenError::Invalid("empty server command".into()))?;
+    let (prog, args) = command.split_first().ok_or_else(|| ValidationError::Invalid("empty server command".into()))?;
     Command::new(prog)
         .args(args)
         .stdin(Stdio::null())
@@ -111,26 +113,15 @@ pub struct ValidateOptions {
 
 /// The host-wide measurement lock shared with rtslice's test suites (see crates/testkit).
 pub struct KernelLock {
-    _file: std::fs::File,
+    _lock: rtslice_sys::lock::FileLock,
 }
 
 impl KernelLock {
     pub const PATH: &'static str = "/tmp/rtslice-kernel-tests.lock";
 
     pub fn acquire() -> Result<KernelLock> {
-        use std::os::fd::AsRawFd;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(Self::PATH)
-            .map_err(io_err(format!("cannot open {}", Self::PATH)))?;
-        // SAFETY: valid fd for the lifetime of `file`.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(io_err(format!("flock {}", Self::PATH))(std::io::Error::last_os_error()));
-        }
-        Ok(KernelLock { _file: file })
+        let lock = rtslice_sys::lock::FileLock::exclusive(std::path::Path::new(Self::PATH))?;
+        Ok(KernelLock { _lock: lock })
     }
 }
 
@@ -140,7 +131,7 @@ pub struct PointResult {
     pub lambda: f64,
     pub mu: f64,
     pub mean_compute_s: f64,
-    pub measured: Summary,
+    pub measured: RttSummary,
     pub sent: usize,
     pub lost: usize,
     pub max_send_lag_s: f64,
@@ -158,8 +149,8 @@ pub struct PointResult {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
-    pub experiment: Experiment,
+pub struct ValidationReport {
+    pub experiment: ValidationExperiment,
     pub quick: bool,
     pub reservation: String,
     /// The rtslice spec applied to give the server its reservation.
@@ -167,7 +158,7 @@ pub struct Report {
     pub model: String,
     /// δ, measured as half the median round trip of zero-work requests through the same path.
     pub one_way_delay_s: f64,
-    pub probe: Summary,
+    pub probe: RttSummary,
     pub points: Vec<PointResult>,
     pub accuracy: Accuracy,
     /// Server overhead of the zero-work probe requests, and δ with it taken out (for the corrected model).
@@ -191,7 +182,7 @@ pub struct HostNotes {
 }
 
 pub fn host_notes() -> HostNotes {
-    let (hrtick, hrtick_dl) = crate::hrtick::read();
+    let (hrtick, hrtick_dl) = rtslice_loadgen::hrtick::read();
     HostNotes {
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
         hrtick,
@@ -201,7 +192,7 @@ pub fn host_notes() -> HostNotes {
 }
 
 /// The model's scenario for one point of the sweep.
-pub fn scenario(exp: &Experiment, interarrival: Duration, one_way_delay_s: f64) -> Scenario {
+pub fn scenario(exp: &ValidationExperiment, interarrival: Duration, one_way_delay_s: f64) -> Scenario {
     let lambda = 1.0 / interarrival.as_secs_f64();
     let mu = lambda / exp.load;
     let service = match exp.compute {
@@ -215,7 +206,7 @@ pub fn scenario(exp: &Experiment, interarrival: Duration, one_way_delay_s: f64) 
 
 #[allow(clippy::too_many_arguments)]
 fn client_config(
-    exp: &Experiment,
+    exp: &ValidationExperiment,
     server: SocketAddr,
     ns: &str,
     ia: Dist,
@@ -242,7 +233,7 @@ fn client_config(
 }
 
 /// Runs the whole experiment. `progress` gets one line per step.
-pub fn validate(exp: &Experiment, opts: &ValidateOptions, launcher: &dyn Launcher, progress: &mut dyn FnMut(&str)) -> Result<Report> {
+pub fn validate(exp: &ValidationExperiment, opts: &ValidateOptions, launcher: &dyn Launcher, progress: &mut dyn FnMut(&str)) -> Result<ValidationReport> {
     let _lock = if opts.kernel_lock {
         progress(&format!("waiting for the host-wide measurement lock {}", KernelLock::PATH));
         Some(KernelLock::acquire()?)
@@ -251,8 +242,8 @@ pub fn validate(exp: &Experiment, opts: &ValidateOptions, launcher: &dyn Launche
     };
     let started = Instant::now();
     // Make the features readable for the report even when not switching them.
-    let _ = crate::hrtick::ensure_debugfs();
-    let _hrtick = opts.hrtick.map(crate::hrtick::HrtickGuard::set).transpose()?;
+    let _ = rtslice_loadgen::hrtick::ensure_debugfs();
+    let _hrtick = opts.hrtick.map(rtslice_loadgen::hrtick::HrtickGuard::set).transpose()?;
     let shaping = exp.link_bandwidth_bps.map(|rate_bps| Shaping { rate_bps });
     let pair = NetnsPair::create(&opts.tag, shaping)?;
     let server_addr = SocketAddr::V4(SocketAddrV4::new(pair.server_addr, SERVER_PORT));
@@ -281,7 +272,7 @@ pub fn validate(exp: &Experiment, opts: &ValidateOptions, launcher: &dyn Launche
         &col(&|p| p.measured_percentile_s),
         &col(&|p| p.model_percentile_s),
     )
-    .ok_or_else(|| LoadgenError::Invalid("no point produced a measurement".into()))?;
+    .ok_or_else(|| ValidationError::Invalid("no point produced a measurement".into()))?;
     let stable: Vec<&PointResult> = points.iter().filter(|p| p.corrected_mean_s.is_some()).collect();
     let ccol = |f: &dyn Fn(&PointResult) -> f64| stable.iter().map(|p| f(p)).collect::<Vec<f64>>();
     let corrected_accuracy = Accuracy::from_points(
@@ -293,7 +284,7 @@ pub fn validate(exp: &Experiment, opts: &ValidateOptions, launcher: &dyn Launche
     let model = predict_bandwidth(&scenario(exp, exp.interarrival[0], one_way_delay_s), exp.bandwidth, exp.phi)?.model.to_string();
     // Read while the run's setting is still in force.
     let host = host_notes();
-    Ok(Report {
+    Ok(ValidationReport {
         experiment: exp.clone(),
         quick: opts.quick,
         reservation,
@@ -312,10 +303,10 @@ pub fn validate(exp: &Experiment, opts: &ValidateOptions, launcher: &dyn Launche
     })
 }
 
-type PointsOutcome = (Summary, f64, Vec<PointResult>, String, Option<String>, Option<f64>, f64);
+type PointsOutcome = (RttSummary, f64, Vec<PointResult>, String, Option<String>, Option<f64>, f64);
 
 fn run_points(
-    exp: &Experiment,
+    exp: &ValidationExperiment,
     opts: &ValidateOptions,
     pair: &NetnsPair,
     server: SocketAddr,
@@ -332,7 +323,7 @@ fn run_points(
             break;
         }
         if Instant::now() > deadline {
-            return Err(LoadgenError::Invalid(format!(
+            return Err(ValidationError::Invalid(format!(
                 "the loadgen server (pid {}) did not answer at {server} within 15 s; see its output above",
                 running.pid()
             )));
@@ -365,8 +356,8 @@ fn run_points(
         &client_cpus,
     );
     let probe_run = client::run(&probe_cfg)?;
-    let probe = Summary::of(&probe_run.rtts_s())
-        .ok_or_else(|| LoadgenError::Invalid("no reply to the delay probe".into()))?;
+    let probe = RttSummary::of(&probe_run.rtts_s())
+        .ok_or_else(|| ValidationError::Invalid("no reply to the delay probe".into()))?;
     let one_way_delay_s = probe.p50_s / 2.0;
     let probe_overhead_s = probe_run.server_overhead_s();
     let corrected_one_way_delay_s = ((probe.p50_s - probe_overhead_s.unwrap_or(0.0)) / 2.0).max(0.0);
@@ -398,10 +389,10 @@ fn run_points(
         );
         let run = client::run(&cfg)?;
         let rtts: Vec<f64> = run.samples.iter().filter(|s| s.id as usize >= warmup).map(|s| s.rtt_s).collect();
-        let measured = Summary::of(&rtts).ok_or_else(|| {
-            LoadgenError::Invalid(format!("no replies at inter-arrival {ia:?}: is the server still running (pid {})?", running.pid()))
+        let measured = RttSummary::of(&rtts).ok_or_else(|| {
+            ValidationError::Invalid(format!("no replies at inter-arrival {ia:?}: is the server still running (pid {})?", running.pid()))
         })?;
-        let measured_percentile_s = Summary::percentile(&rtts, exp.phi);
+        let measured_percentile_s = RttSummary::percentile(&rtts, exp.phi);
         // The same model with the measured per-request overhead added to the service time.
         let server_overhead_s = run.server_overhead_s();
         let corrected = server_overhead_s.and_then(|o| {
@@ -449,7 +440,7 @@ fn run_points(
     Ok((probe, one_way_delay_s, points, reservation, running.spec(), probe_overhead_s, corrected_one_way_delay_s))
 }
 
-impl Report {
+impl ValidationReport {
     /// Study B's Table 3 row for this run, then the per-point detail, as Markdown.
     pub fn to_markdown(&self) -> String {
         let e = &self.experiment;
@@ -459,7 +450,7 @@ impl Report {
         s += &format!(
             "### {} — {} ({} samples/point{})\n\n",
             e.name,
-            e.mechanism,
+            mechanism_label(e.mechanism),
             if self.quick { e.quick_samples } else { e.samples },
             if self.quick { ", quick" } else { "" }
         );
@@ -474,7 +465,7 @@ impl Report {
         s += "|---|---|---|---|---|---|---|---|\n";
         s += &format!(
             "| {} | {} | {} | {} | {:.1} | {:.2}% | {:.1} | {:.2}% |\n",
-            e.request_bytes, e.load, e.bandwidth, e.mechanism, a.mean_rmse_us, a.mean_mape_pct, a.pct_rmse_us, a.pct_mape_pct
+            e.request_bytes, e.load, e.bandwidth, mechanism_label(e.mechanism), a.mean_rmse_us, a.mean_mape_pct, a.pct_rmse_us, a.pct_mape_pct
         );
         match &self.corrected_accuracy {
             Some(c) => {
@@ -483,7 +474,7 @@ impl Report {
                     e.request_bytes,
                     e.load,
                     e.bandwidth,
-                    e.mechanism,
+                    mechanism_label(e.mechanism),
                     self.corrected_points,
                     self.points.len(),
                     c.mean_rmse_us,

@@ -6,14 +6,14 @@ use std::path::Path;
 use plotters::prelude::*;
 use rtslice_model::predict_bandwidth;
 
-use crate::validate::{scenario, Report};
-use crate::{LoadgenError, Result};
+use super::validate::{scenario, ValidationReport};
+use super::{Result, ValidationError};
 
-pub fn write_svg(report: &Report, path: &Path) -> Result<()> {
-    draw(report, path).map_err(|e| LoadgenError::Invalid(format!("cannot draw {}: {e}", path.display())))
+pub fn write_svg(report: &ValidationReport, path: &Path) -> Result<()> {
+    draw(report, path).map_err(|e| ValidationError::Invalid(format!("cannot draw {}: {e}", path.display())))
 }
 
-fn draw(report: &Report, path: &Path) -> std::result::Result<(), Box<dyn std::error::Error>> {
+fn draw(report: &ValidationReport, path: &Path) -> std::result::Result<(), Box<dyn std::error::Error>> {
     let e = &report.experiment;
     let xs_ms: Vec<f64> = report.points.iter().map(|p| p.interarrival_s * 1e3).collect();
     let (xmin, xmax) = xs_ms.iter().fold((f64::INFINITY, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
@@ -57,7 +57,7 @@ fn draw(report: &Report, path: &Path) -> std::result::Result<(), Box<dyn std::er
         e.load,
         e.bandwidth,
         e.period.as_secs_f64() * 1e3,
-        e.mechanism,
+        super::mechanism_label(e.mechanism),
         e.request_bytes
     );
     let mut chart = ChartBuilder::on(&root)
