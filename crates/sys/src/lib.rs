@@ -14,6 +14,7 @@
 //! - [`netns`]: network namespaces and veth pairs.
 //! - [`net`]: batched datagram sending (sendmmsg).
 //! - [`perf`]: perf_event_open counters.
+//! - [`bpf`]: bpf(2) run-time statistics and program run counters (the tracer's glue beyond libbpf-rs).
 //! - [`sched`]: scheduling policies and parameters (sched_setattr/sched_getattr, SCHED_DEADLINE).
 //! - [`proc_ref`]: a process identity that survives pid reuse (pid + start time).
 //! - [`proc_connector`]: the netlink process connector (fork/exec/comm events).
@@ -21,6 +22,7 @@
 //! - [`probe`]: what the kernel offers: online CPU count, hardware performance counters.
 //! - [`SysError`]: the one error type, naming the call or path, the errno and what to do.
 
+pub mod bpf;
 pub mod cpulist;
 mod error;
 pub mod fs;

@@ -1,7 +1,7 @@
 //! Loads rtlat.bpf.c (tp_btf, falling back to raw_tp), configures its filter and reads its maps.
 
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Mutex;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
@@ -136,12 +136,9 @@ impl BpfTracer {
             }
             // Run-time statistics of BPF programs (what kernel.bpf_stats_enabled=1 turns on), held
             // only as long as this fd: nothing global to restore afterwards.
-            // SAFETY: plain syscall wrapper (libbpf-rs has no safe one); a non-negative return is a
-            // new fd that nothing else owns.
-            let stats_fd = unsafe {
-                let fd = libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME);
-                (fd >= 0).then(|| OwnedFd::from_raw_fd(fd))
-            };
+            // Held only as long as this fd: nothing global to restore afterwards; without it
+            // (not permitted) run time and count are left out of the report.
+            let stats_fd = rtslice_sys::bpf::enable_run_time_stats().ok();
             skel.attach().map_err(|e| format!("attach: {e}\n{}", take_log()))?;
             Ok((skel, stats_fd))
         })();
@@ -212,23 +209,27 @@ impl BpfTracer {
         };
         let (mut ns, mut cnt, mut missed) = (0, 0, 0);
         for prog in progs {
-            let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
-            let mut len = std::mem::size_of_val(&info) as u32;
-            // SAFETY: info is a valid, zeroed bpf_prog_info of `len` bytes.
-            let rc = unsafe {
-                libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
-                    prog.as_fd().as_raw_fd(),
-                    &mut info,
-                    &mut len,
-                )
-            };
-            if rc != 0 {
-                return (None, 0);
-            }
+            let Ok(info) = rtslice_sys::bpf::prog_run_stats(prog.as_fd()) else { return (None, 0) };
             ns += info.run_time_ns;
             cnt += info.run_cnt;
             missed += info.recursion_misses;
         }
         (self.stats_fd.as_ref().map(|_| (ns, cnt)), missed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use libbpf_rs::libbpf_sys::bpf_prog_info;
+    use rtslice_sys::bpf::prog_info_layout as at;
+
+    /// rtslice-sys reads the run counters at fixed offsets: they must be the kernel ABI's, as
+    /// libbpf-sys generates it from the uapi header.
+    #[test]
+    fn sys_reads_bpf_prog_info_at_the_abi_offsets() {
+        assert_eq!(at::RUN_TIME_NS, std::mem::offset_of!(bpf_prog_info, run_time_ns));
+        assert_eq!(at::RUN_CNT, std::mem::offset_of!(bpf_prog_info, run_cnt));
+        assert_eq!(at::RECURSION_MISSES, std::mem::offset_of!(bpf_prog_info, recursion_misses));
+        assert!(at::SIZE >= std::mem::size_of::<bpf_prog_info>());
     }
 }
