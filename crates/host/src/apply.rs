@@ -603,7 +603,15 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
         match op {
             Op::Mkdir { path, evacuate_to } => step(format!("create cgroup {}", path.display()), txn.mkdir(&path, &evacuate_to))?,
             Op::Write { path, value } => {
-                step(format!("write {value:?} to {}", path.display()), txn.write_if_changed(&path, &value))?
+                step(format!("write {value:?} to {}", path.display()), txn.write_if_changed(&path, &value))?;
+                // v2 takes an impossible partition request without an error: read the state back.
+                if path.ends_with("cpuset.cpus.partition") {
+                    let state = step(format!("read {}", path.display()), crate::fsio::read_trim(&path))?;
+                    if let Some(explanation) = crate::cgroup::invalid_partition(&state) {
+                        let e = HostError::InvalidPartition { path: path.clone(), wanted: value, state, explanation };
+                        return Err((format!("make {} a partition", path.parent().unwrap_or(&path).display()), e));
+                    }
+                }
             }
         }
     }
