@@ -21,7 +21,7 @@ rtslice=$(cat "$R/rtslice.bin")
   echo "== rtslice doctor"; "$rtslice" doctor
   echo "== rtslice doctor --json"; "$rtslice" doctor --json
 } >"$R/doctor.txt" 2>&1
-say "doctor: $(grep -iE 'preempt' "$R/doctor.txt" | head -1)"
+say "doctor: $(grep -iE 'preemption model' "$R/doctor.txt" | head -1)"
 # Investigation hook (RTSLICE_KERNELS_SCRIPT on the host): run that script instead of the tests.
 if [ -f "$R/script.sh" ]; then
   say "running $R/script.sh instead of the tests"

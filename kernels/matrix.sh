@@ -79,21 +79,45 @@ build_initramfs() {  # kernel dir -> $dir/initramfs.cpio.gz (rebuilt every run: 
   cp /bin/busybox "$w/bin/busybox"
   cp "$HERE/init" "$w/init" && chmod +x "$w/init"
   mods=$(ls -d "$dir"/root/lib/modules/*/ | head -1)
-  for m in netfs 9pnet 9pnet_virtio 9p; do
-    f=$(find "$mods" -name "$m.ko*" | head -1)
-    [ -n "$f" ] || continue
-    case $f in
-      *.xz) xz -dc "$f" >"$w/modules/$m.ko" ;;
-      *.zst) zstd -dcq "$f" >"$w/modules/$m.ko" ;;
-      *) cp "$f" "$w/modules/$m.ko" ;;
-    esac
-  done
+  # 9p over virtio and what it needs, dependencies first, from each module's own "depends=" (the
+  # package ships no modules.dep): netfs, 9pnet, 9pnet_virtio, 9p on 6.12; 6.1 adds fscache.
+  python3 - "$mods" "$w/modules" <<'PY' || return 1
+import lzma, os, subprocess, sys
+mods, out = sys.argv[1], sys.argv[2]
+paths = {}
+for d, _, files in os.walk(mods):
+    for f in files:
+        name = f.split(".ko")[0]
+        paths.setdefault(name.replace("-", "_"), os.path.join(d, f))
+def load(name):
+    p = paths[name.replace("-", "_")]
+    if p.endswith(".xz"):
+        return lzma.open(p).read()
+    if p.endswith(".zst"):
+        return subprocess.run(["zstd", "-dcq", p], capture_output=True, check=True).stdout
+    return open(p, "rb").read()
+order = []
+def visit(name):
+    name = name.replace("-", "_")
+    if name in order or name not in paths:
+        return  # built in
+    data = load(name)
+    i = data.find(b"depends=")
+    deps = data[i + 8:data.index(b"\0", i)].decode().split(",") if i >= 0 else []
+    for dep in filter(None, deps):
+        visit(dep)
+    order.append(name)
+    open(os.path.join(out, name + ".ko"), "wb").write(data)
+for m in ("virtio_pci", "9pnet_virtio", "9p"):  # virtio_pci: the transport, a module on 6.1
+    visit(m)
+open(os.path.join(out, "order"), "w").write(" ".join(order) + "\n")
+PY
   (cd "$w" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1 >"$dir/initramfs.cpio.gz")
   rm -rf "$w"
 }
 
 # ---- the exact test binaries `cargo test` builds ---------------------------------------------------
-OUT="${CARGO_TARGET_DIR:-$REPO/target}/kernels"
+OUT=${RTSLICE_KERNELS_OUT:-"${CARGO_TARGET_DIR:-$REPO/target}/kernels"}
 rm -rf "$OUT" && mkdir -p "$OUT"
 # One `cargo test --workspace --no-run`: the very binaries `make test` builds and runs (no second build,
 # no feature-unification rebuild); the guests run those of the crates that touch the kernel.
