@@ -286,6 +286,31 @@ pub fn invalid_partition(state: &str) -> Option<String> {
     Some(if reason.is_empty() { fix.to_string() } else { format!("the kernel says \"{reason}\": {fix}") })
 }
 
+/// Valid partitions (`root` or `isolated`) anywhere in a cgroup2 tree except under rtslice's own
+/// parent, with the CPUs each holds (`cpuset.cpus.effective`).
+pub fn foreign_partitions(root: &Path) -> Vec<(PathBuf, String, CpuList)> {
+    let mut found = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+        for e in rd.flatten() {
+            let path = e.path();
+            if !e.file_type().is_ok_and(|t| t.is_dir()) || path == root.join(V2_PARENT) {
+                continue;
+            }
+            let read = |f: &str| std::fs::read_to_string(path.join(f)).map(|s| s.trim().to_string()).unwrap_or_default();
+            let state = read("cpuset.cpus.partition");
+            if state == "root" || state == "isolated" {
+                if let Ok(cpus) = CpuList::parse(&read("cpuset.cpus.effective")) {
+                    found.push((path.clone(), state, cpus));
+                }
+            }
+            stack.push(path);
+        }
+    }
+    found
+}
+
 /// HCBS (hierarchical CBS) is present when the kernel exposes cpu.rt.max on the unified hierarchy.
 pub fn hcbs_available(layout: &CgroupLayout) -> bool {
     match &layout.v2 {
