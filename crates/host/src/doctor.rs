@@ -403,6 +403,38 @@ pub fn doctor() -> HostReport {
         },
     ));
 
+    // HRTICK / HRTICK_DL: high-resolution enforcement of CFS slices and deadline runtimes.
+    match std::fs::read_to_string(crate::apply::SCHED_FEATURES) {
+        Ok(list) => {
+            let state = |f: &str| {
+                let flags: Vec<&str> = list.split_whitespace().collect();
+                if flags.contains(&f) {
+                    "on"
+                } else if flags.contains(&format!("NO_{f}").as_str()) {
+                    "off"
+                } else {
+                    "absent"
+                }
+            };
+            let (hr, hr_dl) = (state("HRTICK"), state("HRTICK_DL"));
+            f.push(finding(
+                "hrtick",
+                if hr_dl == "off" { Level::Info } else { Level::Ok },
+                format!("scheduler features: HRTICK {hr}, HRTICK_DL {hr_dl}"),
+                if hr_dl == "off" {
+                    "SCHED_DEADLINE runtimes are enforced at the tick; `rtslice apply --hrtick` turns HRTICK/HRTICK_DL on (reset restores)"
+                } else {
+                    ""
+                },
+            ));
+        }
+        Err(e) => f.push(finding(
+            "hrtick",
+            Level::Info,
+            format!("scheduler features unreadable ({}: {e}; debugfs not mounted or locked down)", crate::apply::SCHED_FEATURES),
+            "",
+        )),
+    }
     let (fair_server, fs_err) = fair_servers(&cpus);
     match fs_err {
         None => f.push(finding(

@@ -220,6 +220,16 @@ pub fn comm_of(pid: i32, tid: i32) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok().map(|s| s.trim_end().to_string())
 }
 
+/// True for threads whose CPU affinity the kernel owns (PF_NO_SETAFFINITY in /proc/<tid>/stat's
+/// flags: per-CPU kernel threads, workqueue rescuers); sched_setaffinity refuses them.
+pub fn no_setaffinity(tid: i32) -> bool {
+    const PF_NO_SETAFFINITY: u64 = 0x0400_0000;
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else { return false };
+    let Some(i) = stat.rfind(')') else { return false };
+    // Fields after comm: state(3) ppid pgrp session tty_nr tpgid flags(9).
+    stat[i + 2..].split_whitespace().nth(6).and_then(|f| f.parse::<u64>().ok()).is_some_and(|f| f & PF_NO_SETAFFINITY != 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
