@@ -156,8 +156,11 @@ fn threads_born_after_apply_get_their_rules_quickly() {
             "MEASURED: agent ({}) reaction to {THREADS} threads born 1 s after apply: min {min:.0} µs, median {p50:.0} µs, max {max:.0} µs; agent stats {stats:?}",
             if poll { "polling 2 ms" } else { "netlink" }
         );
-        // Generous bound (a noisy 2-CPU VM); the goal is 10 ms.
-        assert!(p50 < 10_000.0, "median reaction {p50} µs");
-        assert!(max < 200_000.0, "max reaction {max} µs");
+        // Generous bound (a noisy 2-CPU VM); the goal is 10 ms. In an emulated (TCG) guest
+        // of the kernel matrix only "every thread got its rule" is meaningful; the bounds relax.
+        let p50_bound = rtslice_testkit::timing_bound("agent median reaction µs", 10_000.0, 200_000.0);
+        let max_bound = rtslice_testkit::timing_bound("agent max reaction µs", 200_000.0, 2_000_000.0);
+        assert!(p50 < p50_bound, "median reaction {p50} µs");
+        assert!(max < max_bound, "max reaction {max} µs");
     }
 }
