@@ -618,11 +618,6 @@ fn step<T>(name: impl Into<String>, r: Result<T>) -> StepResult<T> {
 
 fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, Option<ProcRef>)> {
     journal_root_affinities(txn, ctx)?;
-    // fair_server before any partition exists: 6.12 (kernels matrix, rt-4cpu) refuses a fair_server
-    // write with EBUSY once a partition rebuilt the root domains (their deadline bandwidth is
-    // re-accounted without the servers, so removing a server's share underflows). Reset undoes it
-    // last, after the partitions are gone.
-    fair_server(txn, ctx)?;
     for op in cgroup_ops(ctx.prepared, ctx.facts, ctx.mech) {
         match op {
             Op::Mkdir { path, evacuate_to } => step(format!("create cgroup {}", path.display()), txn.mkdir(&path, &evacuate_to))?,
@@ -662,6 +657,7 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
     });
     step("save state", txn.save())?;
 
+    fair_server(txn, ctx)?;
     hrtick(txn, ctx)?;
     irqs_and_nets(txn, ctx)?;
 
