@@ -122,12 +122,16 @@ fn run(poll: bool) -> (Vec<Option<f64>>, Option<rtslice_agent::AgentStats>) {
     assert!(applied.agent.is_some());
     let st = status(&StateDir::new(dir.path())).unwrap();
     assert!(st.agent.as_ref().is_some_and(|a| a.alive), "status shows the agent: {:?}", st.agent);
+    // The file may exist before the spawner finished writing it (seen under emulation): wait for a
+    // complete JSON document.
     let start = Instant::now();
-    while !result.exists() && start.elapsed() < Duration::from_secs(20) {
+    let parse = || std::fs::read_to_string(&result).ok().and_then(|t| serde_json::from_str::<Vec<Option<f64>>>(&t).ok());
+    let mut reactions = parse();
+    while reactions.is_none() && start.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(20));
+        reactions = parse();
     }
-    let text = std::fs::read_to_string(&result).expect("the spawner reported within 20 s");
-    let reactions: Vec<Option<f64>> = serde_json::from_str(&text).unwrap();
+    let reactions = reactions.expect("the spawner reported within 20 s");
     std::thread::sleep(Duration::from_millis(600)); // one stats write of the agent
     let stats = rtslice_agent::read_stats(&StateDir::new(dir.path()));
     (reactions, stats)

@@ -593,9 +593,12 @@ fn an_invalid_v2_partition_is_explained_and_rolled_back_exactly() {
     drop(guard);
 
     // (b) CPU 1 only reserved by a sibling: the kernel itself makes our partition invalid.
+    if !had_cpuset {
+        std::fs::write(root.join("cgroup.subtree_control"), "+cpuset").unwrap(); // (a)'s cleanup took it away
+    }
     let reserver = root.join(format!("reserver-{}", std::process::id()));
     std::fs::create_dir(&reserver).unwrap();
-    let _guard = Cleanup(reserver.clone(), root.clone(), false);
+    let _guard = Cleanup(reserver.clone(), root.clone(), !had_cpuset);
     if !reserver.join("cpuset.cpus.exclusive").exists() {
         eprintln!("SKIPPED (b): this kernel has no cpuset.cpus.exclusive (before 6.7)");
         return;
