@@ -157,7 +157,7 @@ run_guest() {
   [ -n "${RTSLICE_KERNELS_SCRIPT:-}" ] && cp "$RTSLICE_KERNELS_SCRIPT" "$res/script.sh"
   vmlinuz=$(ls "$dir"/root/boot/vmlinuz-* | head -1)
   t0=$(date +%s)
-  timeout -k 10 "$GUEST_TIMEOUT" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "${GCPUS[$g]}" -m "$MEM" \
+  timeout --foreground -k 10 "$GUEST_TIMEOUT" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "${GCPUS[$g]}" -m "$MEM" \
     -nographic -no-reboot -kernel "$vmlinuz" -initrd "$dir/initramfs.cpio.gz" \
     -append "console=ttyS0 panic=-1 rtslice.guest=$g rtslice.script=$HERE/guest.sh ${GEXTRA[$g]}" \
     -virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap \
