@@ -87,9 +87,6 @@ pub struct HostFacts {
     pub available: Vec<Mechanism>,
     /// Global RT ratio (sched_rt_runtime_us / sched_rt_period_us), the kernel's admission cap.
     pub rt_ratio: f64,
-    /// CPUs isolated at boot from the scheduler domains (`isolcpus=domain`,
-    /// /sys/devices/system/cpu/isolated): a v2 partition made only of them must be `isolated`.
-    pub boot_isolated: CpuList,
 }
 
 impl HostFacts {
@@ -113,10 +110,6 @@ impl HostFacts {
             layout,
             backend,
             rt_ratio: if runtime < 0 { 1.0 } else { runtime as f64 / period },
-            boot_isolated: fsio::read_trim("/sys/devices/system/cpu/isolated")
-                .ok()
-                .and_then(|s| CpuList::parse(&s).ok())
-                .unwrap_or_default(),
         })
     }
 }
@@ -486,10 +479,7 @@ pub fn cgroup_ops(prepared: &[Prepared], facts: &HostFacts, mech: Mechanism) -> 
             let parent_cpus = if exclusive.is_empty() { facts.online.clone() } else { all };
             w(&mut ops, b.cpuset_writes(&parent, &parent_cpus, &facts.mems));
             if !exclusive.is_empty() {
-                // 6.12 refuses a "root" partition of CPUs isolated at boot ("partition config conflicts
-                // with housekeeping setup", kernels matrix rt-8cpu-iso); "isolated" is what they are.
-                let kind = if within(&parent_cpus, &facts.boot_isolated) { "isolated" } else { "root" };
-                ops.push(Op::Write { path: parent.cpuset.join("cpuset.cpus.partition"), value: kind.into() });
+                ops.push(Op::Write { path: parent.cpuset.join("cpuset.cpus.partition"), value: "root".into() });
             }
             let total: f64 = prepared.iter().filter_map(|p| p.rt_budget.map(|(r, per)| r as f64 / per as f64)).sum();
             if mech == Mechanism::Hcbs && total > 0.0 {
@@ -500,7 +490,7 @@ pub fn cgroup_ops(prepared: &[Prepared], facts: &HostFacts, mech: Mechanism) -> 
                 ops.push(Op::Mkdir { path: p.group.cpuset.clone(), evacuate_to: evac.clone() });
                 w(&mut ops, b.cpuset_writes(&p.group, &p.ws.cpus, &mems_of(p)));
                 if p.partition {
-                    w(&mut ops, b.partition_writes(&p.group, within(&p.ws.cpus, &facts.boot_isolated)));
+                    w(&mut ops, b.partition_writes(&p.group, false));
                 }
                 if let Some((r, per)) = p.rt_budget {
                     w(&mut ops, b.rt_budget_writes(&p.group, r, per));
@@ -513,11 +503,6 @@ pub fn cgroup_ops(prepared: &[Prepared], facts: &HostFacts, mech: Mechanism) -> 
         }
     }
     ops
-}
-
-/// A non-empty CPU set that lies wholly inside `isolated`.
-fn within(cpus: &CpuList, isolated: &CpuList) -> bool {
-    !cpus.is_empty() && cpus.is_subset(isolated)
 }
 
 /// The v1 memory hierarchy, when it is mounted on its own (not co-mounted with cpuset or cpu).
@@ -1186,7 +1171,6 @@ mod tests {
             backend,
             available: vec![Mechanism::Hcbs, Mechanism::Deadline],
             rt_ratio: 0.95,
-            boot_isolated: CpuList::new(),
         }
     }
 
