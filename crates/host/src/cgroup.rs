@@ -275,8 +275,9 @@ pub fn invalid_partition(state: &str) -> Option<String> {
          cpuset.cpus.exclusive): find it with `grep . /sys/fs/cgroup/*/cpuset.cpus.partition` and free the CPUs, \
          or plan with other CPUs"
     } else if reason.contains("housekeeping") {
-        "the partition mixes CPUs isolated at boot (isolcpus=domain) with housekeeping CPUs; a v2 partition \
-         must lie wholly inside or wholly outside the boot-isolated CPUs (see `rtslice doctor`, isolation)"
+        "the partition contains CPUs isolated at boot (isolcpus=domain; 6.12 refuses them in any partition, \
+         'root' or 'isolated'): plan the reserved and dedicated workloads on housekeeping CPUs, or boot without \
+         isolcpus=domain for those CPUs (see `rtslice doctor`, isolation)"
     } else if reason.contains("Parent") || reason.contains("parent") {
         "the parent is not a valid partition root, so no child can be one: check the parent's cpuset.cpus.partition"
     } else if reason.contains("hotplug") || reason.contains("No cpu") {
