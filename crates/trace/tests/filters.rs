@@ -127,7 +127,7 @@ fn schedstat_fallback_reports_means_without_histograms() {
     let session =
         TraceSession::start(Target::Pids(vec![pid]), Options { mode: Mode::Schedstat, hw_counters: false, ..Default::default() })
             .unwrap();
-    std::thread::sleep(Duration::from_millis(400));
+    std::thread::sleep(Duration::from_millis(rtslice_testkit::timing_bound("trace window ms", 400.0, 4000.0) as u64));
     let report = session.finish();
     stop(child);
     assert_eq!(report.source, Source::Schedstat);
