@@ -4,7 +4,7 @@ SHELL := /bin/bash
 # System packages: the BPF toolchain, the interference generators and runtimes the loop drives.
 APT_PACKAGES := clang llvm libelf-dev zlib1g-dev pkg-config make bpftool stress-ng rt-app runc \
                 iperf3 busybox-static socat netcat-openbsd iproute2 iputils-ping procps rt-tests \
-                bpftrace util-linux
+                bpftrace util-linux qemu-system-x86 xz-utils
 
 # Find cargo also when `sudo` dropped ~/.cargo/bin from PATH.
 CARGO ?= $(firstword $(shell command -v cargo 2>/dev/null) \
@@ -20,7 +20,7 @@ export CARGO_HOME ?= /home/$(SUDO_USER)/.cargo
 endif
 endif
 
-.PHONY: all deps apt-deps rust-deps build release test demo clean
+.PHONY: all deps apt-deps rust-deps build release test test-kernels demo clean
 
 all: build
 
@@ -48,8 +48,16 @@ build: deps
 release: deps
 	$(CARGO) build --release -p rtslice
 
+# The workspace's tests natively, then the real-kernel matrix (kernels/README.md) even when some
+# native test failed, so one run reports both; fails if either failed.
 test: deps
-	$(CARGO) test --workspace --no-fail-fast
+	@rc=0; $(CARGO) test --workspace --no-fail-fast || rc=$$?; \
+	$(MAKE) --no-print-directory test-kernels || rc=1; exit $$rc
+
+# Real-kernel matrix: Debian's 6.12 PREEMPT_RT and 6.1 kernels in qemu (cgroup v2, 4 and 8 vCPUs)
+# plus this host, running the exact test binaries `cargo test` built. Root; about 10-15 min.
+test-kernels: deps
+	CARGO=$(CARGO) kernels/matrix.sh
 
 demo: release
 	./target/release/rtslice demo

@@ -31,6 +31,10 @@ pub struct ApplyOptions {
     pub agent: Option<AgentCommand>,
     /// Set fair_server runtime to 0 on CPUs that hold only reserved RT work.
     pub fair_server_off: bool,
+    /// Turn the scheduler features HRTICK and HRTICK_DL on (debugfs `sched/features`): CFS slices
+    /// and SCHED_DEADLINE runtimes are then enforced by high-resolution timers instead of the tick
+    /// (4 ms at HZ=250). Journaled; reset restores the previous settings.
+    pub hrtick: bool,
     /// runc binary (default: from PATH).
     pub runc: Option<PathBuf>,
     /// Test hook: make the n-th change fail (rollback tests).
@@ -144,11 +148,20 @@ fn step<T>(name: impl Into<String>, r: Result<T>) -> StepResult<T> {
 }
 
 fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, Option<ProcRef>)> {
+    journal_root_affinities(txn, ctx)?;
     for op in cgroup_ops(ctx.prepared, ctx.facts, ctx.mech) {
         match op {
             Op::Mkdir { path, evacuate_to } => step(format!("create cgroup {}", path.display()), txn.mkdir(&path, &evacuate_to))?,
             Op::Write { path, value } => {
-                step(format!("write {value:?} to {}", path.display()), txn.write_if_changed(&path, &value))?
+                step(format!("write {value:?} to {}", path.display()), txn.write_if_changed(&path, &value))?;
+                // v2 takes an impossible partition request without an error: read the state back.
+                if path.ends_with("cpuset.cpus.partition") {
+                    let state = step(format!("read {}", path.display()), crate::fsio::read_trim(&path))?;
+                    if let Some(explanation) = crate::cgroup::invalid_partition(&state) {
+                        let e = HostError::InvalidPartition { path: path.clone(), wanted: value, state, explanation };
+                        return Err((format!("make {} a partition", path.parent().unwrap_or(&path).display()), e));
+                    }
+                }
             }
         }
     }
@@ -176,6 +189,7 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
     step("save state", txn.save())?;
 
     fair_server(txn, ctx)?;
+    hrtick(txn, ctx)?;
     irqs_and_nets(txn, ctx)?;
 
     let agent = match &ctx.opts.agent {
@@ -224,6 +238,59 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
     }
     shield(txn, ctx)?;
     Ok((records, agent))
+}
+
+/// cgroup v2 with boot isolation (`isolcpus=`): creating or removing a partition gives every task of
+/// the root cgroup all CPUs no partition holds — the isolated ones included (6.12's cpuset resets
+/// the top cpuset's tasks to the possible CPUs minus partitions). Found by the kernels matrix
+/// (guest rt-8cpu-iso): after apply + reset, kernel threads and user processes ran on 4-7 again.
+/// Journal each such thread's affinity unchanged, so rollback and reset put the boot isolation back.
+fn journal_root_affinities(txn: &mut Txn, ctx: &Ctx) -> StepResult<()> {
+    let Backend::V2 { root } = &ctx.facts.backend else { return Ok(()) };
+    let isolated = crate::fsio::read_trim("/sys/devices/system/cpu/isolated").unwrap_or_default();
+    if isolated.is_empty() || !ctx.prepared.iter().any(|p| p.partition) {
+        return Ok(());
+    }
+    for tid in crate::cgroup::read_pids(&root.join("cgroup.threads")) {
+        // The kernel owns the affinity of threads flagged PF_NO_SETAFFINITY (per-CPU kthreads,
+        // workqueue rescuers): user space can neither set nor restore it.
+        if crate::sched::no_setaffinity(tid) {
+            continue;
+        }
+        let (Some(thread), Ok(cur)) = (ProcRef::of(tid), crate::sched::get_affinity(tid)) else { continue };
+        step(format!("journal the affinity of thread {tid}"), txn.record(Change::Affinity { thread, old: cur.clone(), new: cur }))?;
+    }
+    Ok(())
+}
+
+/// The debugfs file of the scheduler's feature flags: reads as the whole list ("... NO_HRTICK ..."),
+/// takes one flag per write ("HRTICK" or "NO_HRTICK").
+pub const SCHED_FEATURES: &str = "/sys/kernel/debug/sched/features";
+
+fn hrtick(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<()> {
+    if !ctx.opts.hrtick {
+        return Ok(());
+    }
+    let path = Path::new(SCHED_FEATURES);
+    let list = match std::fs::read_to_string(path) {
+        Ok(l) => l,
+        Err(e) => {
+            ctx.warnings.push(format!(
+                "hrtick: {SCHED_FEATURES} is not usable ({e}; debugfs not mounted or locked down); HRTICK/HRTICK_DL left unchanged"
+            ));
+            return Ok(());
+        }
+    };
+    for feature in ["HRTICK", "HRTICK_DL"] {
+        let off = format!("NO_{feature}");
+        if !list.split_whitespace().any(|f| f == off) {
+            continue; // already on, or this kernel lacks the flag (HRTICK_DL is 6.x)
+        }
+        // Journaled as the flag's old spelling: undo writes "NO_<feature>" back (one flag per write).
+        step(format!("journal {feature}"), txn.record(Change::Wrote { path: path.into(), old: off, new: feature.into() }))?;
+        step(format!("turn {feature} on"), crate::fsio::write(path, feature))?;
+    }
+    Ok(())
 }
 
 fn fair_server(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<()> {

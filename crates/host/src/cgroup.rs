@@ -260,6 +260,61 @@ impl Backend {
     }
 }
 
+/// cgroup v2 accepts a write of `root`/`isolated` to `cpuset.cpus.partition` even when the group
+/// cannot become a partition, and then reads back "root invalid (<reason>)" (6.x): the CPUs stay
+/// shared and SCHED_DEADLINE admission or isolation silently do not hold. Returns the explanation
+/// for the user when `state` is such an invalid state (None for a valid one).
+pub fn invalid_partition(state: &str) -> Option<String> {
+    let state = state.trim();
+    if !state.contains("invalid") {
+        return None;
+    }
+    let reason = state.split_once('(').map(|(_, r)| r.trim_end_matches(')').trim()).unwrap_or("");
+    let fix = if reason.contains("not exclusive") || reason.contains("exclusive") {
+        "another cgroup already holds some of these CPUs exclusively (a sibling partition or its \
+         cpuset.cpus.exclusive): find it with `grep . /sys/fs/cgroup/*/cpuset.cpus.partition` and free the CPUs, \
+         or plan with other CPUs"
+    } else if reason.contains("housekeeping") {
+        "the partition contains CPUs isolated at boot (isolcpus=domain; 6.12 refuses them in any partition, \
+         'root' or 'isolated'): plan the reserved and dedicated workloads on housekeeping CPUs, or boot without \
+         isolcpus=domain for those CPUs (see `rtslice doctor`, isolation)"
+    } else if reason.contains("Parent") || reason.contains("parent") {
+        "the parent is not a valid partition root, so no child can be one: check the parent's cpuset.cpus.partition"
+    } else if reason.contains("hotplug") || reason.contains("No cpu") {
+        "none of its CPUs is online: bring them online or plan with online CPUs"
+    } else if reason.contains("task") {
+        "the parent still has tasks on these CPUs: move them away first"
+    } else {
+        "the kernel refused to make this group a partition (see cpuset.cpus.partition in the kernel's cgroup-v2 documentation)"
+    };
+    Some(if reason.is_empty() { fix.to_string() } else { format!("the kernel says \"{reason}\": {fix}") })
+}
+
+/// Valid partitions (`root` or `isolated`) anywhere in a cgroup2 tree except under rtslice's own
+/// parent, with the CPUs each holds (`cpuset.cpus.effective`).
+pub fn foreign_partitions(root: &Path) -> Vec<(PathBuf, String, CpuList)> {
+    let mut found = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+        for e in rd.flatten() {
+            let path = e.path();
+            if !e.file_type().is_ok_and(|t| t.is_dir()) || path == root.join(V2_PARENT) {
+                continue;
+            }
+            let read = |f: &str| std::fs::read_to_string(path.join(f)).map(|s| s.trim().to_string()).unwrap_or_default();
+            let state = read("cpuset.cpus.partition");
+            if state == "root" || state == "isolated" {
+                if let Ok(cpus) = CpuList::parse(&read("cpuset.cpus.effective")) {
+                    found.push((path.clone(), state, cpus));
+                }
+            }
+            stack.push(path);
+        }
+    }
+    found
+}
+
 /// HCBS (hierarchical CBS) is present when the kernel exposes cpu.rt.max on the unified hierarchy.
 pub fn hcbs_available(layout: &CgroupLayout) -> bool {
     match &layout.v2 {
@@ -348,6 +403,18 @@ mod tests {
         assert_eq!(b.weight_writes(&g, 50)[0], (PathBuf::from("/cg/rtslice.slice/du1/cpu.weight"), "50".into()));
         assert_eq!(b.enable_controllers_writes(Path::new("/cg"))[0].1, "+cpuset +cpu");
         assert_eq!(b.cgroup_of("0::/rtslice.slice/du1\n"), Some(PathBuf::from("/cg/rtslice.slice/du1")));
+    }
+
+    #[test]
+    fn invalid_partition_states_are_explained() {
+        assert_eq!(invalid_partition("root"), None);
+        assert_eq!(invalid_partition("isolated\n"), None);
+        assert_eq!(invalid_partition("member"), None);
+        let e = invalid_partition("root invalid (Cpu list in cpuset.cpus not exclusive)").unwrap();
+        assert!(e.contains("Cpu list in cpuset.cpus not exclusive") && e.contains("another cgroup"), "{e}");
+        let e = invalid_partition("isolated invalid (Parent is not a partition root)").unwrap();
+        assert!(e.contains("parent"), "{e}");
+        assert!(invalid_partition("root invalid").is_some());
     }
 
     #[test]

@@ -119,17 +119,25 @@ fn config_has(config: &Option<String>, key: &str) -> Option<bool> {
 
 fn preemption(config: &Option<String>) -> String {
     // The live dynamic mode is in debugfs (often locked down); else the build-time choice.
-    for p in ["/sys/kernel/debug/sched/preempt"] {
-        if let Ok(s) = fsio::read_trim(p) {
-            if let Some(start) = s.find('(') {
-                let end = s[start..].find(')').map(|e| start + e).unwrap_or(s.len());
-                return format!("{} (dynamic, from debugfs)", &s[start + 1..end]);
-            }
-        }
-    }
+    let dynamic = fsio::read_trim("/sys/kernel/debug/sched/preempt").ok().and_then(|s| {
+        let start = s.find('(')?;
+        let end = s[start..].find(')').map(|e| start + e).unwrap_or(s.len());
+        Some(s[start + 1..end].to_string())
+    });
+    // PREEMPT_RT first: /sys/kernel/realtime (1 on RT kernels since 2.6.x-rt, mainline 6.12) is
+    // authoritative; the dynamic mode of an RT kernel ("lazy" on 6.12-rt) only concerns SCHED_OTHER.
     let version = fsio::read_trim("/proc/sys/kernel/version").unwrap_or_default();
-    if version.contains("PREEMPT_RT") || config_has(config, "CONFIG_PREEMPT_RT") == Some(true) {
-        return "full real-time (PREEMPT_RT)".into();
+    if fsio::read_trim("/sys/kernel/realtime").is_ok_and(|s| s == "1")
+        || version.contains("PREEMPT_RT")
+        || config_has(config, "CONFIG_PREEMPT_RT") == Some(true)
+    {
+        return match dynamic {
+            Some(d) => format!("full real-time (PREEMPT_RT; dynamic mode for normal tasks: {d})"),
+            None => "full real-time (PREEMPT_RT)".into(),
+        };
+    }
+    if let Some(d) = dynamic {
+        return format!("{d} (dynamic, from debugfs)");
     }
     for (key, name) in [
         ("CONFIG_PREEMPT_NONE", "none"),
@@ -376,6 +384,38 @@ pub fn doctor() -> HostReport {
         },
     ));
 
+    // HRTICK / HRTICK_DL: high-resolution enforcement of CFS slices and deadline runtimes.
+    match std::fs::read_to_string(crate::apply::SCHED_FEATURES) {
+        Ok(list) => {
+            let state = |f: &str| {
+                let flags: Vec<&str> = list.split_whitespace().collect();
+                if flags.contains(&f) {
+                    "on"
+                } else if flags.contains(&format!("NO_{f}").as_str()) {
+                    "off"
+                } else {
+                    "absent"
+                }
+            };
+            let (hr, hr_dl) = (state("HRTICK"), state("HRTICK_DL"));
+            f.push(finding(
+                "hrtick",
+                if hr_dl == "off" { Level::Info } else { Level::Ok },
+                format!("scheduler features: HRTICK {hr}, HRTICK_DL {hr_dl}"),
+                if hr_dl == "off" {
+                    "SCHED_DEADLINE runtimes are enforced at the tick; `rtslice apply --hrtick` turns HRTICK/HRTICK_DL on (reset restores)"
+                } else {
+                    ""
+                },
+            ));
+        }
+        Err(e) => f.push(finding(
+            "hrtick",
+            Level::Info,
+            format!("scheduler features unreadable ({}: {e}; debugfs not mounted or locked down)", crate::apply::SCHED_FEATURES),
+            "",
+        )),
+    }
     let (fair_server, fs_err) = fair_servers(&cpus);
     match fs_err {
         None => f.push(finding(

@@ -25,6 +25,8 @@ pub enum HostError {
     Launch { what: String, reason: String },
     #[error("step {step} failed: {source}; everything this run changed was rolled back{}", rollback_note(.rollback_errors))]
     StepFailed { step: String, source: Box<HostError>, rollback_errors: Vec<String> },
+    #[error("{path} reads back {state:?} after rtslice wrote {wanted:?}: {explanation}")]
+    InvalidPartition { path: PathBuf, wanted: String, state: String, explanation: String },
     #[error("invalid input: {0}")]
     Invalid(String),
     #[error("{0}")]

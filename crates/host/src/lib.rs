@@ -33,7 +33,7 @@ mod setup;
 mod status;
 mod txn;
 
-pub use apply::{apply_setup, Applied, ApplyOptions};
+pub use apply::{apply_setup, Applied, ApplyOptions, SCHED_FEATURES};
 pub use cgroup::workload_pids;
 pub use cpus::CpuList;
 pub use doctor::{doctor, HostReport};

@@ -289,6 +289,20 @@ pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec
             facts.online
         )));
     }
+    // v2: a CPU another cgroup holds as a valid partition cannot join ours; the kernel would take the
+    // write and leave both partitions invalid (6.12: the other one stays "root invalid" even after
+    // our rollback), so refuse before touching anything.
+    if let (Backend::V2 { root }, false) = (&facts.backend, exclusive.is_empty()) {
+        for (dir, state, cpus) in crate::cgroup::foreign_partitions(root) {
+            let taken = cpus.intersection(&exclusive);
+            if !taken.is_empty() {
+                return Err(rejected(format!(
+                    "CPUs [{taken}] belong to the partition {} (cpuset.cpus.partition = {state}); free them there or plan with other CPUs",
+                    dir.display()
+                )));
+            }
+        }
+    }
     Ok((out, warnings))
 }
 

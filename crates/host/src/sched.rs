@@ -27,7 +27,7 @@ pub fn get_affinity(tid: i32) -> Result<CpuList> {
         .map_err(|source| HostError::Sched { call: "sched_getaffinity", tid, source })
 }
 
-pub use rtslice_sys::proc_ref::{thread_comm as comm_of, threads as threads_of};
+pub use rtslice_sys::proc_ref::{no_setaffinity, thread_comm as comm_of, threads as threads_of};
 pub use rtslice_sys::sched::gettid;
 
 #[cfg(test)]

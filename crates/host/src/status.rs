@@ -2,7 +2,7 @@
 //! thread of every workload against its rule, launched processes and the agent. Anything that differs
 //! is drift.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -92,6 +92,10 @@ pub fn status(dir: &StateDir) -> Result<Status> {
                 let actual = crate::fsio::read_opt(path).ok().flatten();
                 let ok = match &actual {
                     None => false,
+                    // sched/features reads as the whole flag list; the journal holds one flag.
+                    Some(cur) if path.as_path() == Path::new(crate::apply::SCHED_FEATURES) => {
+                        cur.split_whitespace().any(|f| f == new)
+                    }
                     Some(cur) if path.to_string_lossy().ends_with("ps_cpus") => {
                         CpuList::parse_mask(cur).ok() == CpuList::parse_mask(new).ok()
                     }

@@ -291,12 +291,34 @@ pub fn remove_cgroup(dir: &Path, evacuate_to: &Path) -> Result<()> {
         for pid in crate::cgroup::read_pids(&dir.join("cgroup.procs")) {
             let _ = fsio::write(evacuate_to, &pid.to_string());
         }
+        // cgroup v2: the CPUs a removed group held as a partition return to its parent only when
+        // the kernel takes the group offline, asynchronously after rmdir (6.1: the root's
+        // cpuset.cpus.effective lacked them right after a reset; kernels matrix, generic-4cpu).
+        // (A member group's CPUs are its parent's already: the wait ends at once.)
+        let held = fsio::read_trim(dir.join("cpuset.cpus.effective")).ok().and_then(|c| crate::CpuList::parse(&c).ok());
         match fsio::rmdir(dir) {
-            Ok(()) => return Ok(()),
+            Ok(()) => {
+                if let (Some(cpus), Some(parent)) = (held, dir.parent()) {
+                    wait_for_cpus(&parent.join("cpuset.cpus.effective"), &cpus);
+                }
+                return Ok(());
+            }
             Err(HostError::Remove { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
             Err(e) if Instant::now() >= deadline => return Err(e),
             Err(_) => std::thread::sleep(Duration::from_millis(10)),
         }
+    }
+}
+
+/// Waits (at most 2 s) until a cpuset's effective CPUs include `cpus`.
+fn wait_for_cpus(effective: &Path, cpus: &crate::CpuList) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        let now = fsio::read_trim(effective).ok().and_then(|c| crate::CpuList::parse(&c).ok());
+        if now.is_none_or(|n| cpus.is_subset(&n)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

@@ -71,3 +71,64 @@ fn runc_container_with_rt_budget_is_throttled_to_its_share() {
         assert!(!std::path::Path::new(&format!("/sys/fs/cgroup/{h}/rtslice")).exists(), "{h}/rtslice removed");
     }
 }
+
+/// The same container under the SCHED_DEADLINE mechanism, as on cgroup v2 hosts (no RT groups): runc
+/// (cgroupfs driver, no systemd) creates the container's cgroup inside the workload's partition,
+/// rtslice turns its FIFO rule into SCHED_DEADLINE with the workload's budget, and reset removes it.
+#[test]
+fn runc_container_in_a_deadline_partition_is_throttled_to_its_budget() {
+    root_or_skip!();
+    let Some(runc) = rtslice_host::oci::find_runc() else {
+        eprintln!("SKIPPED: runc not installed (make deps installs it)");
+        return;
+    };
+    if rtslice_host::doctor::online_cpus().len() < 2 || !rtslice_host::doctor().mechanisms.contains(&Mechanism::Deadline) {
+        eprintln!("SKIPPED: needs 2 CPUs and cpuset partitions");
+        return;
+    }
+    let _lock = KernelLock::acquire();
+    let bundle = tempfile::tempdir().unwrap();
+    rtslice_host::oci::busybox_bundle(bundle.path()).expect("busybox bundle");
+    let before = snapshot();
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("dlctr-{}", std::process::id());
+    let setup = Setup {
+        workloads: vec![WorkloadSetup {
+            name: name.clone(),
+            cpus: CpuList::parse("1").unwrap(),
+            reservation: Some(Reservation::from_micros(30_000, 100_000)),
+            threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None }],
+            launch: Launch::Oci(OciLaunch {
+                bundle: bundle.path().into(),
+                args: vec!["sh".into(), "-c".into(), "while :; do :; done".into()],
+                netns: true,
+                seccomp: true,
+                id: None,
+            }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let opts = ApplyOptions { mechanism: Some(Mechanism::Deadline), runc: Some(runc), ..ApplyOptions::with_state_dir(dir.path()) };
+    let applied = apply_setup(&setup, &opts).expect("apply");
+    let _cleanup = ResetOnDrop::new(dir.path());
+    let id = applied.workloads[0].container.clone().unwrap();
+    let pid = applied.workloads[0].pids[0].pid;
+    assert_partition(&name);
+    assert_eq!(cgroup_of(pid), format!("/{}/{name}/{id}", parent_name()));
+    assert_eq!(read(group(&name).cpuset.join(&id).join("cpuset.cpus")), "1");
+    assert_eq!(
+        sched::get_attr(pid).unwrap(),
+        SchedAttr::Deadline { runtime_ns: 30_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000 }
+    );
+    assert_ne!(std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap(), std::fs::read_link("/proc/self/ns/net").unwrap());
+    let share = measure_share(pid, Duration::from_secs(2));
+    eprintln!("MEASURED: runc spinner under SCHED_DEADLINE 30 ms / 100 ms got {:.1}% of CPU 1", share * 100.0);
+    assert!(share > 0.10, "it runs: {share}");
+    assert!(share < rtslice_testkit::timing_bound("runc deadline share", 0.45, 0.65), "throttled near 30%: {share}");
+    let st = status(&StateDir::new(dir.path())).unwrap();
+    assert!(st.drift.is_empty(), "{:?}", st.drift);
+    reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
+    assert!(!std::path::Path::new(&format!("/proc/{pid}/stat")).exists() || read(format!("/proc/{pid}/stat")).contains(") Z"));
+    assert_same(&before, &snapshot());
+}

@@ -128,6 +128,13 @@ pub fn is_kernel_thread(pid: i32) -> bool {
     stat(pid).map(|s| s.flags & PF_KTHREAD != 0).unwrap_or(true)
 }
 
+/// True for threads whose CPU affinity the kernel owns (PF_NO_SETAFFINITY in /proc/<tid>/stat's
+/// flags: per-CPU kernel threads, workqueue rescuers); sched_setaffinity refuses them.
+pub fn no_setaffinity(tid: i32) -> bool {
+    const PF_NO_SETAFFINITY: u32 = 0x0400_0000;
+    stat(tid).is_some_and(|s| s.flags & PF_NO_SETAFFINITY != 0)
+}
+
 /// The text of /proc/PID/cgroup (`hierarchy-id:controllers:path` lines); `None` when it is gone.
 pub fn cgroup_membership(pid: i32) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()

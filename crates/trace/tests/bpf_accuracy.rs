@@ -244,12 +244,19 @@ fn bpf_histogram_matches_the_threads_own_lateness_and_schedstat() {
         beyond_delta = beyond_delta.max(bpf_below.saturating_sub(truth_below_delta + p));
     }
     eprintln!("events more than δ = {DELTA_NS} ns apart: {beyond_delta}; lost {:?}; overhead {:?}", report.lost, report.overhead);
-    if beyond_delta > clean * 3 / 100 {
+    // Bounded side and percentiles compare the thread's own clock readings (which include the
+    // emulated timer's lateness) with the scheduler's: meaningful on a real CPU only. In a TCG
+    // guest of the kernel matrix the counts, the exact side and the schedstat cross-check remain.
+    let timing = !rtslice_testkit::in_guest();
+    if !timing {
+        eprintln!("RELAXED in a TCG guest: the bounded side (truth <= bpf + δ) and the percentile checks are not asserted");
+    }
+    if timing && beyond_delta > clean * 3 / 100 {
         failures.push(format!("{beyond_delta} events differ by more than {DELTA_NS} ns"));
     }
 
     // Percentiles: BPF ≤ truth (+ the fine histogram's stated error), truth ≤ BPF + δ.
-    if p == 0 {
+    if p == 0 && timing {
         for qq in [0.5, 0.9] {
             let (tq, bq) = (q(qq), hist_q(&t.wakeup, qq));
             if bq > tq * (1.0 + hist::FINE_RELATIVE_ERROR) + 0.001 {

@@ -71,7 +71,9 @@ fn cgroup_target_follows_processes_born_later_and_nothing_else() {
     let session =
         TraceSession::start(Target::Cgroup(dir.clone()), Options { mode: Mode::Bpf, hw_counters: false, ..Default::default() })
             .expect("BPF tracer with a cgroup filter");
-    std::thread::sleep(Duration::from_millis(600));
+    // Under emulation (matrix guests) each fork+exec of `sleep` takes far longer: watch longer so
+    // the counts below still mean "followed every process", not "the CPU was fast".
+    std::thread::sleep(Duration::from_millis(rtslice_testkit::timing_bound("trace window ms", 600.0, 10000.0) as u64));
     let report = session.finish();
     let shell = child.id();
     stop(child);
@@ -100,7 +102,7 @@ fn pid_target_sees_only_that_process_and_raw_tp_agrees() {
             Options { mode: Mode::Bpf, hw_counters: false, raw_tp, ..Default::default() },
         )
         .expect("BPF tracer");
-        std::thread::sleep(Duration::from_millis(500));
+        std::thread::sleep(Duration::from_millis(rtslice_testkit::timing_bound("trace window ms", 500.0, 10000.0) as u64));
         let report = session.finish();
         assert_eq!(report.source_detail, if raw_tp { "raw_tp" } else { "tp_btf" });
         assert!(report.threads.iter().all(|t| t.tgid == pid), "{:?}", report.threads.iter().map(|t| t.tgid).collect::<Vec<_>>());
@@ -125,7 +127,7 @@ fn schedstat_fallback_reports_means_without_histograms() {
     let session =
         TraceSession::start(Target::Pids(vec![pid]), Options { mode: Mode::Schedstat, hw_counters: false, ..Default::default() })
             .unwrap();
-    std::thread::sleep(Duration::from_millis(400));
+    std::thread::sleep(Duration::from_millis(rtslice_testkit::timing_bound("trace window ms", 400.0, 8000.0) as u64));
     let report = session.finish();
     stop(child);
     assert_eq!(report.source, Source::Schedstat);

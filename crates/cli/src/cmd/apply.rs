@@ -25,6 +25,9 @@ pub struct Args {
     /// Set the fair_server runtime to 0 on CPUs holding only reserved RT work (debugfs)
     #[arg(long)]
     pub fair_server_off: bool,
+    /// Turn the HRTICK and HRTICK_DL scheduler features on (debugfs; reset restores them)
+    #[arg(long)]
+    pub hrtick: bool,
     /// OCI launches: give the container its own network namespace
     #[arg(long)]
     pub netns: bool,
@@ -56,6 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         mechanism: args.mechanism,
         agent: if args.no_agent { None } else { Some(AgentCommand::rtslice_binary(std::env::current_exe()?)) },
         fair_server_off: args.fair_server_off,
+        hrtick: args.hrtick,
         ..Default::default()
     };
     match rtslice_host::apply(&plan, OciDefaults { netns: args.netns, seccomp: args.seccomp }, &opts) {

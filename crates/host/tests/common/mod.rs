@@ -7,9 +7,81 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use rtslice_host::cgroup::{Backend, CgroupLayout, GroupPaths};
 use rtslice_host::irq;
 
-/// Everything apply may change, as path → content (cgroup dirs as "exists").
+/// The cgroup backend rtslice drives here: v1 (cpuset + cpu hierarchies) on the development VM, the
+/// unified v2 hierarchy in the real-kernel matrix's guests (`make test-kernels`).
+pub fn backend() -> Backend {
+    CgroupLayout::detect().expect("/proc/self/mountinfo").backend().expect("a cpuset+cpu backend")
+}
+
+pub fn is_v2() -> bool {
+    !backend().is_v1()
+}
+
+/// A workload's group in the driven hierarchy (v1: its cpuset and cpu dirs; v2: one dir).
+pub fn group(name: &str) -> GroupPaths {
+    backend().group(name)
+}
+
+/// The file holding a workload's memory limit: v1 `memory.limit_in_bytes` in the memory hierarchy,
+/// v2 `memory.max` in its unified group.
+pub fn memory_limit_file(name: &str) -> PathBuf {
+    match backend() {
+        Backend::V1 { .. } => {
+            let layout = CgroupLayout::detect().unwrap();
+            layout.v1["memory"].join(rtslice_host::cgroup::V1_PARENT).join(name).join("memory.limit_in_bytes")
+        }
+        Backend::V2 { .. } => group(name).cpu.join("memory.max"),
+    }
+}
+
+/// Asserts a workload's group is an exclusive scheduling partition, as each backend spells it: v1
+/// `cpuset.cpu_exclusive=1` with load balancing off at the root; v2 `cpuset.cpus.partition` reading
+/// back exactly `root` or `isolated` (never "root invalid (...)").
+pub fn assert_partition(name: &str) {
+    let g = group(name);
+    match backend() {
+        Backend::V1 { cpuset, .. } => {
+            assert_eq!(read(g.cpuset.join("cpuset.cpu_exclusive")), "1", "{name}: an exclusive cpuset");
+            assert_eq!(read(cpuset.join("cpuset.sched_load_balance")), "0", "the root stops balancing");
+        }
+        Backend::V2 { .. } => {
+            let state = read(g.cpuset.join("cpuset.cpus.partition"));
+            assert!(state == "root" || state == "isolated", "{name}: cpuset.cpus.partition reads {state:?}");
+            assert_eq!(
+                read(g.cpuset.join("cpuset.cpus.effective")),
+                read(g.cpuset.join("cpuset.cpus")),
+                "{name}: a valid partition gets all its CPUs"
+            );
+        }
+    }
+}
+
+/// The cgroup of a process in the driven hierarchy, relative to its root ("/rtslice/x" on v1,
+/// "/rtslice.slice/x" on v2).
+pub fn cgroup_of(pid: i32) -> String {
+    let b = backend();
+    let abs = b.cgroup_of(&read(format!("/proc/{pid}/cgroup"))).expect("the process's cgroup");
+    let root = b.root().cpuset;
+    format!("/{}", abs.strip_prefix(&root).unwrap().display()).trim_end_matches('/').to_string()
+}
+
+/// The driven parent's name (`rtslice` on v1, `rtslice.slice` on v2).
+pub fn parent_name() -> &'static str {
+    if is_v2() {
+        rtslice_host::cgroup::V2_PARENT
+    } else {
+        rtslice_host::cgroup::V1_PARENT
+    }
+}
+
+/// Everything apply may change, as path → content (cgroup dirs as "exists"): the root cpusets and
+/// RT budgets, every cgroup directory of the driven hierarchies with its cpuset files and partition
+/// state (v2: also the root's subtree_control and effective/isolated CPUs), IRQ affinities, RPS/XPS
+/// masks and this process's cgroups. In a matrix guest (where nothing else runs) also every
+/// thread's policy and affinity; natively other programs legitimately change their own threads.
 pub fn snapshot() -> BTreeMap<String, String> {
     let mut m = BTreeMap::new();
     let mut read = |p: &Path| {
@@ -23,8 +95,17 @@ pub fn snapshot() -> BTreeMap<String, String> {
         "/sys/fs/cgroup/cpu/cpu.rt_runtime_us",
         "/sys/fs/cgroup/cpu/cpu.rt_period_us",
         "/proc/sys/kernel/sched_rt_runtime_us",
+        "/sys/fs/cgroup/cgroup.subtree_control",
+        "/sys/fs/cgroup/cpuset.cpus.effective",
+        "/sys/fs/cgroup/cpuset.cpus.isolated",
+        "/sys/kernel/debug/sched/features",
     ] {
         read(Path::new(f));
+    }
+    for cpu in rtslice_host::doctor::online_cpus().iter() {
+        for f in ["runtime", "period"] {
+            read(Path::new(&format!("/sys/kernel/debug/sched/fair_server/cpu{cpu}/{f}")));
+        }
     }
     for i in irq::read_interrupts().unwrap() {
         read(&i.affinity_file());
@@ -38,6 +119,24 @@ pub fn snapshot() -> BTreeMap<String, String> {
     // Our own cgroups (the test process must end where it started). The memory hierarchy's root
     // cgroup.procs is not listed (it changes with every process on the host).
     read(Path::new("/proc/self/cgroup"));
+    // The cgroup tree of the hierarchies rtslice drives (v1 cpuset and cpu, or the unified one).
+    let root = backend().root();
+    let mut dirs = vec![root.cpuset.clone()];
+    if root.cpu != root.cpuset {
+        dirs.push(root.cpu.clone());
+    }
+    let mut tree = Vec::new();
+    for d in dirs {
+        walk_dirs(&d, &mut tree);
+    }
+    for d in tree {
+        m.insert(d.display().to_string(), "exists".into());
+        for f in ["cpuset.cpus", "cpuset.cpu_exclusive", "cpuset.cpus.partition", "cpuset.cpus.exclusive", "cgroup.subtree_control"] {
+            if let Ok(s) = std::fs::read_to_string(d.join(f)) {
+                m.insert(d.join(f).display().to_string(), s.trim().to_string());
+            }
+        }
+    }
     for e in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
         for name in ["rtslice", "rtslice.slice"] {
             let d = e.path().join(name);
@@ -46,18 +145,65 @@ pub fn snapshot() -> BTreeMap<String, String> {
             }
         }
     }
+    if rtslice_testkit::in_guest() {
+        for (tid, v) in thread_attributes() {
+            m.insert(format!("thread {tid}"), v);
+        }
+    }
     m
+}
+
+fn walk_dirs(d: &Path, out: &mut Vec<PathBuf>) {
+    out.push(d.to_path_buf());
+    let Ok(rd) = std::fs::read_dir(d) else { return };
+    for e in rd.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            walk_dirs(&e.path(), out);
+        }
+    }
+}
+
+/// "comm policy affinity" of every thread on the host, by "pid/tid".
+fn thread_attributes() -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    for p in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = p.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(tasks) = std::fs::read_dir(p.path().join("task")) else { continue };
+        for t in tasks.flatten() {
+            let Ok(tid) = t.file_name().to_string_lossy().parse::<i32>() else { continue };
+            // IRQ threads (threaded IRQs; all of them on PREEMPT_RT) copy their IRQ's *effective*
+            // affinity, which the kernel re-chooses at every smp_affinity write and the thread picks
+            // up lazily at its next interrupt: not a value reset can or should restore. The IRQ's
+            // own smp_affinity_list is compared above. (A kworker's comm names its current work
+            // item, so only policy and affinity are compared.)
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            if comm.starts_with("irq/") || rtslice_host::sched::no_setaffinity(tid) {
+                continue; // and the kernel owns the affinity of PF_NO_SETAFFINITY threads
+            }
+            let (Ok(policy), Ok(aff)) = (rtslice_host::sched::get_attr(tid), rtslice_host::sched::get_affinity(tid)) else {
+                continue;
+            };
+            v.push((format!("{pid}/{tid} {}", comm.split('-').next().unwrap_or("").trim()), format!("{policy:?} [{aff}]")));
+        }
+    }
+    v
+}
+
+/// Threads that exist in only one of two snapshots came or went (a test's own workloads, kernel
+/// workers): only the threads present in both must match.
+fn comparable(k: &str, other: &BTreeMap<String, String>) -> bool {
+    !k.starts_with("thread ") || other.contains_key(k)
 }
 
 pub fn assert_same(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) {
     let mut diffs = Vec::new();
-    for (k, v) in before {
+    for (k, v) in before.iter().filter(|(k, _)| comparable(k, after)) {
         match after.get(k) {
             Some(a) if a == v => {}
             other => diffs.push(format!("{k}: before {v:?}, after {other:?}")),
         }
     }
-    for (k, v) in after {
+    for (k, v) in after.iter().filter(|(k, _)| comparable(k, before)) {
         if !before.contains_key(k) {
             diffs.push(format!("{k}: new {v:?}"));
         }

@@ -1,0 +1,53 @@
+#!/bin/sh
+# Runs inside a test guest (chroot on the host's read-only root) or natively for row "host":
+# every test of every binary in $RESULTS/tests.list, one process per test so a hang or crash is
+# attributed to one test; results go to $RESULTS/results.txt ("<status> <binary>::<test>") and the
+# console ("rtslice-kernels: ..." lines), logs to $RESULTS/logs/.
+# Usage: guest.sh GUEST-NAME [RESULTS-DIR]   (results default to the guest's writable 9p export)
+guest=$1
+R=${2:-/run/rtslice-results}
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp LANG=C.UTF-8
+export RUST_BACKTRACE=1
+# Only inside a TCG guest: timing means nothing there, so the tests that assert latencies or CPU
+# shares relax exactly those assertions (documented in kernels/README.md and docs/host.md).
+[ "$guest" != host ] && export RTSLICE_TEST_GUEST=1
+say() { echo "rtslice-kernels: $*"; }
+mkdir -p "$R/logs"
+: >"$R/results.txt"
+rtslice=$(cat "$R/rtslice.bin")
+{
+  echo "== uname"; uname -a
+  echo "== cmdline"; cat /proc/cmdline
+  echo "== rtslice doctor"; "$rtslice" doctor
+  echo "== rtslice doctor --json"; "$rtslice" doctor --json
+} >"$R/doctor.txt" 2>&1
+say "doctor: $(grep -iE 'preemption model' "$R/doctor.txt" | head -1)"
+# Investigation hook (RTSLICE_KERNELS_SCRIPT on the host): run that script instead of the tests.
+if [ -f "$R/script.sh" ]; then
+  say "running $R/script.sh instead of the tests"
+  sh -x "$R/script.sh" >"$R/script.log" 2>&1
+  say "script exited with $?"; echo done >"$R/done"; exit 0
+fi
+per_test_timeout=${RTSLICE_KERNELS_TEST_TIMEOUT:-300}
+while read -r label bin; do
+  [ -n "$bin" ] || continue
+  for t in $("$bin" --list 2>/dev/null | sed -n 's/: test$//p'); do
+    id="$label::$t"
+    log="$R/logs/$(echo "$id" | tr -c 'A-Za-z0-9_.-' '_').log"
+    say "start $id"
+    timeout -k 10 "$per_test_timeout" "$bin" --exact "$t" --nocapture --test-threads=1 >"$log" 2>&1
+    rc=$?
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then st=TIMEOUT
+    elif [ $rc -ne 0 ]; then st=FAILED
+    elif grep -q '^test result: ok. 0 passed; 0 failed; 1 ignored' "$log"; then st=ignored
+    elif grep -q 'SKIPPED' "$log"; then st=skipped
+    else st=ok
+    fi
+    echo "$st $id" >>"$R/results.txt"
+    say "$st $id"
+    [ "$st" = FAILED ] || [ "$st" = TIMEOUT ] && tail -n 25 "$log" | sed 's/^/    | /'
+  done
+done <"$R/tests.list"
+sync
+say "done"
+echo done >"$R/done"

@@ -1,0 +1,229 @@
+#!/bin/bash
+# rtslice's real-kernel test matrix (issue 11): boots Debian's kernels in qemu (TCG) with the host's
+# root shared read-only over virtio-9p and runs the exact test binaries `cargo test` built, then
+# the same set natively on this host. Prints one line per guest and, last,
+# `kernels: N passed, M failed`; exits non-zero on any failure. See kernels/README.md.
+#
+# Environment: CARGO (default: cargo on PATH), CARGO_TARGET_DIR, RTSLICE_KERNELS_CACHE (default
+# /var/cache/rtslice-kernels), RTSLICE_KERNELS_GUESTS (space-separated subset of guest names, "host"
+# included), RTSLICE_KERNELS_PARALLEL (guests booted at once, default 1),
+# RTSLICE_KERNELS_GUEST_TIMEOUT (seconds per guest, default 600), RTSLICE_KERNELS_NATIVE_TIMEOUT
+# (row host, default 3600: it may queue for the KernelLock), RTSLICE_KERNELS_MEM (default 2G),
+# RTSLICE_KERNELS_SCRIPT (a shell script each guest runs instead of the tests, to investigate;
+# its output lands in <target>/kernels/<guest>/script.log).
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/.." && pwd)
+CARGO=${CARGO:-cargo}
+CACHE=${RTSLICE_KERNELS_CACHE:-/var/cache/rtslice-kernels}
+PARALLEL=${RTSLICE_KERNELS_PARALLEL:-3}
+GUEST_TIMEOUT=${RTSLICE_KERNELS_GUEST_TIMEOUT:-600}
+MEM=${RTSLICE_KERNELS_MEM:-2G}
+NATIVE_TIMEOUT=${RTSLICE_KERNELS_NATIVE_TIMEOUT:-3600}
+T0=$(date +%s)
+say() { echo "kernels: $*"; }
+die() { echo "kernels: error: $*" >&2; echo "kernels: 0 passed, 1 failed"; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "the matrix runs as root (qemu's 9p export of / and the native kernel tests); run: sudo make test-kernels"
+missing=""
+for p in qemu-system-x86 busybox-static xz-utils; do
+  dpkg-query -W -f='${Status}\n' $p 2>/dev/null | grep -q '^install ok installed' || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  say "installing$missing"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing >/dev/null \
+    || die "cannot install$missing (apt-get update first?)"
+fi
+
+# ---- the matrix definition -------------------------------------------------------------------------
+declare -A KPATTERN
+GUESTS=()
+declare -A GKERNEL GCPUS GEXTRA
+while read -r kind a b c rest; do
+  case $kind in
+    kernel) KPATTERN[$a]=$b ;;
+    guest) GUESTS+=("$a"); GKERNEL[$a]=$b; GCPUS[$a]=$c; GEXTRA[$a]=$rest ;;
+  esac
+done < <(grep -v '^\s*#' "$HERE/matrix.conf")
+SELECTED=${RTSLICE_KERNELS_GUESTS:-"${GUESTS[*]} host"}
+selected() { [[ " $SELECTED " == *" $1 "* ]]; }
+
+# ---- kernels: apt-get download, cached by package version -----------------------------------------
+declare -A KDIR
+fetch_kernel() {  # alias -> sets KDIR[alias] to the extracted package (boot/, lib/modules/)
+  local alias=$1 pattern=${KPATTERN[$1]} pkg ver dir
+  pkg=$(apt-cache search --names-only "$pattern" 2>/dev/null | awk '{print $1}' | sort -V | tail -1)
+  if [ -n "$pkg" ]; then
+    ver=$(apt-cache show --no-all-versions "$pkg" 2>/dev/null | awk '/^Version:/{print $2; exit}')
+    dir="$CACHE/${pkg}_${ver}"
+    if [ ! -f "$dir/.complete" ]; then
+      say "downloading $pkg $ver into $dir"
+      rm -rf "$dir" && mkdir -p "$dir/deb" || return 1
+      (cd "$dir/deb" && apt-get download "$pkg=$ver" >/dev/null 2>&1) || { echo "kernels: apt-get download $pkg=$ver failed"; return 1; }
+      dpkg-deb -x "$dir"/deb/*.deb "$dir/root" || return 1
+      rm -rf "$dir/deb"
+      touch "$dir/.complete"
+    fi
+  else
+    # apt has no such package (no network, old lists): use the newest cached one.
+    dir=$(ls -d "$CACHE"/*/.complete 2>/dev/null | xargs -r -n1 dirname | while read -r d; do
+      [[ $(basename "$d" | sed 's/_.*//') =~ $pattern ]] && echo "$d"; done | sort -V | tail -1)
+    [ -n "$dir" ] || { echo "kernels: apt offers no package matching $pattern and none is cached (run apt-get update)"; return 1; }
+    say "apt offers no $pattern; using the cached $(basename "$dir")"
+  fi
+  KDIR[$alias]=$dir
+}
+
+build_initramfs() {  # kernel dir -> $dir/initramfs.cpio.gz (rebuilt every run: < 1 s)
+  local dir=$1 w mods m f
+  w=$(mktemp -d)
+  mkdir -p "$w"/{bin,dev,proc,sys,modules,newroot}
+  cp /bin/busybox "$w/bin/busybox"
+  cp "$HERE/init" "$w/init" && chmod +x "$w/init"
+  mods=$(ls -d "$dir"/root/lib/modules/*/ | head -1)
+  # 9p over virtio and what it needs, dependencies first, from each module's own "depends=" (the
+  # package ships no modules.dep): netfs, 9pnet, 9pnet_virtio, 9p on 6.12; 6.1 adds fscache.
+  python3 - "$mods" "$w/modules" <<'PY' || return 1
+import lzma, os, subprocess, sys
+mods, out = sys.argv[1], sys.argv[2]
+paths = {}
+for d, _, files in os.walk(mods):
+    for f in files:
+        name = f.split(".ko")[0]
+        paths.setdefault(name.replace("-", "_"), os.path.join(d, f))
+def load(name):
+    p = paths[name.replace("-", "_")]
+    if p.endswith(".xz"):
+        return lzma.open(p).read()
+    if p.endswith(".zst"):
+        return subprocess.run(["zstd", "-dcq", p], capture_output=True, check=True).stdout
+    return open(p, "rb").read()
+order = []
+def visit(name):
+    name = name.replace("-", "_")
+    if name in order or name not in paths:
+        return  # built in
+    data = load(name)
+    i = data.find(b"depends=")
+    deps = data[i + 8:data.index(b"\0", i)].decode().split(",") if i >= 0 else []
+    for dep in filter(None, deps):
+        visit(dep)
+    order.append(name)
+    open(os.path.join(out, name + ".ko"), "wb").write(data)
+for m in ("virtio_pci", "9pnet_virtio", "9p"):  # virtio_pci: the transport, a module on 6.1
+    visit(m)
+open(os.path.join(out, "order"), "w").write(" ".join(order) + "\n")
+PY
+  (cd "$w" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1 >"$dir/initramfs.cpio.gz")
+  rm -rf "$w"
+}
+
+# ---- the exact test binaries `cargo test` builds ---------------------------------------------------
+OUT=${RTSLICE_KERNELS_OUT:-"${CARGO_TARGET_DIR:-$REPO/target}/kernels"}
+rm -rf "$OUT" && mkdir -p "$OUT"
+# One `cargo test --workspace --no-run`: the very binaries `make test` builds and runs (no second build,
+# no feature-unification rebuild); the guests run those of the crates that touch the kernel.
+say "building the test binaries (cargo test --workspace --no-run)"
+(cd "$REPO" && "$CARGO" test --workspace --no-run --message-format=json 2>"$OUT/build.log") >"$OUT/artifacts.json" \
+  || die "cargo test --no-run failed (see $OUT/build.log)"
+python3 - "$OUT" <<'PY' || die "cannot read cargo's artifact list ($OUT/artifacts.json)"
+import json, sys
+out = sys.argv[1]
+tests, rtslice = [], None
+for line in open(out + "/artifacts.json"):
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") != "compiler-artifact" or not m.get("executable"):
+        continue
+    crate = m["manifest_path"].split("/")[-2]
+    if m["profile"]["test"] and crate in ("host", "agent", "trace"):
+        tests.append(crate + "/" + m["target"]["name"] + " " + m["executable"])
+    elif not m["profile"]["test"] and m["target"]["name"] == "rtslice":
+        rtslice = m["executable"]
+open(out + "/tests.list", "w").write("".join(t + "\n" for t in sorted(tests)))
+open(out + "/rtslice.bin", "w").write((rtslice or "") + "\n")
+PY
+[ -s "$OUT/tests.list" ] || die "cargo built no test binaries of host, agent, trace (see $OUT/build.log)"
+RTSLICE_BIN=$(cat "$OUT/rtslice.bin")
+[ -x "$RTSLICE_BIN" ] || die "cargo test built no rtslice binary (see $OUT/artifacts.json)"
+# The guest mounts a tmpfs on the state directory; its mount point must exist on the shared root.
+mkdir -p /var/lib/rtslice
+
+# ---- one guest -------------------------------------------------------------------------------------
+run_guest() {
+  local g=$1 dir=${KDIR[${GKERNEL[$1]}]} res="$OUT/$1" vmlinuz rc t0 last
+  mkdir -p "$res"
+  cp "$OUT/tests.list" "$res/tests.list"; echo "$RTSLICE_BIN" >"$res/rtslice.bin"
+  [ -n "${RTSLICE_KERNELS_SCRIPT:-}" ] && cp "$RTSLICE_KERNELS_SCRIPT" "$res/script.sh"
+  vmlinuz=$(ls "$dir"/root/boot/vmlinuz-* | head -1)
+  t0=$(date +%s)
+  timeout --foreground -k 10 "$GUEST_TIMEOUT" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "${GCPUS[$g]}" -m "$MEM" \
+    -nographic -no-reboot -kernel "$vmlinuz" -initrd "$dir/initramfs.cpio.gz" \
+    -append "console=ttyS0 panic=-1 rtslice.guest=$g rtslice.script=$HERE/guest.sh ${GEXTRA[$g]}" \
+    -virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap \
+    -virtfs "local,path=$res,mount_tag=results,security_model=none" \
+    </dev/null >"$res/console.log" 2>&1
+  rc=$?
+  echo $(( $(date +%s) - t0 )) >"$res/seconds"
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    last=$(grep -a 'rtslice-kernels: start ' "$res/console.log" | tail -1 | sed 's/.*start //')
+    echo "guest $g hung: killed after ${GUEST_TIMEOUT}s; the last test started was ${last:-none (the guest never reached the tests)}" >"$res/killed"
+  fi
+}
+
+run_native() {
+  local res="$OUT/host" t0
+  mkdir -p "$res"
+  cp "$OUT/tests.list" "$res/tests.list"; echo "$RTSLICE_BIN" >"$res/rtslice.bin"
+  t0=$(date +%s)
+  # Natively, tests queue for the host-wide KernelLock behind other users' kernel tests (normal on a
+  # shared machine): a longer bound than a guest's.
+  RTSLICE_KERNELS_TEST_TIMEOUT=${RTSLICE_KERNELS_NATIVE_TEST_TIMEOUT:-1200} \
+    timeout -k 10 "$NATIVE_TIMEOUT" sh "$HERE/guest.sh" host "$res" >"$res/console.log" 2>&1
+  [ $? -eq 124 ] && echo "row host hung: killed after ${NATIVE_TIMEOUT}s; the last test started was $(grep 'start ' "$res/console.log" | tail -1 | sed 's/.*start //')" >"$res/killed"
+  echo $(( $(date +%s) - t0 )) >"$res/seconds"
+}
+
+# ---- run the matrix --------------------------------------------------------------------------------
+for g in "${GUESTS[@]}"; do
+  selected "$g" || continue
+  a=${GKERNEL[$g]}
+  [ -n "${KDIR[$a]:-}" ] && continue
+  fetch_kernel "$a" || die "kernel $a unavailable"
+  build_initramfs "${KDIR[$a]}" || die "cannot build the initramfs for $a"
+done
+running=0
+for g in "${GUESTS[@]}"; do
+  selected "$g" || continue
+  say "booting $g ($(basename "${KDIR[${GKERNEL[$g]}]}"), ${GCPUS[$g]} vCPUs${GEXTRA[$g]:+, ${GEXTRA[$g]}})"
+  run_guest "$g" &
+  running=$((running + 1))
+  if [ "$running" -ge "$PARALLEL" ]; then wait -n; running=$((running - 1)); fi
+done
+wait
+if selected host; then say "running the same tests natively on this host"; run_native; fi
+
+# ---- report ----------------------------------------------------------------------------------------
+passed=0 failed=0
+for g in "${GUESTS[@]}" host; do
+  selected "$g" || continue
+  res="$OUT/$g"
+  ok=$(grep -c '^ok ' "$res/results.txt" 2>/dev/null); skipped=$(grep -c '^skipped ' "$res/results.txt" 2>/dev/null)
+  ignored=$(grep -c '^ignored ' "$res/results.txt" 2>/dev/null)
+  bad=$(grep -E '^(FAILED|TIMEOUT) ' "$res/results.txt" 2>/dev/null | awk '{print $2}' | tr '\n' ' ')
+  nbad=$(echo $bad | wc -w)
+  if [ "$g" = host ]; then what="this host $(uname -r), $(nproc) CPUs, native"
+  else what="$(basename "${KDIR[${GKERNEL[$g]}]}" | sed 's/^linux-image-//; s/-unsigned_.*//'), ${GCPUS[$g]} vCPUs, cgroup v2${GEXTRA[$g]:+, ${GEXTRA[$g]}}"; fi
+  why=""
+  if [ -f "$res/killed" ]; then why=$(cat "$res/killed")
+  elif [ ! -f "$res/done" ]; then why="the guest stopped before finishing its tests (see $res/console.log)"
+  elif [ "${ok:-0}" -eq 0 ]; then why="no test passed"
+  fi
+  if [ -z "$why" ] && [ "$nbad" -eq 0 ]; then verdict=PASS; passed=$((passed + 1)); else verdict=FAIL; failed=$((failed + 1)); fi
+  echo "kernels: $verdict $g ($what): ${ok:-0} ok, ${skipped:-0} skipped, ${ignored:-0} ignored, $nbad failed in $(cat "$res/seconds" 2>/dev/null || echo ?)s${bad:+ — failed: $bad}${why:+ — $why}"
+done
+say "matrix wall time $(( $(date +%s) - T0 ))s; logs in $OUT/<guest>/"
+echo "kernels: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
