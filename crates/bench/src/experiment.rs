@@ -717,3 +717,22 @@ blocks:
         assert!(err.contains("exactly one"), "{err}");
     }
 }
+
+/// An emulated vBS (OAI LTE profile) measured by the experiment: the fixture the layout and spec
+/// generation tests share.
+#[cfg(test)]
+pub(crate) fn test_vbs(name: &str, share: u32) -> WorkloadSpec {
+    WorkloadSpec {
+        name: name.into(),
+        emulate: Some(EmulateSpec { profile: "oai-lte".into(), args: vec![] }),
+        command: None,
+        ping: None,
+        loadgen: None,
+        output: None,
+        role: Role::Measured,
+        share,
+        replicas: 1,
+        threads: vec![],
+        reservation: None,
+    }
+}

@@ -300,19 +300,7 @@ mod tests {
     use proptest::prelude::{prop_assert, prop_assert_eq, proptest};
 
     fn vbs(name: &str, share: u32) -> WorkloadSpec {
-        WorkloadSpec {
-            name: name.into(),
-            emulate: Some(EmulateSpec { profile: "oai-lte".into(), args: vec![] }),
-            command: None,
-            ping: None,
-            loadgen: None,
-            output: None,
-            role: Role::Measured,
-            share,
-            replicas: 1,
-            threads: vec![],
-            reservation: None,
-        }
+        crate::experiment::test_vbs(name, share)
     }
 
     fn host(n: u32) -> HostShape {

@@ -118,25 +118,13 @@ pub fn to_yaml(spec: &Spec) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::{EmulateSpec, Role, WorkloadSpec};
+    use crate::experiment::{Role, WorkloadSpec};
     use crate::layout::{layout, HostShape};
     use crate::strategy::ALL;
     use rtslice_spec::SchedPolicy;
 
     fn vbs() -> WorkloadSpec {
-        WorkloadSpec {
-            name: "vbs".into(),
-            emulate: Some(EmulateSpec { profile: "oai-lte".into(), args: vec![] }),
-            command: None,
-            ping: None,
-            loadgen: None,
-            output: None,
-            role: Role::Measured,
-            share: 1,
-            replicas: 1,
-            threads: vec![],
-            reservation: None,
-        }
+        crate::experiment::test_vbs("vbs", 1)
     }
 
     fn neighbour() -> WorkloadSpec {

@@ -11,23 +11,20 @@ use rtslice_host::sched::{self, SchedAttr};
 use rtslice_host::{apply_setup, reset, status, ApplyOptions, CpuList, Launch, OciLaunch, ResetOptions, Reservation, Setup, StateDir, ThreadRule, WorkloadSetup};
 use rtslice_testkit::{root_or_skip, KernelLock};
 
-#[test]
-fn runc_container_with_rt_budget_is_throttled_to_its_share() {
-    root_or_skip!();
+/// A runc-launched busybox spinner (SCHED_FIFO 10 by rule) on CPU 1 with a 30 ms / 100 ms
+/// reservation, in its own network namespace; `None` (with the reason printed) when this host lacks
+/// runc, a second CPU or `mechanism`.
+fn spinner_container(prefix: &str, mechanism: Mechanism, bundle: &std::path::Path) -> Option<(String, Setup, ApplyOptions)> {
     let Some(runc) = rtslice_host::oci::find_runc() else {
         eprintln!("SKIPPED: runc not installed (make deps installs it)");
-        return;
+        return None;
     };
-    if rtslice_host::doctor::online_cpus().len() < 2 || !rtslice_host::doctor().mechanisms.contains(&Mechanism::RtGroup) {
-        eprintln!("SKIPPED: needs 2 CPUs and cgroup v1 RT groups");
-        return;
+    if rtslice_host::doctor::online_cpus().len() < 2 || !rtslice_host::doctor().mechanisms.contains(&mechanism) {
+        eprintln!("SKIPPED: needs 2 CPUs and the {mechanism} mechanism");
+        return None;
     }
-    let _lock = KernelLock::acquire();
-    let bundle = tempfile::tempdir().unwrap();
-    rtslice_host::oci::busybox_bundle(bundle.path()).expect("busybox bundle");
-    let before = snapshot();
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("ctr-{}", std::process::id());
+    rtslice_host::oci::busybox_bundle(bundle).expect("busybox bundle");
+    let name = format!("{prefix}-{}", std::process::id());
     let setup = Setup {
         workloads: vec![WorkloadSetup {
             name: name.clone(),
@@ -35,7 +32,7 @@ fn runc_container_with_rt_budget_is_throttled_to_its_share() {
             reservation: Some(Reservation::from_micros(30_000, 100_000)),
             threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None }],
             launch: Launch::Oci(OciLaunch {
-                bundle: bundle.path().into(),
+                bundle: bundle.into(),
                 args: vec!["sh".into(), "-c".into(), "while :; do :; done".into()],
                 netns: true,
                 seccomp: true,
@@ -45,7 +42,19 @@ fn runc_container_with_rt_budget_is_throttled_to_its_share() {
         }],
         ..Default::default()
     };
-    let opts = ApplyOptions { mechanism: Some(Mechanism::RtGroup), runc: Some(runc), ..ApplyOptions::with_state_dir(dir.path()) };
+    let opts = ApplyOptions { mechanism: Some(mechanism), runc: Some(runc), ..ApplyOptions::default() };
+    Some((name, setup, opts))
+}
+
+#[test]
+fn runc_container_with_rt_budget_is_throttled_to_its_share() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let bundle = tempfile::tempdir().unwrap();
+    let Some((name, setup, opts)) = spinner_container("ctr", Mechanism::RtGroup, bundle.path()) else { return };
+    let before = snapshot();
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ApplyOptions { state_dir: StateDir::new(dir.path()), ..opts };
     let applied = apply_setup(&setup, &opts).expect("apply");
     let _cleanup = ResetOnDrop::new(dir.path());
     let id = applied.workloads[0].container.clone().unwrap();
@@ -78,38 +87,12 @@ fn runc_container_with_rt_budget_is_throttled_to_its_share() {
 #[test]
 fn runc_container_in_a_deadline_partition_is_throttled_to_its_budget() {
     root_or_skip!();
-    let Some(runc) = rtslice_host::oci::find_runc() else {
-        eprintln!("SKIPPED: runc not installed (make deps installs it)");
-        return;
-    };
-    if rtslice_host::doctor::online_cpus().len() < 2 || !rtslice_host::doctor().mechanisms.contains(&Mechanism::Deadline) {
-        eprintln!("SKIPPED: needs 2 CPUs and cpuset partitions");
-        return;
-    }
     let _lock = KernelLock::acquire();
     let bundle = tempfile::tempdir().unwrap();
-    rtslice_host::oci::busybox_bundle(bundle.path()).expect("busybox bundle");
+    let Some((name, setup, opts)) = spinner_container("dlctr", Mechanism::Deadline, bundle.path()) else { return };
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
-    let name = format!("dlctr-{}", std::process::id());
-    let setup = Setup {
-        workloads: vec![WorkloadSetup {
-            name: name.clone(),
-            cpus: CpuList::parse("1").unwrap(),
-            reservation: Some(Reservation::from_micros(30_000, 100_000)),
-            threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None }],
-            launch: Launch::Oci(OciLaunch {
-                bundle: bundle.path().into(),
-                args: vec!["sh".into(), "-c".into(), "while :; do :; done".into()],
-                netns: true,
-                seccomp: true,
-                id: None,
-            }),
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    let opts = ApplyOptions { mechanism: Some(Mechanism::Deadline), runc: Some(runc), ..ApplyOptions::with_state_dir(dir.path()) };
+    let opts = ApplyOptions { state_dir: StateDir::new(dir.path()), ..opts };
     let applied = apply_setup(&setup, &opts).expect("apply");
     let _cleanup = ResetOnDrop::new(dir.path());
     let id = applied.workloads[0].container.clone().unwrap();
