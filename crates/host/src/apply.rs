@@ -259,7 +259,7 @@ fn fair_server(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<()> {
             probe.display()
         ));
         if mounted {
-            let _ = crate::txn::undo(&Change::Mounted { target: debug.to_path_buf() });
+            let _ = crate::txn::undo(&Change::Mounted { target: debug.to_path_buf() }, &mut Default::default());
         }
         return Ok(());
     }

@@ -110,7 +110,7 @@ pub fn status(dir: &StateDir) -> Result<Status> {
                 expected: "cgroup exists".into(),
                 actual: "(missing)".into(),
             }),
-            Change::Launched { proc, what } if !proc.alive() => st.drift.push(Drift {
+            Change::Launched { proc, what, .. } if !proc.alive() => st.drift.push(Drift {
                 what: format!("launched {what}"),
                 expected: format!("pid {} running", proc.pid),
                 actual: "exited".into(),
