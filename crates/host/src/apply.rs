@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use rtslice_sys::proc_ref::{self, ProcRef};
 use serde::{Deserialize, Serialize};
 
-use crate::cgroup::{workload_pids, Backend};
+use crate::cgroup::Backend;
 use crate::cpus::CpuList;
 use crate::error::{HostError, Result};
 use crate::fsio;
@@ -335,28 +335,27 @@ fn rules_for_workload(txn: &mut Txn, p: &Prepared, ctx: &Ctx) -> Result<()> {
         return Ok(());
     }
     let _ = ctx;
-    for pid in workload_pids(&p.group.cpuset) {
-        for tid in proc_ref::threads(pid) {
-            let Some(comm) = proc_ref::thread_comm(pid, tid) else { continue };
-            let Some(w) = rules.wanted(&comm) else { continue };
-            let deadline = matches!(w.policy, Some(SchedAttr::Deadline { .. }));
-            let r = (|| {
-                if let (Some(cpus), false) = (&w.cpus, deadline) {
-                    txn.set_affinity(tid, cpus)?;
-                }
-                if let Some(pol) = w.policy {
-                    txn.set_attr(tid, pol)?;
-                }
-                Ok(())
-            })();
-            match r {
-                // A thread that exited meanwhile is not an error.
-                Err(HostError::Sched { source, .. }) if source.raw_os_error() == Some(libc::ESRCH) => {}
-                Err(e) => {
-                    return Err(HostError::other(format!("thread {tid} ({comm}) of workload {}: {e}", p.ws.name)))
-                }
-                Ok(()) => {}
+    let threads = crate::rules::workload_threads(&p.group.cpuset);
+    let names: Vec<(i32, String)> = threads.iter().map(|(_, tid, comm)| (*tid, comm.clone())).collect();
+    // A SCHED_DEADLINE rule's budget is split over every thread it matches; threads the agent already
+    // ruled (born since launch) shrink before any thread takes more.
+    for (tid, w) in crate::rules::shrink_first(rules.assign(&names)) {
+        let comm = names.iter().find(|(t, _)| *t == tid).map(|(_, c)| c.as_str()).unwrap_or("?");
+        let deadline = matches!(w.policy, Some(SchedAttr::Deadline { .. }));
+        let r = (|| {
+            if let (Some(cpus), false) = (&w.cpus, deadline) {
+                txn.set_affinity(tid, cpus)?;
             }
+            if let Some(pol) = w.policy {
+                txn.set_attr(tid, pol)?;
+            }
+            Ok(())
+        })();
+        match r {
+            // A thread that exited meanwhile is not an error.
+            Err(HostError::Sched { source, .. }) if source.raw_os_error() == Some(libc::ESRCH) => {}
+            Err(e) => return Err(HostError::other(format!("thread {tid} ({comm}) of workload {}: {e}", p.ws.name))),
+            Ok(()) => {}
         }
     }
     Ok(())
