@@ -140,5 +140,10 @@ fn pids_of_cgroup(path: &str) -> Result<Vec<i32>> {
 /// Applies a plan: the library entry point (`rtslice apply` calls this). `oci` gives OCI launches the
 /// choices a spec does not carry.
 pub fn apply(plan: &Plan, oci: OciDefaults, opts: &ApplyOptions) -> Result<Applied> {
-    apply_setup(&setup_from_plan(plan, oci)?, opts)
+    // A plan made for this kernel (`plan_for_kernel`) names the mechanism its parameters are for.
+    let mut opts = opts.clone();
+    if opts.mechanism.is_none() {
+        opts.mechanism = plan.kernel.as_ref().map(|k| k.mechanism);
+    }
+    apply_setup(&setup_from_plan(plan, oci)?, &opts)
 }
