@@ -69,8 +69,9 @@ fn reset_kills_a_workload_that_ignores_sigterm_after_the_grace_period() {
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
     // The shell ignores SIGTERM, and so does a child that left the session (setsid): it is found
-    // through the workload's cgroup.
-    let setup = launch("ignore", "trap '' TERM; setsid sh -c \"trap '' TERM; sleep 60\" & sleep 60 & while :; do wait; done");
+    // through the workload's cgroup. The plain sleep starts before the trap (an ignored signal stays
+    // ignored in children), so it leaves on SIGTERM.
+    let setup = launch("ignore", "sleep 60 & trap '' TERM; setsid sh -c \"trap '' TERM; sleep 60\" & while :; do wait; done");
     let applied = apply_setup(&setup, &ApplyOptions { mechanism: Some(Mechanism::None), ..ApplyOptions::with_state_dir(dir.path()) })
         .expect("apply");
     let _cleanup = ResetOnDrop::new(dir.path());

@@ -202,6 +202,12 @@ pub fn thread_comm(pid: i32, tid: i32) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok().map(|s| s.trim_end().to_string())
 }
 
+/// The CPU a thread last ran on (field `processor` of /proc/TID/stat); `None` when it is gone. A
+/// sleeping thread keeps this CPU until it wakes up, even when its affinity no longer allows it.
+pub fn last_cpu(tid: i32) -> Option<u32> {
+    stat(tid).and_then(|s| s.processor).map(|c| c as u32)
+}
+
 /// A process's name (/proc/PID/comm), without the newline; `None` when it is gone.
 pub fn comm(pid: i32) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|s| s.trim_end().to_string())

@@ -16,7 +16,7 @@ const SCHED_BATCH: u32 = 3;
 const SCHED_IDLE: u32 = 5;
 const SCHED_DEADLINE: u32 = 6;
 /// Deadline threads cannot fork; resetting on fork gives children SCHED_OTHER instead of failing.
-const SCHED_FLAG_RESET_ON_FORK: u64 = 0x01;
+pub const SCHED_FLAG_RESET_ON_FORK: u64 = 0x01;
 
 /// The kernel's `struct sched_attr` (include/uapi/linux/sched/types.h), first version.
 #[repr(C)]
@@ -157,8 +157,17 @@ pub fn set_attr(tid: i32, attr: SchedAttr) -> io::Result<()> {
     Ok(())
 }
 
+/// A thread's `sched_flags` as the kernel reports them (e.g. [`SCHED_FLAG_RESET_ON_FORK`]).
+pub fn get_flags(tid: i32) -> io::Result<u64> {
+    get_kernel_attr(tid).map(|k| k.sched_flags)
+}
+
 /// A thread's policy (`sched_getattr`). `tid` 0 means the calling thread.
 pub fn get_attr(tid: i32) -> io::Result<SchedAttr> {
+    get_kernel_attr(tid).map(|k| SchedAttr::from_kernel(&k))
+}
+
+fn get_kernel_attr(tid: i32) -> io::Result<KernelSchedAttr> {
     let mut k = KernelSchedAttr::default();
     // SAFETY: the kernel writes at most the size passed (that of `k`) into `k`, which lives across the call.
     let rc = unsafe {
@@ -173,7 +182,7 @@ pub fn get_attr(tid: i32) -> io::Result<SchedAttr> {
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(SchedAttr::from_kernel(&k))
+    Ok(k)
 }
 
 /// rustix takes `None` for "the calling thread" (tid 0 in the kernel's convention).
