@@ -678,7 +678,7 @@ fn demand(cx: &mut Reader, n: &yaml::Node, path: &str, known: &Known) -> Option<
     let v = f.get(kind).unwrap();
     match kind {
         "reservation" => {
-            let r = cx.fields(v, &p, &["runtime", "period", "count", "cpus"])?;
+            let r = cx.fields(v, &p, &["runtime", "period", "count", "cpus", "reclaim"])?;
             let period = r.get("period").and_then(|x| cx.period(x, &join(&p, "period")));
             let runtime = match r.get("runtime") {
                 Some(x) => {
@@ -697,7 +697,8 @@ fn demand(cx: &mut Reader, n: &yaml::Node, path: &str, known: &Known) -> Option<
             if r.has("period") && period.is_none() || !ok {
                 return None;
             }
-            Some(Demand::Reservation(Reservation { runtime: runtime?, period, count, cpus }))
+            let reclaim = r.get("reclaim").and_then(|x| cx.boolean(x, &join(&p, "reclaim"))).unwrap_or(false);
+            Some(Demand::Reservation(Reservation { runtime: runtime?, period, count, cpus, reclaim }))
         }
         "dedicated" => {
             let d = cx.fields(v, &p, &["count", "cpus"])?;
