@@ -92,7 +92,7 @@ fn run(mech: Mechanism) -> Option<(f64, usize)> {
     };
     for &p in &pids {
         let want = match mech {
-            Mechanism::Deadline => SchedAttr::Deadline { runtime_ns: 4_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000 },
+            Mechanism::Deadline => SchedAttr::Deadline { runtime_ns: 4_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000, reclaim: false },
             _ => SchedAttr::Fifo { priority: 10 },
         };
         assert_eq!(sched::get_attr(p).unwrap(), want, "pid {p}: every process is under the rule with its share");

@@ -34,6 +34,7 @@ fn sched_attr_of(s: &ThreadSched) -> SchedAttr {
             runtime_ns: runtime.as_nanos() as u64,
             deadline_ns: deadline.as_nanos() as u64,
             period_ns: period.as_nanos() as u64,
+            reclaim: false,
         },
     }
 }
@@ -69,6 +70,9 @@ pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<Setup> {
                 });
             }
         }
+        ws.reclaim = w.reclaim;
+        // Explicit SCHED_DEADLINE rules of a reclaiming reservation reclaim too (set in prepare for
+        // the FIFO/RR rules it translates).
         ws.shield = w.isolation.shield;
         ws.partition |= w.isolation.shield;
         ws.wide_affinity = w.isolation.wide_affinity;

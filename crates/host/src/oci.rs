@@ -138,8 +138,13 @@ fn scheduler_json(p: SchedAttr) -> Value {
     match p {
         SchedAttr::Fifo { priority } => json!({"policy": "SCHED_FIFO", "priority": priority}),
         SchedAttr::Rr { priority } => json!({"policy": "SCHED_RR", "priority": priority}),
-        SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns } => json!({"policy": "SCHED_DEADLINE",
-            "runtime": runtime_ns, "deadline": deadline_ns, "period": period_ns, "flags": ["SCHED_FLAG_RESET_ON_FORK"]}),
+        SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns, reclaim } => {
+            let mut flags = vec!["SCHED_FLAG_RESET_ON_FORK"];
+            if reclaim {
+                flags.push("SCHED_FLAG_RECLAIM");
+            }
+            json!({"policy": "SCHED_DEADLINE", "runtime": runtime_ns, "deadline": deadline_ns, "period": period_ns, "flags": flags})
+        }
         SchedAttr::Batch { nice } => json!({"policy": "SCHED_BATCH", "nice": nice}),
         SchedAttr::Idle => json!({"policy": "SCHED_IDLE"}),
         SchedAttr::Other { nice } => json!({"policy": "SCHED_OTHER", "nice": nice}),

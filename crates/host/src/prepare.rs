@@ -226,7 +226,7 @@ pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec
                                     runtime_ns / 1000
                                 ));
                             }
-                            r.policy = Some(SchedAttr::Deadline { runtime_ns, deadline_ns: period_ns, period_ns });
+                            r.policy = Some(SchedAttr::Deadline { runtime_ns, deadline_ns: period_ns, period_ns, reclaim: ws.reclaim });
                         }
                     }
                     if rt_rules == 0 && !has_deadline_rule(&ws) {
@@ -261,6 +261,14 @@ pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec
                 }
                 Mechanism::RtGroup | Mechanism::Hcbs => rt_budget = Some(res.whole_micros()),
                 Mechanism::None => {}
+            }
+        }
+        if ws.reclaim && ws.reservation.is_some() {
+            // GRUB for every deadline thread of the reservation (as `rtslice plan` prints it).
+            for r in ws.threads.iter_mut() {
+                if let Some(SchedAttr::Deadline { reclaim, .. }) = r.policy.as_mut() {
+                    *reclaim = true;
+                }
             }
         }
         let spans_all = ws.cpus == facts.online;
@@ -373,8 +381,8 @@ mod tests {
         let (p, _) = prepare(&s, &f, Mechanism::Deadline).unwrap();
         assert!(p[0].partition);
         // total = 300 µs × 2 CPUs = 600 µs; rule 1 gets 1/2 (default), rule 2 a quarter.
-        assert_eq!(p[0].ws.threads[0].policy, Some(SchedAttr::Deadline { runtime_ns: 300_000, deadline_ns: 1_000_000, period_ns: 1_000_000 }));
-        assert_eq!(p[0].ws.threads[1].policy, Some(SchedAttr::Deadline { runtime_ns: 150_000, deadline_ns: 1_000_000, period_ns: 1_000_000 }));
+        assert_eq!(p[0].ws.threads[0].policy, Some(SchedAttr::Deadline { runtime_ns: 300_000, deadline_ns: 1_000_000, period_ns: 1_000_000, reclaim: false }));
+        assert_eq!(p[0].ws.threads[1].policy, Some(SchedAttr::Deadline { runtime_ns: 150_000, deadline_ns: 1_000_000, period_ns: 1_000_000, reclaim: false }));
     }
 }
 
@@ -389,6 +397,7 @@ mod plan_agrees_with_apply {
     use rtslice_plan::{KernelFacts, NodeFacts, ThreadSched};
 
     fn spec_text(cap: u32, housekeeping: bool, ws: &[(u32, u32, u32, u32, bool)]) -> String {
+        // Every third workload reclaims (GRUB).
         let mut s = format!("apiVersion: rtslice/v1\nnode:\n  cap: {cap}%\n");
         if housekeeping {
             s.push_str("  housekeeping: 0\n");
@@ -396,7 +405,8 @@ mod plan_agrees_with_apply {
         s.push_str("workloads:\n");
         for (i, &(runtime_ms, period_ms, count, rules, explicit_dl)) in ws.iter().enumerate() {
             s.push_str(&format!(
-                "  - name: w{i}\n    demand: {{ reservation: {{ runtime: {runtime_ms}ms, period: {period_ms}ms, count: {count} }} }}\n"
+                "  - name: w{i}\n    demand: {{ reservation: {{ runtime: {runtime_ms}ms, period: {period_ms}ms, count: {count}, reclaim: {} }} }}\n",
+                i % 3 == 0
             ));
             if rules > 0 || explicit_dl {
                 s.push_str("    threads:\n");
@@ -417,7 +427,7 @@ mod plan_agrees_with_apply {
         f
     }
 
-    fn sched_of(s: &ThreadSched) -> SchedAttr {
+    fn sched_of(s: &ThreadSched, flags: &[String]) -> SchedAttr {
         match *s {
             ThreadSched::Other { nice } => SchedAttr::Other { nice },
             ThreadSched::Batch { nice } => SchedAttr::Batch { nice },
@@ -428,6 +438,7 @@ mod plan_agrees_with_apply {
                 runtime_ns: runtime.as_nanos() as u64,
                 deadline_ns: deadline.as_nanos() as u64,
                 period_ns: period.as_nanos() as u64,
+                reclaim: flags.iter().any(|f| f == "reclaim"),
             },
         }
     }
@@ -470,7 +481,7 @@ mod plan_agrees_with_apply {
                 let rules: Vec<&ThreadRule> = p.ws.threads.iter().collect();
                 prop_assert_eq!(rules.len(), kw.threads.len());
                 for (r, t) in rules.iter().zip(&kw.threads) {
-                    prop_assert_eq!(r.policy, Some(sched_of(&t.sched)), "rule {}\n{}", t.pattern, text);
+                    prop_assert_eq!(r.policy, Some(sched_of(&t.sched, &t.flags)), "rule {}\n{}", t.pattern, text);
                 }
             }
         }

@@ -58,9 +58,9 @@ impl CompiledRules {
             }
         }
         for (_, w) in out.iter_mut() {
-            if let Some(SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns }) = w.policy {
+            if let Some(SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns, reclaim }) = w.policy {
                 let n = count[w.rule].max(1);
-                w.policy = Some(SchedAttr::Deadline { runtime_ns: runtime_ns / n, deadline_ns, period_ns });
+                w.policy = Some(SchedAttr::Deadline { runtime_ns: runtime_ns / n, deadline_ns, period_ns, reclaim });
             }
         }
         out
@@ -200,7 +200,7 @@ mod tests {
 
     #[test]
     fn a_deadline_rule_splits_its_budget_over_the_threads_it_matches() {
-        let dl = SchedAttr::Deadline { runtime_ns: 20_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000 };
+        let dl = SchedAttr::Deadline { runtime_ns: 20_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000, reclaim: false };
         let rules = CompiledRules::new(&[rule("^tx$", Some(SchedAttr::Fifo { priority: 9 })), rule(".*", Some(dl))], None).unwrap();
         let threads: Vec<(i32, String)> =
             [(1, "sh"), (2, "worker"), (3, "tx"), (4, "worker"), (5, "worker")].iter().map(|&(t, c)| (t, c.to_string())).collect();

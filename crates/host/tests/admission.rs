@@ -109,7 +109,7 @@ fn twenty_applies_of_an_attached_five_thread_stack_succeed_first_try() {
                     if let Some(runtime_ns) = want {
                         assert_eq!(
                             sched::get_attr(tid).unwrap(),
-                            SchedAttr::Deadline { runtime_ns, deadline_ns: 100_000_000, period_ns: 100_000_000 },
+                            SchedAttr::Deadline { runtime_ns, deadline_ns: 100_000_000, period_ns: 100_000_000, reclaim: false },
                             "{comm}"
                         );
                     }

@@ -61,7 +61,7 @@ fn host_smoke_example_applies_with_each_mechanism_and_resets() {
         match mech {
             Mechanism::Deadline => assert_eq!(
                 sched::get_attr(pid).unwrap(),
-                SchedAttr::Deadline { runtime_ns: 20_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000 }
+                SchedAttr::Deadline { runtime_ns: 20_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000, reclaim: false }
             ),
             _ => {
                 assert_eq!(sched::get_attr(pid).unwrap(), SchedAttr::Fifo { priority: 10 });
@@ -239,6 +239,7 @@ fn plan_prints_exactly_what_apply_writes_for_every_example_that_fits() {
                             runtime_ns: runtime.as_nanos() as u64 / if t.shared { n } else { 1 },
                             deadline_ns: deadline.as_nanos() as u64,
                             period_ns: period.as_nanos() as u64,
+                            reclaim: t.flags.iter().any(|f| f == "reclaim"),
                         },
                         rtslice_plan::ThreadSched::Fifo { priority } => SchedAttr::Fifo { priority },
                         rtslice_plan::ThreadSched::Rr { priority } => SchedAttr::Rr { priority },

@@ -167,7 +167,7 @@ fn deadline_thread_pinned_through_a_partition_runs_and_is_admitted() {
     assert_eq!(read("/sys/fs/cgroup/cpuset/rtslice/system/cpuset.cpus"), "0");
     assert_eq!(
         sched::get_attr(pid).unwrap(),
-        SchedAttr::Deadline { runtime_ns: 20_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000 }
+        SchedAttr::Deadline { runtime_ns: 20_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000, reclaim: false }
     );
     assert_eq!(sched::get_affinity(pid).unwrap(), cpus("1"));
     let share = measure_share(pid, Duration::from_millis(1500));
@@ -259,7 +259,7 @@ fn a_real_kernel_refusal_mid_apply_rolls_back() {
             partition: true,
             threads: vec![ThreadRule {
                 name: "^sleep$".into(),
-                policy: Some(SchedAttr::Deadline { runtime_ns: 99_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000 }),
+                policy: Some(SchedAttr::Deadline { runtime_ns: 99_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000, reclaim: false }),
                 cpus: None,
                 budget_share: None,
             }],

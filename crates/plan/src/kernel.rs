@@ -476,6 +476,9 @@ pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<Kerne
     for t in threads.iter_mut() {
         if matches!(t.sched, ThreadSched::Deadline { .. }) {
             t.flags = vec!["reset_on_fork".into()];
+            if w.reclaim && reservation.is_some() {
+                t.flags.push("reclaim".into());
+            }
             t.shared = true;
         }
     }

@@ -725,5 +725,6 @@ fn resolve(
         threads,
         irqs,
         net,
+        reclaim: matches!(&w.demand, Some(Demand::Reservation(r)) if r.reclaim),
     })
 }

@@ -102,6 +102,9 @@ pub struct WorkloadPlan {
     pub irqs: Vec<IrqPin>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub net: Vec<NetPin>,
+    /// The reservation's SCHED_DEADLINE threads may reclaim unused bandwidth (SCHED_FLAG_RECLAIM).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reclaim: bool,
 }
 
 impl WorkloadPlan {
