@@ -271,7 +271,22 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
     let plan = loop {
         let p = crate::plan(&spec, facts);
         let mut refuse: Option<(String, String)> = None;
-        for w in &p.workloads {
+        // On this host, apply can only use online CPUs (plan alone merely warns about them).
+        if !facts.online.is_empty() {
+            if let Some(w) = p.workloads.iter().find(|w| w.cpus.iter().any(|c| !facts.online.contains(c))) {
+                let missing: Vec<u32> = w.cpus.iter().copied().filter(|c| !facts.online.contains(c)).collect();
+                refuse = Some((
+                    w.name.clone(),
+                    format!(
+                        "it would get CPUs {}, but CPU(s) {} are not online on this host (online: {}); list online CPUs in the spec",
+                        rtslice_spec::format_cpu_list(&w.cpus),
+                        rtslice_spec::format_cpu_list(&missing),
+                        rtslice_spec::format_cpu_list(&facts.online)
+                    ),
+                ));
+            }
+        }
+        for w in p.workloads.iter().filter(|_| refuse.is_none()) {
             let Allocation::Reservation { reservation, .. } = &w.allocation else { continue };
             if let Some(t) = tick {
                 if reservation.period < t {
