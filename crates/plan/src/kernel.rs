@@ -465,8 +465,16 @@ pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<Kerne
                 t.sched = ThreadSched::Deadline { runtime: Duration::from_nanos(ns), deadline: r.period, period: r.period };
                 t.shared = true;
             }
-            budget = if shares.is_empty() {
+            let explicit = threads.iter().filter(|t| matches!(t.sched, ThreadSched::Deadline { .. })).count() - shares.len();
+            budget = if shares.is_empty() && explicit == 0 {
                 "SCHED_DEADLINE, but no real-time rule names its threads: nothing enforces the reservation".to_string()
+            } else if shares.is_empty() {
+                format!(
+                    "SCHED_DEADLINE: its {explicit} deadline rule(s) take their parts of {} × {} CPU(s) every {}; each rule's runtime is shared by the threads it matches (re-split by the agent as they come and go)",
+                    rtslice_spec::units::format_duration(r.runtime),
+                    w.cpus.len(),
+                    rtslice_spec::units::format_duration(r.period)
+                )
             } else {
                 format!(
                     "SCHED_DEADLINE: {} × {} CPU(s) every {} split over its {} real-time rule(s); each rule's runtime is shared by the threads it matches (re-split by the agent as they come and go)",
