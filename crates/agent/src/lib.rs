@@ -5,6 +5,12 @@
 //! the event; where the connector is unavailable it polls the workloads' task lists (every 2 ms by
 //! default). A slow full rescan (every 500 ms) also catches events lost to socket overruns.
 //!
+//! A SCHED_DEADLINE rule's runtime is the budget of all the threads it matches together: when a
+//! thread joins such a rule, the agent re-splits the budget over the rule's threads — the others
+//! shrink first, then the newcomer is admitted — and every rescan grows the shares again when threads
+//! have exited (`rtslice_host::rules::assign`). Children of deadline threads start in SCHED_OTHER
+//! (SCHED_FLAG_RESET_ON_FORK) and get their share here.
+//!
 //! `apply` starts it detached and journals it; `reset` stops it; `status` reports it. It writes
 //! `agent.ready` (its pid) into the state directory once it is subscribed and has done a first scan,
 //! and `agent.stats.json` with event→rule latencies.
@@ -111,7 +117,14 @@ impl Agent {
             self.seen.insert(tid, comm);
             return;
         };
-        match rtslice_host::rules::enforce(tid, &want) {
+        let result = if matches!(want.policy, Some(rtslice_host::SchedAttr::Deadline { .. })) {
+            // The rule's budget is shared: re-split it over its threads, this one included.
+            self.resplit(wi, Some(tid))
+        } else {
+            rtslice_host::rules::enforce(tid, &want)
+        };
+        let w = &self.workloads[wi];
+        match result {
             Ok(changed) => {
                 if changed {
                     self.stats.applied += 1;
@@ -139,6 +152,51 @@ impl Agent {
                     self.stats.last_error = Some(msg);
                 }
                 self.seen.insert(tid, comm);
+            }
+        }
+    }
+
+    /// Re-splits workload `wi`'s SCHED_DEADLINE budgets over the threads their rules match now
+    /// (others shrink first, then anyone who grows or joins). Returns whether `newcomer` changed, or its
+    /// error; other threads' refusals are counted here.
+    fn resplit(&mut self, wi: usize, newcomer: Option<i32>) -> rtslice_host::Result<bool> {
+        let w = &self.workloads[wi];
+        let names: Vec<(i32, String)> =
+            rtslice_host::rules::workload_threads(&w.dir).into_iter().map(|(_, tid, comm)| (tid, comm)).collect();
+        let assigned = w.rules.assign(&names);
+        let mut mine = Ok(false);
+        let mut others = Vec::new();
+        for (tid, want) in rtslice_host::rules::shrink_first(assigned) {
+            let growing = !rtslice_host::rules::shrinks(tid, &want);
+            let r = rtslice_host::rules::enforce(tid, &want);
+            if Some(tid) == newcomer {
+                mine = r;
+                continue;
+            }
+            match r {
+                Ok(true) => self.stats.applied += 1,
+                Ok(false) => {}
+                // EBUSY while growing: an exited deadline thread's bandwidth returns to the kernel
+                // only at its 0-lag time (within a period); the next rescan grows it.
+                Err(rtslice_host::HostError::Sched { source, .. })
+                    if source.raw_os_error() == Some(libc::ESRCH) || (growing && source.raw_os_error() == Some(libc::EBUSY)) => {}
+                Err(e) => others.push(format!("thread {tid} of {}: {e}", w.name)),
+            }
+        }
+        for msg in others {
+            self.stats.errors += 1;
+            eprintln!("{msg}");
+            self.stats.last_error = Some(msg);
+        }
+        mine
+    }
+
+    /// Re-splits every workload's shared SCHED_DEADLINE budgets (threads that exited give their
+    /// share back to the others).
+    pub fn rebalance(&mut self) {
+        for wi in 0..self.workloads.len() {
+            if self.workloads[wi].rules.has_pooled() {
+                let _ = self.resplit(wi, None);
             }
         }
     }
@@ -239,6 +297,7 @@ pub fn run(dir: &StateDir, opts: &AgentOptions) -> Result<(), AgentError> {
         }
         if last_rescan.elapsed() >= opts.rescan_interval {
             agent.scan(true);
+            agent.rebalance();
             last_rescan = Instant::now();
             let s = agent.stats();
             if s != last_stats {

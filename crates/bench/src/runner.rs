@@ -194,7 +194,7 @@ pub fn counters_probe() -> Counters {
 /// Workloads are the runner's own children and are stopped by it, so they are kept here.
 fn reset(opt: &Options, _dir: &Path) -> Result<(), String> {
     let dir = rtslice_host::StateDir::new(&opt.state_dir);
-    let opts = rtslice_host::ResetOptions { keep_workloads: true, forget_stale: true };
+    let opts = rtslice_host::ResetOptions { keep_workloads: true, forget_stale: true, ..Default::default() };
     rtslice_host::reset(&dir, opts).map(|_| ()).map_err(|e| e.to_string())
 }
 

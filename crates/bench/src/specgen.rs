@@ -83,6 +83,7 @@ fn workload(strategy: Strategy, p: &Placement, shared: &[u32], steering: &Steeri
             period: Some(period),
             count: None,
             cpus: Some(set.clone()),
+            reclaim: false,
         })
     } else {
         Demand::BestEffort(BestEffort { weight: None, cap: None, cpus: p.cpus.clone() })

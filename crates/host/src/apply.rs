@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use rtslice_sys::proc_ref::{self, ProcRef};
 use serde::{Deserialize, Serialize};
 
-use crate::cgroup::{workload_pids, Backend};
+use crate::cgroup::Backend;
 use crate::cpus::CpuList;
 use crate::error::{HostError, Result};
 use crate::fsio;
@@ -326,7 +326,7 @@ fn fair_server(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<()> {
             probe.display()
         ));
         if mounted {
-            let _ = crate::txn::undo(&Change::Mounted { target: debug.to_path_buf() });
+            let _ = crate::txn::undo(&Change::Mounted { target: debug.to_path_buf() }, &mut Default::default());
         }
         return Ok(());
     }
@@ -402,31 +402,82 @@ fn rules_for_workload(txn: &mut Txn, p: &Prepared, ctx: &Ctx) -> Result<()> {
         return Ok(());
     }
     let _ = ctx;
-    for pid in workload_pids(&p.group.cpuset) {
-        for tid in proc_ref::threads(pid) {
-            let Some(comm) = proc_ref::thread_comm(pid, tid) else { continue };
-            let Some(w) = rules.wanted(&comm) else { continue };
-            let deadline = matches!(w.policy, Some(SchedAttr::Deadline { .. }));
-            let r = (|| {
-                if let (Some(cpus), false) = (&w.cpus, deadline) {
-                    txn.set_affinity(tid, cpus)?;
-                }
-                if let Some(pol) = w.policy {
-                    txn.set_attr(tid, pol)?;
-                }
-                Ok(())
-            })();
-            match r {
-                // A thread that exited meanwhile is not an error.
-                Err(HostError::Sched { source, .. }) if source.raw_os_error() == Some(libc::ESRCH) => {}
-                Err(e) => {
-                    return Err(HostError::other(format!("thread {tid} ({comm}) of workload {}: {e}", p.ws.name)))
-                }
-                Ok(()) => {}
+    let threads = crate::rules::workload_threads(&p.group.cpuset);
+    let names: Vec<(i32, String)> = threads.iter().map(|(_, tid, comm)| (*tid, comm.clone())).collect();
+    // A SCHED_DEADLINE rule's budget is split over every thread it matches; threads the agent already
+    // ruled (born since launch) shrink before any thread takes more.
+    for (tid, w) in crate::rules::shrink_first(rules.assign(&names)) {
+        let comm = names.iter().find(|(t, _)| *t == tid).map(|(_, c)| c.as_str()).unwrap_or("?");
+        let deadline = matches!(w.policy, Some(SchedAttr::Deadline { .. }));
+        let r = (|| {
+            if let (Some(cpus), false) = (&w.cpus, deadline) {
+                txn.set_affinity(tid, cpus)?;
             }
+            match w.policy {
+                Some(pol @ SchedAttr::Deadline { .. }) => admit_deadline(txn, tid, pol, &p.ws.cpus),
+                Some(pol) => txn.set_attr(tid, pol),
+                None => Ok(()),
+            }
+        })();
+        match r {
+            // A thread that exited meanwhile is not an error.
+            Err(HostError::Sched { source, .. }) if source.raw_os_error() == Some(libc::ESRCH) => {}
+            Err(e) => return Err(HostError::other(format!("thread {tid} ({comm}) of workload {}: {e}", p.ws.name))),
+            Ok(()) => {}
         }
     }
     Ok(())
+}
+
+/// How long apply waits for a thread that still sits on a CPU outside its partition to wake up there.
+const MIGRATION_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// SCHED_DEADLINE admission that does not race with where the thread last ran. The kernel admits a
+/// deadline thread in the root domain of the CPU it *last ran on* and requires its affinity to span
+/// that domain; a thread that was moved into the partition while asleep (an attached process) stays
+/// on its old CPU until it wakes, so `sched_setattr` answers EPERM or EBUSY depending on where it
+/// slept. So: wait (bounded) until the thread has run inside the partition, then set the policy;
+/// retry only EPERM/EBUSY while the thread is still outside. Any other failure, or one inside the
+/// partition, is reported with the reason that applies.
+fn admit_deadline(txn: &mut Txn, tid: i32, pol: SchedAttr, partition: &CpuList) -> Result<()> {
+    let started = std::time::Instant::now();
+    let outside = |tid| proc_ref::last_cpu(tid).is_some_and(|c| !partition.contains(c));
+    while outside(tid) && started.elapsed() < MIGRATION_WAIT {
+        std::thread::sleep(std::time::Duration::from_micros(500));
+    }
+    loop {
+        match txn.set_attr(tid, pol) {
+            Err(HostError::Sched { source, .. })
+                if matches!(source.raw_os_error(), Some(libc::EPERM) | Some(libc::EBUSY))
+                    && outside(tid)
+                    && started.elapsed() < MIGRATION_WAIT =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Err(HostError::Sched { source, .. }) if matches!(source.raw_os_error(), Some(libc::EPERM) | Some(libc::EBUSY)) => {
+                let errno = source.raw_os_error().unwrap_or(0);
+                let reason = match proc_ref::last_cpu(tid) {
+                    Some(c) if !partition.contains(c) => format!(
+                        "the thread last ran on CPU {c}, outside its partition [{partition}], and did not wake up within {} s: the \
+                         kernel admits a deadline thread where it last ran. It gets its policy when it runs again if the agent is on \
+                         (rtslice agent); or apply once it is awake",
+                        MIGRATION_WAIT.as_secs()
+                    ),
+                    _ if errno == libc::EBUSY => format!(
+                        "the partition [{partition}] has no deadline bandwidth left for {pol}: the kernel admits at most \
+                         sched_rt_runtime_us/sched_rt_period_us of each CPU, less its deadline servers' share (fair_server), to \
+                         SCHED_DEADLINE threads; lower the reservation or give the workload more CPUs (`rtslice plan` shows the budget)"
+                    ),
+                    _ => format!(
+                        "the kernel refused {pol} (EPERM): the thread's affinity must span its partition [{partition}] and rtslice \
+                         must run as root (CAP_SYS_NICE)"
+                    ),
+                };
+                return Err(HostError::Sched { call: "sched_setattr", tid, source: std::io::Error::new(source.kind(), reason) });
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Shield (v1): every user process in the root cpuset moves to `rtslice/system` (the CPUs no

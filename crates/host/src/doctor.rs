@@ -113,6 +113,13 @@ fn kernel_config() -> Option<String> {
     std::fs::read_to_string(format!("/boot/config-{release}")).ok()
 }
 
+/// A value of the running kernel's build configuration (`CONFIG_HZ` → "250"), when the config is readable.
+pub(crate) fn kernel_config_value(key: &str) -> Option<String> {
+    let config = kernel_config()?;
+    let prefix = format!("{key}=");
+    config.lines().find_map(|l| l.strip_prefix(&prefix).map(|v| v.trim_matches('"').to_string()))
+}
+
 fn config_has(config: &Option<String>, key: &str) -> Option<bool> {
     config.as_ref().map(|c| c.lines().any(|l| l == format!("{key}=y")))
 }

@@ -34,6 +34,7 @@ fn sched_attr_of(s: &ThreadSched) -> SchedAttr {
             runtime_ns: runtime.as_nanos() as u64,
             deadline_ns: deadline.as_nanos() as u64,
             period_ns: period.as_nanos() as u64,
+            reclaim: false,
         },
     }
 }
@@ -69,6 +70,9 @@ pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<Setup> {
                 });
             }
         }
+        ws.reclaim = w.reclaim;
+        // Explicit SCHED_DEADLINE rules of a reclaiming reservation reclaim too (set in prepare for
+        // the FIFO/RR rules it translates).
         ws.shield = w.isolation.shield;
         ws.partition |= w.isolation.shield;
         ws.wide_affinity = w.isolation.wide_affinity;
@@ -140,5 +144,10 @@ fn pids_of_cgroup(path: &str) -> Result<Vec<i32>> {
 /// Applies a plan: the library entry point (`rtslice apply` calls this). `oci` gives OCI launches the
 /// choices a spec does not carry.
 pub fn apply(plan: &Plan, oci: OciDefaults, opts: &ApplyOptions) -> Result<Applied> {
-    apply_setup(&setup_from_plan(plan, oci)?, opts)
+    // A plan made for this kernel (`plan_for_kernel`) names the mechanism its parameters are for.
+    let mut opts = opts.clone();
+    if opts.mechanism.is_none() {
+        opts.mechanism = plan.kernel.as_ref().map(|k| k.mechanism);
+    }
+    apply_setup(&setup_from_plan(plan, oci)?, &opts)
 }

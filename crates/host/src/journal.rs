@@ -38,8 +38,15 @@ pub enum Change {
     Affinity { thread: ProcRef, old: CpuList, new: CpuList },
     /// A filesystem was mounted (debugfs for fair_server).
     Mounted { target: PathBuf },
-    /// A process rtslice launched (its own process group); undo kills the group.
-    Launched { proc: ProcRef, what: String },
+    /// A process rtslice launched (leader of its own session); undo stops its session gracefully
+    /// (SIGTERM, a grace period, SIGKILL) together with every process left in `procs_files` (the
+    /// workload's cgroup.procs files: children that started a session of their own stay there).
+    Launched {
+        proc: ProcRef,
+        what: String,
+        #[serde(default)]
+        procs_files: Vec<PathBuf>,
+    },
     /// An OCI container started through runc.
     Container { id: String, runc_root: PathBuf, runc: PathBuf },
     /// The agent keeping late threads in policy.
@@ -56,7 +63,7 @@ impl Change {
             Change::Sched { thread, old, new } => format!("thread {}: {old} -> {new}", thread.pid),
             Change::Affinity { thread, old, new } => format!("thread {} affinity {old} -> {new}", thread.pid),
             Change::Mounted { target } => format!("mounted {}", target.display()),
-            Change::Launched { proc, what } => format!("launched {what} (pid {})", proc.pid),
+            Change::Launched { proc, what, .. } => format!("launched {what} (pid {})", proc.pid),
             Change::Container { id, .. } => format!("runc container {id}"),
             Change::Agent { proc } => format!("agent pid {}", proc.pid),
         }

@@ -102,7 +102,7 @@ pub(crate) fn command(
     // The child joins its cgroups itself before exec, so every thread it ever creates starts inside
     // them; its own session lets reset kill the whole process group.
     let (_child, proc) = proc_ref::spawn_in_session(&mut c, procs_files).map_err(|e| fail(format!("{prog}: {e}")))?;
-    txn.record(Change::Launched { proc, what: format!("{name}: {}", argv.join(" ")) })?;
+    txn.record(Change::Launched { proc, what: format!("{name}: {}", argv.join(" ")), procs_files: procs_files.to_vec() })?;
     Ok(proc)
 }
 

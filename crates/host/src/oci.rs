@@ -138,8 +138,13 @@ fn scheduler_json(p: SchedAttr) -> Value {
     match p {
         SchedAttr::Fifo { priority } => json!({"policy": "SCHED_FIFO", "priority": priority}),
         SchedAttr::Rr { priority } => json!({"policy": "SCHED_RR", "priority": priority}),
-        SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns } => json!({"policy": "SCHED_DEADLINE",
-            "runtime": runtime_ns, "deadline": deadline_ns, "period": period_ns, "flags": ["SCHED_FLAG_RESET_ON_FORK"]}),
+        SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns, reclaim } => {
+            let mut flags = vec!["SCHED_FLAG_RESET_ON_FORK"];
+            if reclaim {
+                flags.push("SCHED_FLAG_RECLAIM");
+            }
+            json!({"policy": "SCHED_DEADLINE", "runtime": runtime_ns, "deadline": deadline_ns, "period": period_ns, "flags": flags})
+        }
         SchedAttr::Batch { nice } => json!({"policy": "SCHED_BATCH", "nice": nice}),
         SchedAttr::Idle => json!({"policy": "SCHED_IDLE"}),
         SchedAttr::Other { nice } => json!({"policy": "SCHED_OTHER", "nice": nice}),
@@ -275,6 +280,26 @@ pub fn runc_start(runc: &Path, root: &Path, id: &str) -> Result<()> {
 }
 
 /// Kills and deletes a container; a container that no longer exists is fine.
+/// Stops a container as `docker stop` does: SIGTERM to every process in it, up to `grace` for them to
+/// exit (polling `runc state`), then [`runc_delete`] (SIGKILL and removal).
+pub fn runc_stop(runc: &Path, root: &Path, id: &str, grace: std::time::Duration) -> Result<()> {
+    let sent = runc_cmd(runc, root).args(["kill", "--all", id, "TERM"]).output();
+    if sent.is_ok_and(|o| o.status.success()) {
+        let deadline = std::time::Instant::now() + grace;
+        while std::time::Instant::now() < deadline {
+            let state = runc_cmd(runc, root).args(["state", id]).output();
+            let running = state.as_ref().is_ok_and(|o| {
+                o.status.success() && String::from_utf8_lossy(&o.stdout).contains("\"running\"")
+            });
+            if !running {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    runc_delete(runc, root, id)
+}
+
 pub fn runc_delete(runc: &Path, root: &Path, id: &str) -> Result<()> {
     let _ = runc_cmd(runc, root).args(["kill", id, "KILL"]).output();
     let out = runc_cmd(runc, root)

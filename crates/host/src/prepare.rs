@@ -21,6 +21,8 @@ pub struct HostFacts {
     pub available: Vec<Mechanism>,
     /// Global RT ratio (sched_rt_runtime_us / sched_rt_period_us), the kernel's admission cap.
     pub rt_ratio: f64,
+    /// Bandwidth per CPU the deadline servers (fair_server) hold in SCHED_DEADLINE admission.
+    pub dl_server: f64,
 }
 
 impl HostFacts {
@@ -44,8 +46,51 @@ impl HostFacts {
             layout,
             backend,
             rt_ratio: if runtime < 0 { 1.0 } else { runtime as f64 / period },
+            dl_server: dl_server_share(),
         })
     }
+
+    /// What the planner needs to know about this kernel (`rtslice plan` on this host).
+    pub fn kernel_facts(&self) -> rtslice_plan::KernelFacts {
+        let (hz, hrtick) = tick_facts();
+        rtslice_plan::KernelFacts {
+            available: self.available.clone(),
+            rt_cap: (self.rt_ratio < 1.0).then_some(self.rt_ratio),
+            dl_server: self.dl_server,
+            hz,
+            hrtick,
+        }
+    }
+}
+
+/// The deadline servers' share of each CPU in SCHED_DEADLINE admission: fair_server's
+/// runtime/period from debugfs when readable; else the kernel's default (50 ms every 1 s) on kernels
+/// that have it (6.12+), since it is accounted there even where debugfs is locked down; else 0.
+fn dl_server_share() -> f64 {
+    let base = std::path::Path::new("/sys/kernel/debug/sched/fair_server/cpu0");
+    let read = |f: &str| fsio::read_trim(base.join(f)).ok().and_then(|s| s.parse::<f64>().ok());
+    if let (Some(runtime), Some(period)) = (read("runtime"), read("period")) {
+        if period > 0.0 {
+            return runtime / period;
+        }
+    }
+    let release = fsio::read_trim("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release.split(|c: char| !c.is_ascii_digit()).filter_map(|x| x.parse::<u32>().ok());
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if (major, minor) >= (6, 12) {
+        0.05
+    } else {
+        0.0
+    }
+}
+
+/// CONFIG_HZ (from /proc/config.gz or /boot/config-RELEASE) and whether HRTICK/HRTICK_DL is on
+/// (debugfs sched/features; off when unreadable: both are off by default).
+fn tick_facts() -> (Option<u32>, bool) {
+    let hz = crate::doctor::kernel_config_value("CONFIG_HZ").and_then(|v| v.parse().ok());
+    let features = fsio::read_trim("/sys/kernel/debug/sched/features").unwrap_or_default();
+    let hrtick = features.split_whitespace().any(|f| f == "HRTICK" || f == "HRTICK_DL");
+    (hz, hrtick)
 }
 
 /// A workload after validation and mechanism translation.
@@ -64,36 +109,13 @@ pub(crate) fn rejected(msg: impl Into<String>) -> HostError {
     HostError::Rejected(msg.into())
 }
 
-/// Picks the mechanism: the requested one if the host has it, else the best that fits.
+/// Picks the mechanism: the requested one if the host has it, else the best that fits — the rule
+/// `rtslice plan` uses too (`rtslice_plan::kernel::choose_mechanism`).
 pub fn resolve_mechanism(setup: &Setup, facts: &HostFacts, requested: Option<Mechanism>) -> Result<Mechanism> {
-    let reserved: Vec<&WorkloadSetup> = setup.workloads.iter().filter(|w| w.reservation.is_some()).collect();
-    if let Some(m) = requested {
-        if m != Mechanism::None && !facts.available.contains(&m) {
-            return Err(rejected(format!(
-                "reservation mechanism {m} is not available on this host (available: [{}]); see `rtslice doctor`",
-                facts.available.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(", ")
-            )));
-        }
-        return Ok(if reserved.is_empty() { Mechanism::None } else { m });
-    }
-    if reserved.is_empty() {
-        return Ok(Mechanism::None);
-    }
-    let disjoint = reserved.iter().enumerate().all(|(i, a)| {
-        reserved[i + 1..].iter().all(|b| a.cpus.intersection(&b.cpus).is_empty())
-    });
-    let has = |m| facts.available.contains(&m);
-    if has(Mechanism::Hcbs) {
-        Ok(Mechanism::Hcbs)
-    } else if has(Mechanism::Deadline) && disjoint {
-        Ok(Mechanism::Deadline)
-    } else if has(Mechanism::RtGroup) {
-        Ok(Mechanism::RtGroup)
-    } else if has(Mechanism::Deadline) {
-        Ok(Mechanism::Deadline)
-    } else {
-        Err(rejected("this host has no reservation mechanism (no HCBS, no cpuset partitions, no RT groups); see `rtslice doctor`"))
-    }
+    let reserved: Vec<Vec<u32>> =
+        setup.workloads.iter().filter(|w| w.reservation.is_some()).map(|w| w.cpus.iter().collect()).collect();
+    let available = if facts.available.is_empty() { vec![Mechanism::None] } else { facts.available.clone() };
+    rtslice_plan::kernel::choose_mechanism(&available, requested, &reserved).map_err(rejected)
 }
 
 /// Validates everything that can be checked without touching the host, and translates rules for the
@@ -186,27 +208,25 @@ pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec
         if let Some(res) = ws.reservation {
             match mech {
                 Mechanism::Deadline => {
-                    // The workload's budget (runtime on each of its CPUs) is split over its RT rules.
+                    // The workload's budget (runtime on each of its CPUs) is split over its RT rules, as
+                    // `rtslice plan` prints it (the same function).
                     let res = res.whole_micros();
                     let period_ns = res.period.as_nanos() as u64;
-                    let n = rt_rules.max(1) as f64;
                     let is_rt = |r: &crate::setup::ThreadRule| matches!(r.policy, Some(SchedAttr::Fifo { .. } | SchedAttr::Rr { .. }));
-                    let shares: Vec<f64> =
-                        ws.threads.iter().filter(|r| is_rt(r)).map(|r| r.budget_share.unwrap_or(1.0 / n)).collect();
-                    let mut parts = res.split(ws.cpus.len() as u32, &shares, res.period).into_iter();
+                    let shares: Vec<Option<f64>> = ws.threads.iter().filter(|r| is_rt(r)).map(|r| r.budget_share).collect();
+                    let mut parts = rtslice_plan::kernel::deadline_budgets(res, ws.cpus.len() as u32, &shares).into_iter();
                     for r in ws.threads.iter_mut() {
                         if is_rt(r) {
-                            let mut runtime_ns = parts.next().map_or(0, |d| d.as_nanos() as u64);
-                            if runtime_ns > period_ns {
+                            let (runtime_ns, capped) = parts.next().unwrap_or((0, false));
+                            if capped {
                                 warnings.push(format!(
-                                    "workload {} rule {:?}: its share ({:.0} µs) exceeds one CPU per period; capped at the period",
+                                    "workload {} rule {:?}: its share exceeds one CPU per period; capped at the period ({} µs)",
                                     w.name,
                                     r.name,
-                                    runtime_ns as f64 / 1000.0
+                                    runtime_ns / 1000
                                 ));
-                                runtime_ns = period_ns;
                             }
-                            r.policy = Some(SchedAttr::Deadline { runtime_ns, deadline_ns: period_ns, period_ns });
+                            r.policy = Some(SchedAttr::Deadline { runtime_ns, deadline_ns: period_ns, period_ns, reclaim: ws.reclaim });
                         }
                     }
                     if rt_rules == 0 && !has_deadline_rule(&ws) {
@@ -224,17 +244,31 @@ pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec
                             _ => None,
                         })
                         .sum();
-                    if dl > facts.rt_ratio * ws.cpus.len() as f64 + 1e-9 {
+                    // The deadline servers' share is accounted in the same admission as our threads.
+                    let cap = (facts.rt_ratio - facts.dl_server).max(0.0);
+                    if dl > cap * ws.cpus.len() as f64 + 1e-9 {
                         return Err(rejected(format!(
-                            "workload {}: its SCHED_DEADLINE threads need {:.1}% of a CPU, its partition offers {:.1}%",
+                            "workload {}: its SCHED_DEADLINE threads need {:.1}% of a CPU, its partition offers {:.1}% (the kernel's cap \
+                             {:.1}% less the deadline servers' {:.1}%, on {} CPU(s))",
                             w.name,
                             dl * 100.0,
-                            facts.rt_ratio * 100.0 * ws.cpus.len() as f64
+                            cap * 100.0 * ws.cpus.len() as f64,
+                            facts.rt_ratio * 100.0,
+                            facts.dl_server * 100.0,
+                            ws.cpus.len()
                         )));
                     }
                 }
                 Mechanism::RtGroup | Mechanism::Hcbs => rt_budget = Some(res.whole_micros()),
                 Mechanism::None => {}
+            }
+        }
+        if ws.reclaim && ws.reservation.is_some() {
+            // GRUB for every deadline thread of the reservation (as `rtslice plan` prints it).
+            for r in ws.threads.iter_mut() {
+                if let Some(SchedAttr::Deadline { reclaim, .. }) = r.policy.as_mut() {
+                    *reclaim = true;
+                }
             }
         }
         let spans_all = ws.cpus == facts.online;
@@ -319,6 +353,7 @@ pub(crate) mod fixtures {
             backend,
             available: vec![Mechanism::Hcbs, Mechanism::Deadline],
             rt_ratio: 0.95,
+            dl_server: 0.05,
         }
     }
 
@@ -360,7 +395,109 @@ mod tests {
         let (p, _) = prepare(&s, &f, Mechanism::Deadline).unwrap();
         assert!(p[0].partition);
         // total = 300 µs × 2 CPUs = 600 µs; rule 1 gets 1/2 (default), rule 2 a quarter.
-        assert_eq!(p[0].ws.threads[0].policy, Some(SchedAttr::Deadline { runtime_ns: 300_000, deadline_ns: 1_000_000, period_ns: 1_000_000 }));
-        assert_eq!(p[0].ws.threads[1].policy, Some(SchedAttr::Deadline { runtime_ns: 150_000, deadline_ns: 1_000_000, period_ns: 1_000_000 }));
+        assert_eq!(p[0].ws.threads[0].policy, Some(SchedAttr::Deadline { runtime_ns: 300_000, deadline_ns: 1_000_000, period_ns: 1_000_000, reclaim: false }));
+        assert_eq!(p[0].ws.threads[1].policy, Some(SchedAttr::Deadline { runtime_ns: 150_000, deadline_ns: 1_000_000, period_ns: 1_000_000, reclaim: false }));
+    }
+}
+
+/// plan == apply, the pure part: whatever `rtslice plan` admits for a host (its kernel facts, the
+/// mechanism apply would choose or one asked for) passes apply's own validation on that host, and the
+/// kernel parameters the plan prints are exactly those apply computes.
+#[cfg(test)]
+mod plan_agrees_with_apply {
+    use super::*;
+    use crate::setup::ThreadRule;
+    use proptest::prelude::*;
+    use rtslice_plan::{KernelFacts, NodeFacts, ThreadSched};
+
+    fn spec_text(cap: u32, housekeeping: bool, ws: &[(u32, u32, u32, u32, bool)]) -> String {
+        // Every third workload reclaims (GRUB).
+        let mut s = format!("apiVersion: rtslice/v1\nnode:\n  cap: {cap}%\n");
+        if housekeeping {
+            s.push_str("  housekeeping: 0\n");
+        }
+        s.push_str("workloads:\n");
+        for (i, &(runtime_ms, period_ms, count, rules, explicit_dl)) in ws.iter().enumerate() {
+            s.push_str(&format!(
+                "  - name: w{i}\n    demand: {{ reservation: {{ runtime: {runtime_ms}ms, period: {period_ms}ms, count: {count}, reclaim: {} }} }}\n",
+                i % 3 == 0
+            ));
+            if rules > 0 || explicit_dl {
+                s.push_str("    threads:\n");
+            }
+            for r in 0..rules {
+                s.push_str(&format!("      - {{ match: \"^t{r}\", policy: fifo, priority: {} }}\n", 10 + r));
+            }
+            if explicit_dl {
+                s.push_str("      - { match: \"^dl\", policy: deadline, runtime: 1ms, period: 20ms }\n");
+            }
+        }
+        s
+    }
+
+    fn host(available: Vec<Mechanism>) -> HostFacts {
+        let mut f = fixtures::facts(Backend::V1 { cpuset: "/cg/cpuset".into(), cpu: "/cg/cpu".into() });
+        f.available = available;
+        f
+    }
+
+    fn sched_of(s: &ThreadSched, flags: &[String]) -> SchedAttr {
+        match *s {
+            ThreadSched::Other { nice } => SchedAttr::Other { nice },
+            ThreadSched::Batch { nice } => SchedAttr::Batch { nice },
+            ThreadSched::Idle => SchedAttr::Idle,
+            ThreadSched::Fifo { priority } => SchedAttr::Fifo { priority },
+            ThreadSched::Rr { priority } => SchedAttr::Rr { priority },
+            ThreadSched::Deadline { runtime, deadline, period } => SchedAttr::Deadline {
+                runtime_ns: runtime.as_nanos() as u64,
+                deadline_ns: deadline.as_nanos() as u64,
+                period_ns: period.as_nanos() as u64,
+                reclaim: flags.iter().any(|f| f == "reclaim"),
+            },
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+        #[test]
+        fn what_plan_admits_apply_accepts_with_the_same_parameters(
+            cap in prop::sample::select(vec![50u32, 90, 95, 100]),
+            housekeeping in any::<bool>(),
+            ws in prop::collection::vec((1u32..=95, prop::sample::select(vec![1u32, 5, 10, 20, 100]), 1u32..=2, 0u32..=3, any::<bool>()), 1..=4),
+            requested in prop::sample::select(vec![None, Some(Mechanism::Deadline), Some(Mechanism::RtGroup)]),
+        ) {
+            let ws: Vec<_> = ws.into_iter().map(|(r, p, c, n, d)| (r.min(p * 95 / 100).max(1).min(p), p, c, n, d)).collect();
+            let text = spec_text(cap, housekeeping, &ws);
+            let spec = rtslice_spec::parse(&text, "gen.yaml").map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+            let facts = host(vec![Mechanism::Deadline, Mechanism::RtGroup]);
+            let kernel = KernelFacts {
+                available: facts.available.clone(),
+                rt_cap: Some(facts.rt_ratio),
+                dl_server: facts.dl_server,
+                hz: Some(250),
+                hrtick: false,
+            };
+            let mut plan = rtslice_plan::plan_for_kernel(&spec, &NodeFacts::with_cpus(4), &kernel, requested);
+            let k = plan.kernel.clone().expect("plan_for_kernel carries the kernel plan");
+            plan.rejected.clear();
+            let setup = crate::from_plan::setup_from_plan(&plan, Default::default()).unwrap();
+            // `apply` follows the mechanism a plan for this kernel names.
+            let mech = resolve_mechanism(&setup, &facts, requested.or(Some(k.mechanism))).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            if plan.workloads.is_empty() {
+                return Ok(());
+            }
+            prop_assert_eq!(mech, k.mechanism, "{}", text);
+            let (prepared, _) = prepare(&setup, &facts, mech).map_err(|e| TestCaseError::fail(format!("apply refuses what plan admitted: {e}\n{text}")))?;
+            for (p, kw) in prepared.iter().zip(&k.workloads) {
+                prop_assert_eq!(&p.ws.name, &kw.name);
+                prop_assert_eq!(p.partition, kw.partition, "{} partition\n{}", kw.name, text);
+                prop_assert_eq!(p.rt_budget.map(|r| (r.runtime_us(), r.period_us())), kw.group_budget.map(|b| (b.runtime_us, b.period_us)));
+                let rules: Vec<&ThreadRule> = p.ws.threads.iter().collect();
+                prop_assert_eq!(rules.len(), kw.threads.len());
+                for (r, t) in rules.iter().zip(&kw.threads) {
+                    prop_assert_eq!(r.policy, Some(sched_of(&t.sched, &t.flags)), "rule {}\n{}", t.pattern, text);
+                }
+            }
+        }
     }
 }

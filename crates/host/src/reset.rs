@@ -7,20 +7,34 @@ use serde::{Deserialize, Serialize};
 use crate::error::{HostError, Result};
 use crate::journal::{Change, StateDir};
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ResetOptions {
-    /// Leave launched processes running (they move back to the root cgroups) instead of killing them.
+    /// Leave launched processes running (they move back to the root cgroups) instead of stopping them.
     pub keep_workloads: bool,
     /// The state comes from an earlier boot: drop it without touching the kernel.
     pub forget_stale: bool,
+    /// How long launched workloads get between SIGTERM and SIGKILL (default 5 s).
+    pub grace: std::time::Duration,
+}
+
+impl Default for ResetOptions {
+    fn default() -> ResetOptions {
+        ResetOptions { keep_workloads: false, forget_stale: false, grace: crate::txn::DEFAULT_GRACE }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ResetReport {
     /// Journaled changes undone.
     pub undone: usize,
-    /// Launched processes stopped.
+    /// Launched workloads (commands and containers) stopped.
     pub stopped: usize,
+    /// Processes of launched workloads that exited on SIGTERM within the grace period.
+    #[serde(default)]
+    pub terminated: usize,
+    /// Processes of launched workloads that needed SIGKILL after the grace period.
+    #[serde(default)]
+    pub killed: usize,
     pub nothing_applied: bool,
 }
 
@@ -47,7 +61,8 @@ pub fn reset(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
         state.changes.retain(|c| !matches!(c, Change::Launched { .. } | Change::Container { .. }));
     }
     let kept = total - state.changes.len();
-    let errors = crate::txn::undo_all(&mut state.changes, 0);
+    let mut ctx = crate::txn::Undo { grace: opts.grace, ..Default::default() };
+    let errors = crate::txn::undo_all(&mut state.changes, 0, &mut ctx);
     if !errors.is_empty() {
         dir.save(&state)?;
         return Err(HostError::State {
@@ -62,5 +77,12 @@ pub fn reset(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
     dir.remove()?;
     let _ = std::fs::remove_file(dir.path.join("agent.ready"));
     let _ = std::fs::remove_dir_all(dir.path.join("oci-configs"));
-    Ok(ResetReport { undone: total - kept, stopped: if opts.keep_workloads { 0 } else { stopped }, nothing_applied: false })
+    // Every launched process is gone at this point (undo waited for it, or failed above).
+    Ok(ResetReport {
+        undone: total - kept,
+        stopped: if opts.keep_workloads { 0 } else { stopped },
+        terminated: ctx.terminated,
+        killed: ctx.killed,
+        nothing_applied: false,
+    })
 }

@@ -1,5 +1,13 @@
-//! The thread-rule engine shared by `apply` (threads that exist now, journaled) and the agent
-//! (threads born later): first matching rule by thread name wins; it sets the policy and the affinity.
+//! The thread-rule engine shared by `apply` (threads that exist now, journaled), the agent (threads
+//! born later) and `status`: first matching rule by thread name wins; it sets the policy and the
+//! affinity.
+//!
+//! One budget per rule: a SCHED_DEADLINE rule's runtime is what all the threads it matches get
+//! *together* (the workload's reservation, split over its rules by `Reservation::split`), divided
+//! equally among the threads it matches now ([`CompiledRules::assign`]). When threads come and go,
+//! the split changes: the others shrink first, then the newcomer is admitted ([`enforce_all`]), so
+//! the sum never exceeds the rule's budget — a workload that forks N workers never gets N × its
+//! budget.
 
 use regex::Regex;
 
@@ -36,6 +44,33 @@ impl CompiledRules {
         self.rules.is_empty() && self.wide.is_none()
     }
 
+    /// The wanted state of each of a workload's threads (`(tid, comm)`, every process of the
+    /// workload together): the first matching rule, with each SCHED_DEADLINE rule's runtime split
+    /// equally among the threads it matches (floor, in ns: the sum never exceeds the budget; a share
+    /// below the kernel's 1024 ns floor is refused by `SchedAttr::validate` with that reason).
+    /// Threads no rule places are left out.
+    pub fn assign(&self, threads: &[(i32, String)]) -> Vec<(i32, Wanted)> {
+        let mut out: Vec<(i32, Wanted)> = threads.iter().filter_map(|(tid, comm)| Some((*tid, self.wanted(comm)?))).collect();
+        let mut count = vec![0u64; self.rules.len()];
+        for (_, w) in &out {
+            if let (Some(c), Some(SchedAttr::Deadline { .. })) = (count.get_mut(w.rule), w.policy) {
+                *c += 1;
+            }
+        }
+        for (_, w) in out.iter_mut() {
+            if let Some(SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns, reclaim }) = w.policy {
+                let n = count[w.rule].max(1);
+                w.policy = Some(SchedAttr::Deadline { runtime_ns: runtime_ns / n, deadline_ns, period_ns, reclaim });
+            }
+        }
+        out
+    }
+
+    /// Whether any rule is a SCHED_DEADLINE rule (its budget is shared by the threads it matches).
+    pub fn has_pooled(&self) -> bool {
+        self.rules.iter().any(|(_, r)| matches!(r.policy, Some(SchedAttr::Deadline { .. })))
+    }
+
     pub fn wanted(&self, comm: &str) -> Option<Wanted> {
         for (i, (re, r)) in self.rules.iter().enumerate() {
             if re.is_match(comm) {
@@ -65,6 +100,60 @@ pub fn enforce(tid: i32, w: &Wanted) -> Result<bool> {
         }
     }
     Ok(changed)
+}
+
+/// Every thread of the processes in a workload's cgroup (`cgroup.procs` of `dir`), with its name.
+pub fn workload_threads(dir: &std::path::Path) -> Vec<(i32, i32, String)> {
+    let mut out = Vec::new();
+    for pid in crate::cgroup::workload_pids(dir) {
+        for tid in sched::threads_of(pid) {
+            if let Some(comm) = sched::comm_of(pid, tid) {
+                out.push((pid, tid, comm));
+            }
+        }
+    }
+    out
+}
+
+/// The runtime a thread's SCHED_DEADLINE policy holds now, 0 for any other policy (or a gone thread).
+fn current_runtime(tid: i32) -> u64 {
+    match sched::get_attr(tid) {
+        Ok(SchedAttr::Deadline { runtime_ns, .. }) => runtime_ns,
+        _ => 0,
+    }
+}
+
+/// Whether applying `w` to `tid` gives back (or keeps) deadline bandwidth rather than taking more.
+pub fn shrinks(tid: i32, w: &Wanted) -> bool {
+    match w.policy {
+        Some(SchedAttr::Deadline { runtime_ns, .. }) => runtime_ns <= current_runtime(tid),
+        _ => true,
+    }
+}
+
+/// Orders assignments so that every change that gives back deadline bandwidth comes before any that
+/// takes more: the kernel admits each `sched_setattr` against what is in force at that moment, so a
+/// newcomer is admitted only after the others have shrunk to their new share.
+pub fn shrink_first(assignments: Vec<(i32, Wanted)>) -> Vec<(i32, Wanted)> {
+    let (mut first, rest): (Vec<_>, Vec<_>) = assignments.into_iter().partition(|(tid, w)| shrinks(*tid, w));
+    first.extend(rest);
+    first
+}
+
+/// Applies every assignment (not journaled: the agent's path), shrinking first. Returns how many
+/// threads changed and the errors per thread (an exited thread is not an error).
+pub fn enforce_all(assignments: Vec<(i32, Wanted)>) -> (usize, Vec<(i32, HostError)>) {
+    let mut changed = 0;
+    let mut errors = Vec::new();
+    for (tid, w) in shrink_first(assignments) {
+        match enforce(tid, &w) {
+            Ok(true) => changed += 1,
+            Ok(false) => {}
+            Err(HostError::Sched { source, .. }) if source.raw_os_error() == Some(libc::ESRCH) => {}
+            Err(e) => errors.push((tid, e)),
+        }
+    }
+    (changed, errors)
 }
 
 /// Does the thread match what was wanted? (status: drift detection)
@@ -107,6 +196,30 @@ mod tests {
         let other = rules.wanted("TASK_GTPV1_U").unwrap();
         assert_eq!((other.policy, other.cpus.unwrap().to_string()), (None, "4-7".to_string()));
         assert!(CompiledRules::new(&[rule("(", None)], None).is_err());
+    }
+
+    #[test]
+    fn a_deadline_rule_splits_its_budget_over_the_threads_it_matches() {
+        let dl = SchedAttr::Deadline { runtime_ns: 20_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000, reclaim: false };
+        let rules = CompiledRules::new(&[rule("^tx$", Some(SchedAttr::Fifo { priority: 9 })), rule(".*", Some(dl))], None).unwrap();
+        let threads: Vec<(i32, String)> =
+            [(1, "sh"), (2, "worker"), (3, "tx"), (4, "worker"), (5, "worker")].iter().map(|&(t, c)| (t, c.to_string())).collect();
+        let a = rules.assign(&threads);
+        assert_eq!(a.len(), 5);
+        let runtimes: Vec<u64> = a
+            .iter()
+            .filter_map(|(_, w)| match w.policy {
+                Some(SchedAttr::Deadline { runtime_ns, .. }) => Some(runtime_ns),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(runtimes, vec![5_000_000; 4], "four threads share the rule's 20 ms");
+        assert_eq!(a.iter().find(|(t, _)| *t == 3).unwrap().1.policy, Some(SchedAttr::Fifo { priority: 9 }));
+        // One thread alone gets the whole budget; 3 threads never get more than it in total.
+        assert_eq!(rules.assign(&threads[..1])[0].1.policy, Some(dl));
+        let three = rules.assign(&threads[..2].iter().chain(&threads[3..4]).cloned().collect::<Vec<_>>());
+        let sum: u64 = three.iter().filter_map(|(_, w)| match w.policy { Some(SchedAttr::Deadline { runtime_ns, .. }) => Some(runtime_ns), _ => None }).sum();
+        assert!(sum <= 20_000_000 && sum > 19_999_990, "{sum}");
     }
 
     #[test]

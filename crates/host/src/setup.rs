@@ -39,6 +39,10 @@ pub struct WorkloadSetup {
     /// interfaces enforce; `Reservation::whole_micros`).
     #[serde(default, with = "reservation_us")]
     pub reservation: Option<Reservation>,
+    /// SCHED_DEADLINE threads of the reservation may reclaim bandwidth nobody uses
+    /// (SCHED_FLAG_RECLAIM, GRUB); their guarantee stays the reservation.
+    #[serde(default)]
+    pub reclaim: bool,
     /// Best-effort controls.
     pub cfs: Option<Cfs>,
     /// Memory limit in bytes (v1 memory.limit_in_bytes, v2 memory.max).

@@ -114,7 +114,7 @@ pub fn status(dir: &StateDir) -> Result<Status> {
                 expected: "cgroup exists".into(),
                 actual: "(missing)".into(),
             }),
-            Change::Launched { proc, what } if !proc.alive() => st.drift.push(Drift {
+            Change::Launched { proc, what, .. } if !proc.alive() => st.drift.push(Drift {
                 what: format!("launched {what}"),
                 expected: format!("pid {} running", proc.pid),
                 actual: "exited".into(),
@@ -140,10 +140,14 @@ pub fn status(dir: &StateDir) -> Result<Status> {
             let rules = CompiledRules::new(&w.rules, wide).ok();
             let pids = crate::cgroup::workload_pids(&w.group.cpuset);
             let mut threads = Vec::new();
-            for &pid in &pids {
-                for tid in sched::threads_of(pid) {
-                    let Some(comm) = sched::comm_of(pid, tid) else { continue };
-                    let wanted = rules.as_ref().and_then(|r| r.wanted(&comm));
+            let all = crate::rules::workload_threads(&w.group.cpuset);
+            let names: Vec<(i32, String)> = all.iter().map(|(_, tid, comm)| (*tid, comm.clone())).collect();
+            // What each thread should hold, with SCHED_DEADLINE budgets split over the threads a rule
+            // matches now (as apply and the agent split them).
+            let assigned = rules.as_ref().map(|r| r.assign(&names)).unwrap_or_default();
+            {
+                for (pid, tid, comm) in all {
+                    let wanted = assigned.iter().find(|(t, _)| *t == tid).map(|(_, w)| w.clone());
                     if let Some(want) = &wanted {
                         if let Err(why) = crate::rules::conforms(tid, want) {
                             st.drift.push(Drift {

@@ -132,17 +132,41 @@ impl<'a> Txn<'a> {
         self.log(change)
     }
 
-    /// Undoes this run's changes, newest first; returns what could not be undone.
+    /// Undoes this run's changes, newest first; returns what could not be undone. Launched workloads
+    /// get the default grace period to shut down.
     pub fn rollback(self) -> Vec<String> {
-        let errors = undo_all(&mut self.state.changes, self.start);
+        let errors = undo_all(&mut self.state.changes, self.start, &mut Undo::default());
         let _ = self.dir.save(self.state);
         errors
     }
 }
 
+/// How long a launched workload gets between SIGTERM and SIGKILL unless the caller says otherwise
+/// (docker stop's 10 s is tuned for databases; a vBS stack's threads exit within a TTI or two).
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+/// After SIGKILL a process must be gone within this; longer means it is stuck in the kernel.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// How undo stops launched processes, and what it counted doing so.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Undo {
+    /// SIGTERM → SIGKILL delay for launched workloads.
+    pub grace: Duration,
+    /// Processes that exited on SIGTERM within the grace period.
+    pub terminated: usize,
+    /// Processes that needed SIGKILL.
+    pub killed: usize,
+}
+
+impl Default for Undo {
+    fn default() -> Undo {
+        Undo { grace: DEFAULT_GRACE, terminated: 0, killed: 0 }
+    }
+}
+
 /// Undoes `changes[from..]` newest first, truncating the journal as it goes; errors are collected
 /// (the failed entries stay journaled so a later `reset` can retry them).
-pub fn undo_all(changes: &mut Vec<Change>, from: usize) -> Vec<String> {
+pub fn undo_all(changes: &mut Vec<Change>, from: usize, ctx: &mut Undo) -> Vec<String> {
     let mut errors = Vec::new();
     let mut failed = Vec::new();
     while changes.len() > from {
@@ -153,7 +177,7 @@ pub fn undo_all(changes: &mut Vec<Change>, from: usize) -> Vec<String> {
                 continue;
             }
         }
-        if let Err(e) = undo(&change) {
+        if let Err(e) = undo(&change, ctx) {
             errors.push(format!("{}: {e}", change.describe()));
             failed.push(change);
         }
@@ -189,7 +213,7 @@ fn ignore_gone(r: Result<()>) -> Result<()> {
     }
 }
 
-pub fn undo(change: &Change) -> Result<()> {
+pub fn undo(change: &Change, ctx: &mut Undo) -> Result<()> {
     match change {
         Change::Wrote { path, old, .. } => {
             if old.is_empty() && path.file_name().is_some_and(|n| n.to_string_lossy().ends_with("_cpus")) {
@@ -242,11 +266,26 @@ pub fn undo(change: &Change) -> Result<()> {
             }
             _ => Ok(()),
         },
-        Change::Launched { proc, .. } | Change::Agent { proc } => {
-            kill_and_wait(*proc, matches!(change, Change::Launched { .. }));
-            Ok(())
+        Change::Launched { proc, what, procs_files } => {
+            // Processes still in the workload's cgroups that are younger than the launch are its
+            // children, also those that started a session of their own.
+            let others: Vec<ProcRef> = procs_files
+                .iter()
+                .flat_map(|f| crate::cgroup::read_pids(f))
+                .filter_map(ProcRef::of)
+                .filter(|p| p.start >= proc.start)
+                .collect();
+            let r = rtslice_sys::proc_ref::stop_gracefully(&[*proc], &others, ctx.grace, KILL_WAIT);
+            ctx.terminated += r.terminated;
+            ctx.killed += r.killed;
+            survivors(what, &r.left)
         }
-        Change::Container { id, runc_root, runc } => crate::oci::runc_delete(runc, runc_root, id),
+        Change::Agent { proc } => {
+            // The agent ends on SIGTERM after writing its statistics.
+            let r = rtslice_sys::proc_ref::stop_gracefully(&[], &[*proc], ctx.grace, KILL_WAIT);
+            survivors("the agent", &r.left)
+        }
+        Change::Container { id, runc_root, runc } => crate::oci::runc_stop(runc, runc_root, id, ctx.grace),
     }
 }
 
@@ -266,10 +305,17 @@ fn undo_subtree_control(path: &Path, old: &str) -> Result<()> {
     ignore_gone(fsio::write(path, &off.join(" ")))
 }
 
-/// Kills a process (and, for launched workloads, its process group: they run in their own session),
-/// then waits until it is gone.
-pub fn kill_and_wait(proc: ProcRef, group: bool) {
-    proc.kill_and_wait(group, Duration::from_secs(5));
+fn survivors(what: &str, left: &[ProcRef]) -> Result<()> {
+    if left.is_empty() {
+        return Ok(());
+    }
+    let pids: Vec<String> = left.iter().map(|p| p.pid.to_string()).collect();
+    Err(HostError::other(format!(
+        "{what}: process(es) {} still exist {} s after SIGKILL (stuck in the kernel: see /proc/PID/stack and \
+         /proc/PID/wchan); run `rtslice reset` again once they are gone",
+        pids.join(", "),
+        KILL_WAIT.as_secs()
+    )))
 }
 
 /// Removes a cgroup: leftover tasks go to `evacuate_to` (the hierarchy's root cgroup.procs), then

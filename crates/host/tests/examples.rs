@@ -72,7 +72,7 @@ fn host_smoke_example_applies_with_each_mechanism_and_resets() {
         match mech {
             Mechanism::Deadline => assert_eq!(
                 sched::get_attr(pid).unwrap(),
-                SchedAttr::Deadline { runtime_ns: 20_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000 }
+                SchedAttr::Deadline { runtime_ns: 20_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000, reclaim: false }
             ),
             _ => {
                 assert_eq!(sched::get_attr(pid).unwrap(), SchedAttr::Fifo { priority: 10 });
@@ -195,14 +195,7 @@ fn every_shipped_example_that_fits_applies_resets_and_rolls_back_at_every_step()
     let online = rtslice_host::doctor::online_cpus();
     let isolated = boot_isolated();
     let facts = NodeFacts { online: online.iter().collect(), isolcpus: isolated.clone() };
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().to_string())
-        .filter(|n| n.ends_with(".yaml"))
-        .collect();
-    names.sort();
+    let names = shipped_examples();
     let (mut applied_names, mut skipped, mut failed) = (Vec::new(), Vec::new(), Vec::<String>::new());
     for name in &names {
         let mut spec = example(name);
@@ -282,4 +275,101 @@ fn every_shipped_example_that_fits_applies_resets_and_rolls_back_at_every_step()
         let missing: Vec<_> = study_a.iter().filter(|n| !applied_names.contains(n)).collect();
         assert!(missing.is_empty(), "on 8 CPUs with isolcpus=4-7 every study A layout applies; not: {missing:?}\n{skipped:#?}");
     }
+}
+
+/// The shipped example files (top level of examples/).
+fn shipped_examples() -> Vec<String> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut v: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".yaml"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// plan == apply on this host: for every shipped example that fits here, under each mechanism the
+/// host has, the kernel parameters `rtslice plan` prints (Plan::kernel) are what apply wrote — read
+/// back from the cgroup files and with sched_getattr for every thread of every workload.
+#[test]
+fn plan_prints_exactly_what_apply_writes_for_every_example_that_fits() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let host = rtslice_host::HostFacts::detect().unwrap();
+    let mut compared = 0;
+    for name in shipped_examples() {
+        let spec = example(&name);
+        for mech in [Mechanism::Deadline, Mechanism::RtGroup] {
+            if !host.available.contains(&mech) {
+                continue;
+            }
+            let plan = rtslice_plan::plan_for_kernel(&spec, &facts(), &host.kernel_facts(), Some(mech));
+            if !plan.rejected.is_empty() {
+                eprintln!("SKIPPED {name} under {mech}: does not fit this host ({})", plan.rejected[0].reason);
+                continue;
+            }
+            let k = plan.kernel.clone().unwrap();
+            let before = snapshot();
+            let dir = tempfile::tempdir().unwrap();
+            let opts = ApplyOptions { mechanism: None, ..ApplyOptions::with_state_dir(dir.path()) };
+            let applied = apply(&plan, OciDefaults::default(), &opts).unwrap_or_else(|e| panic!("{name} {mech}: plan admitted it, apply refused: {e}"));
+            let _cleanup = ResetOnDrop::new(dir.path());
+            assert_eq!(applied.mechanism, k.mechanism, "{name}: apply used the plan's mechanism");
+            if let Some(us) = k.parent_runtime_us {
+                assert_eq!(read("/sys/fs/cgroup/cpu/rtslice/cpu.rt_runtime_us"), us.to_string(), "{name} parent budget");
+            }
+            for (kw, rec) in k.workloads.iter().zip(&applied.workloads) {
+                assert_eq!(kw.name, rec.name);
+                let cs = format!("/sys/fs/cgroup/cpuset/rtslice/{}", kw.name);
+                assert_eq!(read(format!("{cs}/cpuset.cpu_exclusive")) == "1", kw.partition, "{name} {}: partition", kw.name);
+                if let Some(b) = kw.group_budget {
+                    let cg = format!("/sys/fs/cgroup/cpu/rtslice/{}", kw.name);
+                    assert_eq!(read(format!("{cg}/cpu.rt_runtime_us")), b.runtime_us.to_string(), "{name} {}", kw.name);
+                    assert_eq!(read(format!("{cg}/cpu.rt_period_us")), b.period_us.to_string(), "{name} {}", kw.name);
+                }
+                // Every thread: the first matching rule's parameters, a shared DEADLINE runtime split
+                // over the threads the rule matches.
+                let patterns: Vec<regex::Regex> = kw.threads.iter().map(|t| regex::Regex::new(&t.pattern).unwrap()).collect();
+                let mut threads = Vec::new();
+                for pid in rtslice_host::workload_pids(&rec.group.cpuset) {
+                    for tid in sched::threads_of(pid) {
+                        let comm = sched::comm_of(pid, tid).unwrap_or_default();
+                        if let Some(i) = patterns.iter().position(|re| re.is_match(&comm)) {
+                            threads.push((tid, i));
+                        }
+                    }
+                }
+                for &(tid, i) in &threads {
+                    let t = &kw.threads[i];
+                    let n = threads.iter().filter(|(_, j)| *j == i).count() as u64;
+                    let want = match t.sched {
+                        rtslice_plan::ThreadSched::Deadline { runtime, deadline, period } => SchedAttr::Deadline {
+                            runtime_ns: runtime.as_nanos() as u64 / if t.shared { n } else { 1 },
+                            deadline_ns: deadline.as_nanos() as u64,
+                            period_ns: period.as_nanos() as u64,
+                            reclaim: t.flags.iter().any(|f| f == "reclaim"),
+                        },
+                        rtslice_plan::ThreadSched::Fifo { priority } => SchedAttr::Fifo { priority },
+                        rtslice_plan::ThreadSched::Rr { priority } => SchedAttr::Rr { priority },
+                        rtslice_plan::ThreadSched::Other { nice } => SchedAttr::Other { nice },
+                        rtslice_plan::ThreadSched::Batch { nice } => SchedAttr::Batch { nice },
+                        rtslice_plan::ThreadSched::Idle => SchedAttr::Idle,
+                    };
+                    assert_eq!(sched::get_attr(tid).unwrap(), want, "{name} {} thread {tid} /{}/", kw.name, t.pattern);
+                    let flags = rtslice_sys::sched::get_flags(tid).unwrap();
+                    let reset_on_fork = flags & rtslice_sys::sched::SCHED_FLAG_RESET_ON_FORK != 0;
+                    assert_eq!(reset_on_fork, t.flags.iter().any(|f| f == "reset_on_fork"), "{name} {} thread {tid} flags {flags:#x}", kw.name);
+                    compared += 1;
+                }
+            }
+            let st = status(&StateDir::new(dir.path())).unwrap();
+            assert!(st.drift.is_empty(), "{name} {mech}: {:?}", st.drift);
+            drop(_cleanup);
+            assert_same(&before, &snapshot());
+            eprintln!("MEASURED: {name} under {mech}: plan's kernel parameters = what apply wrote");
+        }
+    }
+    assert!(compared > 0, "at least one example fits this host and has ruled threads");
 }

@@ -196,7 +196,7 @@ fn deadline_thread_pinned_through_a_partition_runs_and_is_admitted() {
     }
     assert_eq!(
         sched::get_attr(pid).unwrap(),
-        SchedAttr::Deadline { runtime_ns: 20_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000 }
+        SchedAttr::Deadline { runtime_ns: 20_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000, reclaim: false }
     );
     assert_eq!(sched::get_affinity(pid).unwrap(), cpus("1"));
     let share = measure_share(pid, Duration::from_millis(1500));
@@ -292,7 +292,7 @@ fn a_real_kernel_refusal_mid_apply_rolls_back() {
             partition: true,
             threads: vec![ThreadRule {
                 name: "^sleep$".into(),
-                policy: Some(SchedAttr::Deadline { runtime_ns: 99_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000 }),
+                policy: Some(SchedAttr::Deadline { runtime_ns: 99_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000, reclaim: false }),
                 cpus: None,
                 budget_share: None,
             }],
@@ -462,7 +462,7 @@ fn deadline_cfs_and_memory_knobs_of_the_driven_backend_are_set_and_reset_restore
     // The FIFO rule became SCHED_DEADLINE with the workload's whole budget (300 ms per second).
     assert_eq!(
         sched::get_attr(rt_pid).unwrap(),
-        SchedAttr::Deadline { runtime_ns: 300_000_000, deadline_ns: 1_000_000_000, period_ns: 1_000_000_000 }
+        SchedAttr::Deadline { runtime_ns: 300_000_000, deadline_ns: 1_000_000_000, period_ns: 1_000_000_000, reclaim: false }
     );
     assert_eq!(sched::get_affinity(rt_pid).unwrap(), cpus("1"));
     assert_eq!(cgroup_of(rt_pid), format!("/{}/{rt}", parent_name()));

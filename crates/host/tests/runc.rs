@@ -102,7 +102,7 @@ fn runc_container_in_a_deadline_partition_is_throttled_to_its_budget() {
     assert_eq!(read(group(&name).cpuset.join(&id).join("cpuset.cpus")), "1");
     assert_eq!(
         sched::get_attr(pid).unwrap(),
-        SchedAttr::Deadline { runtime_ns: 30_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000 }
+        SchedAttr::Deadline { runtime_ns: 30_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000, reclaim: false }
     );
     assert_ne!(std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap(), std::fs::read_link("/proc/self/ns/net").unwrap());
     let share = measure_share(pid, Duration::from_secs(2));

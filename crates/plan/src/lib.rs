@@ -9,12 +9,14 @@
 //! explains the algorithms and the JSON schema.
 
 mod defrag;
+pub mod kernel;
 mod types;
 
 use std::time::Duration;
 
 use rtslice_spec::{format_cpu_list, Demand, NodeCpus, SchedPolicy, Slots, Spec, Workload};
 
+pub use kernel::{plan_for_kernel, KernelFacts, KernelPlan, Mechanism};
 pub use types::*;
 
 /// Bandwidth in fixed point (parts per billion of one CPU): exact sums, exact comparisons, and so
@@ -283,6 +285,7 @@ impl Planner {
             workloads: self.results.iter().filter_map(|r| r.as_ref().ok().cloned()).collect(),
             rejected: self.results.iter().filter_map(|r| r.as_ref().err().cloned()).collect(),
             warnings: self.warnings.clone(),
+            kernel: None,
         }
     }
 }
@@ -722,5 +725,6 @@ fn resolve(
         threads,
         irqs,
         net,
+        reclaim: matches!(&w.demand, Some(Demand::Reservation(r)) if r.reclaim),
     })
 }

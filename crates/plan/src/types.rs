@@ -37,6 +37,10 @@ pub struct Plan {
     /// Things that do not block admission but deserve attention (e.g. listed CPUs that are not online).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The kernel parameters apply will write (`plan_for_kernel`; absent from `plan`, which does not
+    /// know the host's mechanism).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<crate::KernelPlan>,
 }
 
 /// The node as planned: its CPUs and what each carries.
@@ -98,6 +102,9 @@ pub struct WorkloadPlan {
     pub irqs: Vec<IrqPin>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub net: Vec<NetPin>,
+    /// The reservation's SCHED_DEADLINE threads may reclaim unused bandwidth (SCHED_FLAG_RECLAIM).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reclaim: bool,
 }
 
 impl WorkloadPlan {

@@ -672,7 +672,7 @@ fn demand(cx: &mut Reader, n: &yaml::Node, path: &str, known: &Known) -> Option<
     let v = f.get(kind).unwrap();
     match kind {
         "reservation" => {
-            let r = cx.fields(v, &p, &["runtime", "period", "count", "cpus"])?;
+            let r = cx.fields(v, &p, &["runtime", "period", "count", "cpus", "reclaim"])?;
             let period = r.optional(cx, "period", |cx, x, p| cx.period(x, p));
             let runtime = match r.get("runtime") {
                 Some(x) => {
@@ -691,7 +691,8 @@ fn demand(cx: &mut Reader, n: &yaml::Node, path: &str, known: &Known) -> Option<
             if r.has("period") && period.is_none() || !ok {
                 return None;
             }
-            Some(Demand::Reservation(Reservation { runtime: runtime?, period, count, cpus }))
+            let reclaim = r.get("reclaim").and_then(|x| cx.boolean(x, &join(&p, "reclaim"))).unwrap_or(false);
+            Some(Demand::Reservation(Reservation { runtime: runtime?, period, count, cpus, reclaim }))
         }
         "dedicated" => {
             let d = cx.fields(v, &p, &["count", "cpus"])?;

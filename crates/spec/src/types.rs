@@ -267,6 +267,10 @@ pub struct Reservation {
     /// Exactly these CPUs instead of letting the planner choose.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_cpus::option")]
     pub cpus: Option<Vec<u32>>,
+    /// Under SCHED_DEADLINE, let the workload's threads use bandwidth nobody else uses
+    /// (SCHED_FLAG_RECLAIM, GRUB): the guarantee stays runtime/period. docs/spec.md.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reclaim: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -448,6 +452,7 @@ impl Spec {
                 period: w.hints.period.or(f.period),
                 count: Some(vcpus),
                 cpus: None,
+                reclaim: false,
             })),
             None => Some(Demand::BestEffort(BestEffort { weight: None, cap: Some(vcpus as f64), cpus: None })),
         }
@@ -488,11 +493,11 @@ impl Workload {
 impl Demand {
     /// `runtime` every `period` on each of `count` CPUs the planner chooses.
     pub fn reservation(runtime: Duration, period: Duration, count: u32) -> Demand {
-        Demand::Reservation(Reservation { runtime, period: Some(period), count: Some(count), cpus: None })
+        Demand::Reservation(Reservation { runtime, period: Some(period), count: Some(count), cpus: None, reclaim: false })
     }
     /// `runtime` every `period` on exactly these CPUs.
     pub fn reservation_on(runtime: Duration, period: Duration, cpus: Vec<u32>) -> Demand {
-        Demand::Reservation(Reservation { runtime, period: Some(period), count: None, cpus: Some(cpus) })
+        Demand::Reservation(Reservation { runtime, period: Some(period), count: None, cpus: Some(cpus), reclaim: false })
     }
     /// These whole CPUs, exclusively.
     pub fn dedicated(cpus: Vec<u32>) -> Demand {

@@ -84,6 +84,102 @@ impl ProcRef {
     }
 }
 
+/// What [`stop_gracefully`] did: how many processes left on SIGTERM within the grace period, how
+/// many needed SIGKILL, and which (if any) still exist after that (stuck in the kernel, e.g. in
+/// uninterruptible sleep on a dead NFS server).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StopReport {
+    pub terminated: usize,
+    pub killed: usize,
+    pub left: Vec<ProcRef>,
+}
+
+/// Every live process of the session `leader` leads (rtslice launches workloads as session leaders,
+/// so this is everything they started that did not start a session of its own), and of its process
+/// group, leader included. Processes started before the leader are not its descendants: a reused
+/// session id is never matched.
+pub fn session_members(leader: &ProcRef) -> Vec<ProcRef> {
+    let mut out = Vec::new();
+    let Ok(all) = procfs::process::all_processes() else { return out };
+    for p in all.flatten() {
+        let Ok(s) = p.stat() else { continue };
+        if (s.session == leader.pid || s.pgrp == leader.pid) && s.starttime >= leader.start && s.state != 'Z' {
+            out.push(ProcRef { pid: s.pid, start: s.starttime });
+        }
+    }
+    out
+}
+
+/// Stops processes the way a service manager does: SIGTERM to every session led by one of `leaders`
+/// (their whole process groups and sessions) and to every process of `others`, up to `grace` for them
+/// to shut down, then SIGKILL to whatever is left, and waits up to `kill_wait` until every one of them
+/// is gone (zombie children of this process are reaped). Processes that appear meanwhile in a
+/// leader's session (a shutdown hook that forks) are waited for too. Only identities still alive are
+/// signalled, so reused PIDs are never hit.
+pub fn stop_gracefully(leaders: &[ProcRef], others: &[ProcRef], grace: Duration, kill_wait: Duration) -> StopReport {
+    let members = || {
+        let mut v: Vec<ProcRef> = leaders.iter().flat_map(session_members).chain(others.iter().copied()).collect();
+        v.extend(leaders.iter().copied());
+        v.sort_unstable_by_key(|p| (p.pid, p.start));
+        v.dedup();
+        v.retain(|p| {
+            p.reap();
+            p.alive()
+        });
+        v
+    };
+    let signal = |procs: &[ProcRef], sig: Signal| {
+        for l in leaders.iter().filter(|l| l.alive()) {
+            if let Some(pid) = l.pid_arg() {
+                // ESRCH (the group is already empty) is the outcome wanted.
+                let _ = rustix::process::kill_process_group(pid, sig);
+            }
+        }
+        for p in procs.iter().filter(|p| p.alive()) {
+            if let Some(pid) = p.pid_arg() {
+                let _ = rustix::process::kill_process(pid, sig);
+            }
+        }
+    };
+    let mut report = StopReport::default();
+    let mut seen: Vec<ProcRef> = members();
+    if seen.is_empty() {
+        return report;
+    }
+    signal(&seen, Signal::TERM);
+    let deadline = Instant::now() + grace;
+    let mut alive = seen.clone();
+    while !alive.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        let now = members();
+        // A process forked during shutdown (a shutdown hook) is part of it: it is waited for, not
+        // signalled, as systemd does.
+        seen.extend(now.iter().filter(|p| !seen.contains(p)).copied().collect::<Vec<_>>());
+        alive = now;
+    }
+    report.terminated = seen.len() - alive.len();
+    if alive.is_empty() {
+        return report;
+    }
+    report.killed = alive.len();
+    signal(&alive, Signal::KILL);
+    let deadline = Instant::now() + kill_wait;
+    loop {
+        let now = members();
+        let new: Vec<ProcRef> = now.iter().filter(|p| !seen.contains(p)).copied().collect();
+        if !new.is_empty() {
+            report.killed += new.len();
+            signal(&new, Signal::KILL);
+            seen.extend(new);
+        }
+        if now.is_empty() || Instant::now() >= deadline {
+            report.left = now;
+            return report;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 fn stat(pid: i32) -> Option<procfs::process::Stat> {
     if pid <= 0 {
         return None;
@@ -104,6 +200,12 @@ pub fn threads(pid: i32) -> Vec<i32> {
 /// A thread's name (/proc/PID/task/TID/comm), without the newline; `None` when it is gone.
 pub fn thread_comm(pid: i32, tid: i32) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok().map(|s| s.trim_end().to_string())
+}
+
+/// The CPU a thread last ran on (field `processor` of /proc/TID/stat); `None` when it is gone. A
+/// sleeping thread keeps this CPU until it wakes up, even when its affinity no longer allows it.
+pub fn last_cpu(tid: i32) -> Option<u32> {
+    stat(tid).and_then(|s| s.processor).map(|c| c as u32)
 }
 
 /// A process's name (/proc/PID/comm), without the newline; `None` when it is gone.
@@ -227,5 +329,60 @@ mod tests {
         let mut bad = Command::new("true");
         let e = spawn_in_session(&mut bad, &[dir.join("missing/procs")]).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+    }
+
+    fn spawn_sh(script: &str) -> (Child, ProcRef) {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", script]);
+        spawn_in_session(&mut cmd, &[]).unwrap()
+    }
+
+    /// Waits until the session has `n` live members and its `sleep` runs: a signal that reached a
+    /// forked shell before it reset its traps and exec'd would be lost, and the test would measure
+    /// that race instead of the stop.
+    fn wait_members(leader: &ProcRef, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let ready = || {
+            let m = session_members(leader);
+            m.len() >= n && m.iter().any(|p| comm(p.pid).as_deref() == Some("sleep"))
+        };
+        while !ready() {
+            assert!(Instant::now() < deadline, "session never reached {n} members");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_workload_that_traps_sigterm_gets_its_grace_period() {
+        // The shell traps TERM, lets its child finish a 1 s shutdown, then exits: no SIGKILL needed.
+        let (mut child, me) =
+            spawn_sh("trap 'sleep 1; exit 0' TERM; sleep 60 & while :; do wait; done");
+        wait_members(&me, 2);
+        let members = session_members(&me);
+        let started = Instant::now();
+        let r = stop_gracefully(&[me], &[], Duration::from_secs(5), Duration::from_secs(5));
+        let took = started.elapsed();
+        assert!(r.left.is_empty(), "{r:?}");
+        assert_eq!(r.killed, 0, "everything left on SIGTERM: {r:?}");
+        assert!(r.terminated >= 2, "{r:?}");
+        assert!(took >= Duration::from_millis(900) && took < Duration::from_secs(4), "it took {took:?}");
+        assert!(members.iter().all(|p| !p.alive()), "every member is gone when it returns");
+        let _ = child.wait();
+    }
+
+    #[test]
+    fn a_workload_that_ignores_sigterm_is_killed_after_the_grace_period() {
+        let (mut child, me) = spawn_sh("trap '' TERM; sh -c \"trap '' TERM; sleep 60\" & while :; do wait; done");
+        wait_members(&me, 3);
+        let members = session_members(&me);
+        let started = Instant::now();
+        let r = stop_gracefully(&[me], &[], Duration::from_millis(500), Duration::from_secs(5));
+        let took = started.elapsed();
+        assert!(r.left.is_empty(), "{r:?}");
+        assert!(r.killed >= 2, "the shells ignored SIGTERM and needed SIGKILL: {r:?}");
+        assert!(took >= Duration::from_millis(500), "the grace period was given: {took:?}");
+        assert!(members.iter().all(|p| !p.alive()), "every member is gone when it returns");
+        let _ = child.wait();
+        assert_eq!(stop_gracefully(&[me], &[], Duration::from_secs(1), Duration::from_secs(1)), StopReport::default());
     }
 }

@@ -16,7 +16,10 @@ const SCHED_BATCH: u32 = 3;
 const SCHED_IDLE: u32 = 5;
 const SCHED_DEADLINE: u32 = 6;
 /// Deadline threads cannot fork; resetting on fork gives children SCHED_OTHER instead of failing.
-const SCHED_FLAG_RESET_ON_FORK: u64 = 0x01;
+pub const SCHED_FLAG_RESET_ON_FORK: u64 = 0x01;
+/// GRUB: a deadline thread may use bandwidth other deadline threads leave unused (its guarantee
+/// stays runtime/period).
+pub const SCHED_FLAG_RECLAIM: u64 = 0x02;
 
 /// The kernel's `struct sched_attr` (include/uapi/linux/sched/types.h), first version.
 #[repr(C)]
@@ -42,7 +45,14 @@ pub enum SchedAttr {
     Idle,
     Fifo { priority: u32 },
     Rr { priority: u32 },
-    Deadline { runtime_ns: u64, deadline_ns: u64, period_ns: u64 },
+    Deadline {
+        runtime_ns: u64,
+        deadline_ns: u64,
+        period_ns: u64,
+        /// SCHED_FLAG_RECLAIM (GRUB): may run beyond its runtime on bandwidth nobody uses.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        reclaim: bool,
+    },
 }
 
 impl SchedAttr {
@@ -70,7 +80,7 @@ impl SchedAttr {
             SchedAttr::Fifo { priority } | SchedAttr::Rr { priority } if !(1..=99).contains(&priority) => {
                 Err(format!("RT priority {priority} outside 1..99"))
             }
-            SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns } => {
+            SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns, .. } => {
                 // The kernel's floor is 1024 ns (DL_SCALE); below it sched_setattr says EINVAL.
                 if runtime_ns < 1024 || runtime_ns > deadline_ns || deadline_ns > period_ns {
                     Err(format!(
@@ -104,9 +114,9 @@ impl SchedAttr {
                 a.sched_policy = SCHED_RR;
                 a.sched_priority = priority;
             }
-            SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns } => {
+            SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns, reclaim } => {
                 a.sched_policy = SCHED_DEADLINE;
-                a.sched_flags = SCHED_FLAG_RESET_ON_FORK;
+                a.sched_flags = SCHED_FLAG_RESET_ON_FORK | if reclaim { SCHED_FLAG_RECLAIM } else { 0 };
                 a.sched_runtime = runtime_ns;
                 a.sched_deadline = deadline_ns;
                 a.sched_period = period_ns;
@@ -125,6 +135,7 @@ impl SchedAttr {
                 runtime_ns: a.sched_runtime,
                 deadline_ns: a.sched_deadline,
                 period_ns: a.sched_period,
+                reclaim: a.sched_flags & SCHED_FLAG_RECLAIM != 0,
             },
             _ => SchedAttr::Other { nice: a.sched_nice },
         }
@@ -137,8 +148,8 @@ impl std::fmt::Display for SchedAttr {
             SchedAttr::Other { nice } | SchedAttr::Batch { nice } => write!(f, "{} nice {nice}", self.name()),
             SchedAttr::Idle => write!(f, "SCHED_IDLE"),
             SchedAttr::Fifo { priority } | SchedAttr::Rr { priority } => write!(f, "{} {priority}", self.name()),
-            SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns } => {
-                write!(f, "SCHED_DEADLINE {runtime_ns}/{deadline_ns}/{period_ns} ns")
+            SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns, reclaim } => {
+                write!(f, "SCHED_DEADLINE {runtime_ns}/{deadline_ns}/{period_ns} ns{}", if *reclaim { " reclaim" } else { "" })
             }
         }
     }
@@ -157,8 +168,17 @@ pub fn set_attr(tid: i32, attr: SchedAttr) -> io::Result<()> {
     Ok(())
 }
 
+/// A thread's `sched_flags` as the kernel reports them (e.g. [`SCHED_FLAG_RESET_ON_FORK`]).
+pub fn get_flags(tid: i32) -> io::Result<u64> {
+    get_kernel_attr(tid).map(|k| k.sched_flags)
+}
+
 /// A thread's policy (`sched_getattr`). `tid` 0 means the calling thread.
 pub fn get_attr(tid: i32) -> io::Result<SchedAttr> {
+    get_kernel_attr(tid).map(|k| SchedAttr::from_kernel(&k))
+}
+
+fn get_kernel_attr(tid: i32) -> io::Result<KernelSchedAttr> {
     let mut k = KernelSchedAttr::default();
     // SAFETY: the kernel writes at most the size passed (that of `k`) into `k`, which lives across the call.
     let rc = unsafe {
@@ -173,7 +193,7 @@ pub fn get_attr(tid: i32) -> io::Result<SchedAttr> {
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(SchedAttr::from_kernel(&k))
+    Ok(k)
 }
 
 /// rustix takes `None` for "the calling thread" (tid 0 in the kernel's convention).
@@ -215,8 +235,8 @@ mod tests {
     fn validation_catches_what_the_kernel_refuses() {
         assert!(SchedAttr::Fifo { priority: 0 }.validate().is_err());
         assert!(SchedAttr::Fifo { priority: 50 }.validate().is_ok());
-        assert!(SchedAttr::Deadline { runtime_ns: 2_000, deadline_ns: 1_000, period_ns: 3_000 }.validate().is_err());
-        assert!(SchedAttr::Deadline { runtime_ns: 100_000, deadline_ns: 1_000_000, period_ns: 1_000_000 }
+        assert!(SchedAttr::Deadline { runtime_ns: 2_000, deadline_ns: 1_000, period_ns: 3_000, reclaim: false }.validate().is_err());
+        assert!(SchedAttr::Deadline { runtime_ns: 100_000, deadline_ns: 1_000_000, period_ns: 1_000_000, reclaim: false }
             .validate()
             .is_ok());
         assert!(SchedAttr::Other { nice: 25 }.validate().is_err());
@@ -231,7 +251,8 @@ mod tests {
             SchedAttr::Idle,
             SchedAttr::Fifo { priority: 10 },
             SchedAttr::Rr { priority: 99 },
-            SchedAttr::Deadline { runtime_ns: 10_000, deadline_ns: 20_000, period_ns: 30_000 },
+            SchedAttr::Deadline { runtime_ns: 10_000, deadline_ns: 20_000, period_ns: 30_000, reclaim: false },
+            SchedAttr::Deadline { runtime_ns: 10_000, deadline_ns: 20_000, period_ns: 30_000, reclaim: true },
         ] {
             assert_eq!(SchedAttr::from_kernel(&p.to_kernel()), p);
         }

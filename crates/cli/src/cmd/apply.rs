@@ -50,7 +50,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let facts = super::plan::host_facts(None, None)?;
-    let plan = rtslice_plan::plan(&spec, &facts);
+    // The plan `rtslice plan` prints on this host: its kernel limits and mechanism (plan == apply).
+    let plan = match rtslice_host::HostFacts::detect() {
+        Ok(host) => rtslice_plan::plan_for_kernel(&spec, &facts, &host.kernel_facts(), args.mechanism),
+        Err(_) => rtslice_plan::plan(&spec, &facts),
+    };
     for w in &plan.warnings {
         eprintln!("rtslice: warning: {w}");
     }

@@ -23,6 +23,11 @@ pub struct Args {
     /// Plan with these isolcpus instead of this host's (/sys/devices/system/cpu/isolated)
     #[arg(long, value_name = "CPULIST")]
     pub isolcpus: Option<String>,
+    /// Plan for this reservation mechanism (hcbs, deadline, rt_group, none) and print the kernel
+    /// parameters apply will write; default: the one apply would choose on this host (with this host's
+    /// kernel limits), unless --online/--isolcpus plan for another host
+    #[arg(long, value_name = "MECHANISM")]
+    pub mechanism: Option<rtslice_plan::Mechanism>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -49,7 +54,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_INVALID));
         }
     };
-    let plan = rtslice_plan::plan(&spec, &facts);
+    // On this host its kernel's limits and mechanisms apply; planning for another host (--online,
+    // --isolcpus) knows only the mechanism asked for.
+    let for_this_host = args.online.is_none() && args.isolcpus.is_none();
+    let kernel = if for_this_host { rtslice_host::HostFacts::detect().ok().map(|f| f.kernel_facts()) } else { None };
+    let plan = match (kernel, args.mechanism) {
+        (Some(k), m) => rtslice_plan::plan_for_kernel(&spec, &facts, &k, m),
+        (None, Some(m)) => rtslice_plan::plan_for_kernel(&spec, &facts, &Default::default(), Some(m)),
+        (None, None) => rtslice_plan::plan(&spec, &facts),
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&plan)?);
     } else {
@@ -198,6 +211,39 @@ pub fn render(plan: &Plan) -> String {
             let rps = q.rps_cpus.as_ref().map(|c| format!(" rps {}", format_cpu_list(c))).unwrap_or_default();
             let xps = q.xps_cpus.as_ref().map(|c| format!(" xps {}", format_cpu_list(c))).unwrap_or_default();
             let _ = writeln!(out, "      net /{}/ ->{rps}{xps}", q.interface);
+        }
+    }
+    if let Some(k) = &plan.kernel {
+        let _ = writeln!(out, "\nkernel parameters apply will write (mechanism {}: {}):", k.mechanism, k.mechanism.describe());
+        if let Some(us) = k.parent_runtime_us {
+            let _ = writeln!(out, "  rtslice parent group: RT budget {us} µs every 1000000 µs");
+        }
+        for w in &k.workloads {
+            let _ = writeln!(out, "  {}:{}", w.name, if w.partition { " exclusive cpuset partition" } else { "" });
+            if !w.budget.is_empty() {
+                let _ = writeln!(out, "      budget: {}", w.budget);
+            }
+            if let Some(b) = w.group_budget {
+                let _ = writeln!(out, "      group: cpu.rt_runtime_us={} cpu.rt_period_us={}", b.runtime_us, b.period_us);
+            }
+            for t in &w.threads {
+                let sched = match &t.sched {
+                    ThreadSched::Deadline { runtime, deadline, period } => format!(
+                        "SCHED_DEADLINE runtime {} ns, deadline {} ns, period {} ns",
+                        runtime.as_nanos(),
+                        deadline.as_nanos(),
+                        period.as_nanos()
+                    ),
+                    ThreadSched::Fifo { priority } => format!("SCHED_FIFO priority {priority}"),
+                    ThreadSched::Rr { priority } => format!("SCHED_RR priority {priority}"),
+                    ThreadSched::Other { nice } => format!("SCHED_OTHER nice {nice}"),
+                    ThreadSched::Batch { nice } => format!("SCHED_BATCH nice {nice}"),
+                    ThreadSched::Idle => "SCHED_IDLE".into(),
+                };
+                let flags = if t.flags.is_empty() { String::new() } else { format!(", flags {}", t.flags.join("|")) };
+                let shared = if t.shared { " (shared by the threads it matches: each gets runtime / n)" } else { "" };
+                let _ = writeln!(out, "      thread /{}/: {sched}{flags}{shared}", t.pattern);
+            }
         }
     }
     if !plan.rejected.is_empty() {

@@ -15,22 +15,36 @@ pub struct Args {
     /// Drop a state written before the last reboot without touching the kernel
     #[arg(long)]
     pub forget: bool,
+    /// Seconds launched workloads get to exit after SIGTERM before SIGKILL
+    #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
+    pub grace: f64,
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let grace = std::time::Duration::try_from_secs_f64(args.grace)
+        .map_err(|_| anyhow::anyhow!("--grace {}: give a number of seconds ≥ 0, e.g. --grace 5", args.grace))?;
     let report = rtslice_host::reset(
         &StateDir::new(&args.state_dir),
-        ResetOptions { keep_workloads: args.keep_workloads, forget_stale: args.forget },
+        ResetOptions { keep_workloads: args.keep_workloads, forget_stale: args.forget, grace },
     )?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else if report.nothing_applied {
         println!("nothing to reset ({} holds no applied state)", args.state_dir.display());
     } else {
+        // reset returns only when every launched process is gone, so this is true when printed.
+        let how = if report.stopped == 0 {
+            String::new()
+        } else {
+            format!(
+                " ({} process(es) exited on SIGTERM, {} needed SIGKILL after {} s; none is left)",
+                report.terminated, report.killed, args.grace
+            )
+        };
         println!(
-            "reset: {} changes undone, {} launched workload(s) stopped; the host is as before apply",
+            "reset: {} changes undone, {} launched workload(s) stopped{how}; the host is as before apply",
             report.undone, report.stopped
         );
     }

@@ -1,0 +1,130 @@
+//! One budget per workload, however many processes its rules match (issue 15): a workload that forks
+//! four CPU-bound workers under `reservation: 20ms / 100ms` with one `.*` FIFO rule uses at most its
+//! 20% of a CPU in total, every process is under the rule, and `status` shows no drift — under
+//! SCHED_DEADLINE (the budget split over the matched threads, re-split by the agent as the workers
+//! appear) and under an RT group (the group's budget is the one budget).
+//!
+//! The agent is this test binary re-executed in a helper role, as in late_threads.rs.
+
+use std::time::{Duration, Instant};
+
+use rtslice_host::sched::{self, SchedAttr};
+use rtslice_host::{
+    apply_setup, reset, status, AgentCommand, ApplyOptions, CpuList, Launch, Mechanism, ResetOptions, Reservation, Setup,
+    StateDir, ThreadRule, WorkloadSetup,
+};
+use rtslice_testkit::{root_or_skip, KernelLock};
+
+const ROLE: &str = "RTSLICE_ONE_BUDGET_ROLE";
+
+#[test]
+fn helper_agent_role() {
+    if std::env::var(ROLE).as_deref() != Ok("agent") {
+        return;
+    }
+    let dir = StateDir::new(std::env::var("RTSLICE_STATE_DIR").unwrap());
+    rtslice_agent::run(&dir, &rtslice_agent::AgentOptions::default()).unwrap();
+}
+
+/// utime + stime of a process in clock ticks (its own, not its children's).
+fn cpu_ticks(pid: i32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let Some(i) = s.rfind(')') else { return 0 };
+    let f: Vec<&str> = s[i + 2..].split_whitespace().collect();
+    f.get(11).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0) + f.get(12).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0)
+}
+
+/// Runs the forking workload under `mech` and returns (CPU share of all its processes together,
+/// number of processes).
+fn run(mech: Mechanism) -> Option<(f64, usize)> {
+    if rtslice_host::doctor::online_cpus().len() < 2 {
+        eprintln!("SKIPPED: needs 2 CPUs");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("fork4-{mech}-{}", std::process::id());
+    // The parent waits 0.3 s, so the workers appear after apply: the agent gives them their share.
+    let script = "sleep 0.3; for i in 1 2 3 4; do (while :; do :; done) & done; wait";
+    let setup = Setup {
+        workloads: vec![WorkloadSetup {
+            name: name.clone(),
+            cpus: CpuList::parse("1").unwrap(),
+            reservation: Some(Reservation::from_micros(20_000, 100_000)),
+            threads: vec![ThreadRule { name: ".*".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None }],
+            launch: Launch::Command { argv: vec!["sh".into(), "-c".into(), script.into()], env: vec![], cwd: None },
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let opts = ApplyOptions {
+        mechanism: Some(mech),
+        agent: Some(AgentCommand {
+            program: std::env::current_exe().unwrap(),
+            args: vec!["--exact".into(), "helper_agent_role".into(), "--nocapture".into()],
+            env: vec![(ROLE.into(), "agent".into())],
+            state_dir_arg: false,
+        }),
+        ..ApplyOptions::with_state_dir(dir.path())
+    };
+    let applied = apply_setup(&setup, &opts).expect("apply");
+    struct ResetOnDrop(StateDir);
+    impl Drop for ResetOnDrop {
+        fn drop(&mut self) {
+            if let Err(e) = reset(&self.0, ResetOptions::default()) {
+                eprintln!("cleanup reset failed: {e}");
+            }
+        }
+    }
+    let _cleanup = ResetOnDrop(StateDir::new(dir.path()));
+    let group = applied.workloads[0].group.cpuset.clone();
+    let sd = StateDir::new(dir.path());
+    // The parent and its four workers, every one under the rule.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pids = loop {
+        let pids = rtslice_host::workload_pids(&group);
+        let st = status(&sd).unwrap();
+        let ruled = pids.iter().all(|&p| sched::get_attr(p).is_ok_and(|a| a.is_realtime()));
+        if pids.len() == 5 && ruled && st.drift.is_empty() {
+            break pids;
+        }
+        assert!(Instant::now() < deadline, "the workload never settled: pids {pids:?}, drift {:?}", st.drift);
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for &p in &pids {
+        let want = match mech {
+            Mechanism::Deadline => SchedAttr::Deadline { runtime_ns: 4_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000, reclaim: false },
+            _ => SchedAttr::Fifo { priority: 10 },
+        };
+        assert_eq!(sched::get_attr(p).unwrap(), want, "pid {p}: every process is under the rule with its share");
+    }
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let t0 = Instant::now();
+    let c0: u64 = pids.iter().map(|&p| cpu_ticks(p)).sum();
+    std::thread::sleep(Duration::from_secs(3));
+    let c1: u64 = pids.iter().map(|&p| cpu_ticks(p)).sum();
+    let share = (c1 - c0) as f64 / hz / t0.elapsed().as_secs_f64();
+    let st = status(&sd).unwrap();
+    assert!(st.drift.is_empty(), "no drift after 3 s: {:?}", st.drift);
+    Some((share, pids.len()))
+}
+
+#[test]
+fn a_forking_workload_under_deadline_gets_one_budget() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let Some((share, n)) = run(Mechanism::Deadline) else { return };
+    eprintln!("MEASURED: deadline, 20ms/100ms, {n} processes under one `.*` rule used {:.1}% of a CPU in total", share * 100.0);
+    assert!(share <= 0.23, "one budget (20%), not {n} × 20%: used {:.1}%", share * 100.0);
+    assert!(share >= 0.10, "the workload runs: {:.1}%", share * 100.0);
+}
+
+#[test]
+fn a_forking_workload_under_an_rt_group_gets_one_budget() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let Some((share, n)) = run(Mechanism::RtGroup) else { return };
+    eprintln!("MEASURED: rt_group, 20ms/100ms, {n} processes under one `.*` rule used {:.1}% of a CPU in total", share * 100.0);
+    assert!(share <= 0.23, "one budget (20%), not {n} × 20%: used {:.1}%", share * 100.0);
+    assert!(share >= 0.10, "the workload runs: {:.1}%", share * 100.0);
+}

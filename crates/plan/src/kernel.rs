@@ -1,0 +1,531 @@
+//! What the kernel will be asked to do: the reservation mechanism, the host's kernel limits, and the
+//! exact parameters `apply` writes (per thread rule: the policy with its SCHED_DEADLINE runtime,
+//! deadline, period and flags; per group: budgets). Pure: the host's facts come in as
+//! [`KernelFacts`], so `rtslice plan` shows, and refuses, what `apply` would on that host — and the
+//! host crate computes the same numbers with the same functions ([`deadline_budgets`],
+//! [`choose_mechanism`]).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Allocation, Plan, Rejection, Reservation, ThreadSched};
+use rtslice_spec::Spec;
+
+/// How real-time reservations are enforced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mechanism {
+    /// Hierarchical CBS through cgroup v2 `cpu.rt.max` (patched kernels).
+    Hcbs,
+    /// SCHED_DEADLINE for the real-time threads, inside an exclusive partition.
+    Deadline,
+    /// Legacy RT group throttling (cgroup v1 cpu.rt_runtime_us/cpu.rt_period_us).
+    RtGroup,
+    /// No enforcement (no reservation requested).
+    None,
+}
+
+impl Mechanism {
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Mechanism::Hcbs => "HCBS cgroup reservations (cpu.rt.max)",
+            Mechanism::Deadline => "SCHED_DEADLINE per real-time thread in an exclusive partition",
+            Mechanism::RtGroup => "RT group runtime/period (cgroup v1 cpu.rt_runtime_us)",
+            Mechanism::None => "none (no reservation enforced)",
+        }
+    }
+}
+
+impl std::fmt::Display for Mechanism {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mechanism::Hcbs => "hcbs",
+            Mechanism::Deadline => "deadline",
+            Mechanism::RtGroup => "rt_group",
+            Mechanism::None => "none",
+        })
+    }
+}
+
+impl std::str::FromStr for Mechanism {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "hcbs" => Ok(Mechanism::Hcbs),
+            "deadline" => Ok(Mechanism::Deadline),
+            "rt_group" | "rt-group" | "rtgroup" => Ok(Mechanism::RtGroup),
+            "none" => Ok(Mechanism::None),
+            _ => Err(format!("unknown mechanism {s:?}; use hcbs, deadline, rt_group or none")),
+        }
+    }
+}
+
+/// What the kernel of the target host allows (the CLI reads it from /proc and /sys; tests make it up).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelFacts {
+    /// Reservation mechanisms the host offers, best first. Empty: any mechanism may be requested.
+    pub available: Vec<Mechanism>,
+    /// The kernel's RT/DEADLINE cap per CPU, `sched_rt_runtime_us / sched_rt_period_us` (0.95 by
+    /// default); `None` when unlimited (-1) or unknown.
+    pub rt_cap: Option<f64>,
+    /// Bandwidth per CPU the kernel's deadline servers (6.12+ fair_server, 50 ms / 1 s by default)
+    /// hold in SCHED_DEADLINE admission: deadline threads get `rt_cap − dl_server` of each CPU.
+    pub dl_server: f64,
+    /// The tick rate (CONFIG_HZ), when known.
+    pub hz: Option<u32>,
+    /// Budgets are enforced by a high-resolution timer (sched feature HRTICK/HRTICK_DL), not at ticks.
+    pub hrtick: bool,
+}
+
+/// The kernel parameters `apply` writes for a plan under one mechanism.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelPlan {
+    pub mechanism: Mechanism,
+    /// RT groups / HCBS: the budget of rtslice's parent group, `runtime_us` every 1 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_runtime_us: Option<u64>,
+    pub workloads: Vec<KernelWorkload>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelWorkload {
+    pub name: String,
+    /// An exclusive cpuset partition (its own root domain).
+    pub partition: bool,
+    /// The group's budget (RT group `cpu.rt_runtime_us`/`cpu.rt_period_us`, HCBS `cpu.rt.max`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_budget: Option<GroupBudget>,
+    /// The thread rules as `sched_setattr` gets them, first match wins.
+    pub threads: Vec<KernelThread>,
+    /// How the workload's one budget is enforced, in words.
+    pub budget: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupBudget {
+    pub runtime_us: u64,
+    pub period_us: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelThread {
+    pub pattern: String,
+    pub sched: ThreadSched,
+    /// `sched_flags` (SCHED_DEADLINE: `reset_on_fork`, so children start in SCHED_OTHER and get
+    /// their share from the agent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<String>,
+    /// SCHED_DEADLINE: the runtime is the budget of every thread the rule matches together; each
+    /// gets `runtime / n` for the n threads it matches at the time.
+    pub shared: bool,
+}
+
+/// The SCHED_DEADLINE runtimes (ns, every `reservation.period`) of a workload's real-time rules: the
+/// budget of `cpus` CPUs split by `shares` (`None` = an equal part, 1 / the number of rules), each
+/// capped at one period (a rule's threads may run on one CPU at a time each, but the kernel refuses
+/// runtime > period); the flag says it was capped. The one split both `plan` and `apply` use.
+pub fn deadline_budgets(reservation: Reservation, cpus: u32, shares: &[Option<f64>]) -> Vec<(u64, bool)> {
+    let n = shares.len().max(1) as f64;
+    let shares: Vec<f64> = shares.iter().map(|s| s.unwrap_or(1.0 / n)).collect();
+    let period_ns = reservation.period.as_nanos() as u64;
+    reservation
+        .split(cpus, &shares, reservation.period)
+        .into_iter()
+        .map(|d| {
+            let ns = d.as_nanos() as u64;
+            (ns.min(period_ns), ns > period_ns)
+        })
+        .collect()
+}
+
+/// Picks the mechanism like `apply` does: the requested one if the host has it; else HCBS, else
+/// SCHED_DEADLINE when the reserved CPU sets are pairwise disjoint (partitions cannot overlap), else
+/// RT groups, else SCHED_DEADLINE. `reserved` are the reserved workloads' CPU sets.
+pub fn choose_mechanism(available: &[Mechanism], requested: Option<Mechanism>, reserved: &[Vec<u32>]) -> Result<Mechanism, String> {
+    if let Some(m) = requested {
+        if m != Mechanism::None && !available.is_empty() && !available.contains(&m) {
+            return Err(format!(
+                "reservation mechanism {m} is not available on this host (available: [{}]); see `rtslice doctor`",
+                available.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        return Ok(if reserved.is_empty() { Mechanism::None } else { m });
+    }
+    if reserved.is_empty() {
+        return Ok(Mechanism::None);
+    }
+    let disjoint = reserved.iter().enumerate().all(|(i, a)| reserved[i + 1..].iter().all(|b| !a.iter().any(|c| b.contains(c))));
+    let has = |m| available.contains(&m);
+    if has(Mechanism::Hcbs) {
+        Ok(Mechanism::Hcbs)
+    } else if has(Mechanism::Deadline) && disjoint {
+        Ok(Mechanism::Deadline)
+    } else if has(Mechanism::RtGroup) {
+        Ok(Mechanism::RtGroup)
+    } else if has(Mechanism::Deadline) {
+        Ok(Mechanism::Deadline)
+    } else {
+        Err("this host has no reservation mechanism (no HCBS, no cpuset partitions, no RT groups); see `rtslice doctor`".into())
+    }
+}
+
+fn reserved_sets(plan: &Plan) -> Vec<Vec<u32>> {
+    plan.workloads.iter().filter(|w| matches!(w.allocation, Allocation::Reservation { .. })).map(|w| w.cpus.clone()).collect()
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+/// The kernel's cap per CPU for the mechanism (deadline threads also leave the deadline servers' share).
+fn kernel_cap(kernel: &KernelFacts, mech: Mechanism) -> Option<f64> {
+    let cap = kernel.rt_cap?;
+    Some(if mech == Mechanism::Deadline { (cap - kernel.dl_server).max(0.0) } else { cap })
+}
+
+/// Plans `spec` for a host whose kernel is described by `kernel`, under `requested` (or the
+/// mechanism `apply` would choose there), and refuses what that kernel would refuse: reservations
+/// above its RT/DEADLINE cap (less the deadline servers' share under SCHED_DEADLINE), RT groups
+/// summing above the cap (v1 accounts them globally), SCHED_DEADLINE partitions that leave no CPU
+/// for the rest of the system, budgets whose SCHED_DEADLINE threads need more than their partition,
+/// and periods shorter than a tick where budgets are enforced at ticks (no HRTICK). The result
+/// carries [`Plan::kernel`]: the exact parameters apply writes.
+pub fn plan_for_kernel(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, requested: Option<Mechanism>) -> Plan {
+    // Mechanism first on a plan under the spec's cap (placement decides whether partitions are disjoint).
+    let first = crate::plan(spec, facts);
+    let mech = match choose_mechanism(&kernel.available, requested, &reserved_sets(&first)) {
+        Ok(m) => m,
+        Err(reason) => {
+            let mut p = first;
+            p.warnings.push(reason.clone());
+            for w in std::mem::take(&mut p.workloads) {
+                if matches!(w.allocation, Allocation::Reservation { .. }) {
+                    p.rejected.push(Rejection { name: w.name, reason: reason.clone(), defrag: None });
+                } else {
+                    p.workloads.push(w);
+                }
+            }
+            return p;
+        }
+    };
+    let mut p = plan_under(spec, facts, kernel, mech);
+    if requested.is_some() {
+        return p;
+    }
+    // The default is the mechanism apply would choose for the admitted workloads (refusals and the
+    // kernel's cap can change whether the reserved CPU sets are disjoint). Should the choice go round
+    // in circles, the plan admitting most wins; apply follows the plan's mechanism either way.
+    let mut tried = vec![mech];
+    let mut candidates: Vec<Plan> = Vec::new();
+    loop {
+        if reserved_sets(&p).is_empty() {
+            // Nothing reserved is admitted: no mechanism has anything to enforce.
+            return p;
+        }
+        let again = choose_mechanism(&kernel.available, None, &reserved_sets(&p)).unwrap_or(mech);
+        if again == p.kernel.as_ref().map_or(mech, |k| k.mechanism) {
+            return p;
+        }
+        candidates.push(p);
+        if tried.contains(&again) {
+            let mut best = candidates.remove(0);
+            for c in candidates {
+                if c.workloads.len() > best.workloads.len() {
+                    best = c;
+                }
+            }
+            return best;
+        }
+        tried.push(again);
+        p = plan_under(spec, facts, kernel, again);
+    }
+}
+
+/// [`plan_for_kernel`] under one mechanism.
+fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech: Mechanism) -> Plan {
+    let mut spec = spec.clone();
+    let mut refused: Vec<Rejection> = Vec::new();
+    let mut warnings = Vec::new();
+    if let Some(cap) = kernel_cap(kernel, mech) {
+        // The default cap is lowered silently (the node line shows the cap planned with); a cap the
+        // spec asks for explicitly gets a warning.
+        if spec.node.cap > cap + 1e-12 && spec.node.cap != rtslice_spec::DEFAULT_CAP {
+            warnings.push(format!(
+                "the spec's cap {} is above what the kernel admits under {mech} ({}: sched_rt_runtime_us/sched_rt_period_us{}); planned with {}",
+                pct(spec.node.cap),
+                pct(cap),
+                if mech == Mechanism::Deadline && kernel.dl_server > 0.0 {
+                    format!(" less the deadline servers' {}", pct(kernel.dl_server))
+                } else {
+                    String::new()
+                },
+                pct(cap)
+            ));
+        }
+        spec.node.cap = spec.node.cap.min(cap);
+    }
+    let tick = kernel.hz.filter(|_| !kernel.hrtick && mech != Mechanism::None).map(|hz| Duration::from_nanos(1_000_000_000 / hz.max(1) as u64));
+    // Refusals that need the placement are found on a plan and the workload is taken out of the spec;
+    // re-planning without it keeps the others' accounting exact. Each round removes one workload.
+    let plan = loop {
+        let p = crate::plan(&spec, facts);
+        let mut refuse: Option<(String, String)> = None;
+        // On this host, apply can only use online CPUs (plan alone merely warns about them).
+        if !facts.online.is_empty() {
+            if let Some(w) = p.workloads.iter().find(|w| w.cpus.iter().any(|c| !facts.online.contains(c))) {
+                let missing: Vec<u32> = w.cpus.iter().copied().filter(|c| !facts.online.contains(c)).collect();
+                refuse = Some((
+                    w.name.clone(),
+                    format!(
+                        "it would get CPUs {}, but CPU(s) {} are not online on this host (online: {}); list online CPUs in the spec",
+                        rtslice_spec::format_cpu_list(&w.cpus),
+                        rtslice_spec::format_cpu_list(&missing),
+                        rtslice_spec::format_cpu_list(&facts.online)
+                    ),
+                ));
+            }
+        }
+        for w in p.workloads.iter().filter(|_| refuse.is_none()) {
+            let Allocation::Reservation { reservation, .. } = &w.allocation else { continue };
+            if let Some(t) = tick {
+                if reservation.period < t {
+                    refuse = Some((
+                        w.name.clone(),
+                        format!(
+                            "its period {} is shorter than the kernel's tick ({} at HZ={}): without HRTICK budgets are enforced at ticks, \
+                             so this budget cannot be held; use a period of at least {} (several ticks), or a kernel with HRTICK",
+                            rtslice_spec::units::format_duration(reservation.period),
+                            rtslice_spec::units::format_duration(t),
+                            kernel.hz.unwrap_or(0),
+                            rtslice_spec::units::format_duration(t * 4)
+                        ),
+                    ));
+                    break;
+                }
+            }
+            if mech == Mechanism::Deadline {
+                if let (Some(cap), Some(k)) = (kernel_cap(kernel, mech), kernel_workload(w, mech)) {
+                    let dl: f64 = k.threads.iter().filter_map(|t| deadline_bw(&t.sched)).sum();
+                    if dl > cap * w.cpus.len() as f64 + 1e-9 {
+                        refuse = Some((
+                            w.name.clone(),
+                            format!(
+                                "its SCHED_DEADLINE rules need {} of a CPU, its partition offers {} (the kernel's cap {} on {} CPU(s)); \
+                                 lower the explicit runtimes or give it more CPUs",
+                                pct(dl),
+                                pct(cap * w.cpus.len() as f64),
+                                pct(cap),
+                                w.cpus.len()
+                            ),
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+        if refuse.is_none() && mech == Mechanism::RtGroup {
+            if let Some(cap) = kernel.rt_cap {
+                let mut total = 0.0;
+                for w in &p.workloads {
+                    if let Allocation::Reservation { reservation, .. } = &w.allocation {
+                        total += reservation.whole_micros().bandwidth();
+                        if total > cap + 1e-9 {
+                            refuse = Some((
+                                w.name.clone(),
+                                format!(
+                                    "RT groups (cgroup v1) account every group's runtime/period against one ratio: with it the \
+                                     reservations sum to {}, above the kernel's cap {}; use --mechanism deadline or fewer reservations",
+                                    pct(total),
+                                    pct(cap)
+                                ),
+                            ));
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        if refuse.is_none() {
+            // Exclusive partitions (reserved workloads with SCHED_DEADLINE threads, dedicated,
+            // shielded) cannot overlap any other workload, as apply checks.
+            let ks: Vec<(&crate::WorkloadPlan, bool)> = p
+                .workloads
+                .iter()
+                .map(|w| (w, w.cpus != p.node.cpus && kernel_workload(w, mech).is_some_and(|k| k.partition)))
+                .collect();
+            'outer: for (i, (b, pb)) in ks.iter().enumerate() {
+                for (a, pa) in &ks[..i] {
+                    if (*pa || *pb) && a.cpus.iter().any(|c| b.cpus.contains(c)) {
+                        refuse = Some((
+                            b.name.clone(),
+                            format!(
+                                "its CPUs {} overlap `{}`'s {}, but {} needs an exclusive cpuset partition (SCHED_DEADLINE threads, \
+                                 dedicated or shielded CPUs); give them disjoint CPUs{}",
+                                rtslice_spec::format_cpu_list(&b.cpus),
+                                a.name,
+                                rtslice_spec::format_cpu_list(&a.cpus),
+                                if *pb { "it" } else { "that workload" },
+                                if mech == Mechanism::Deadline { " or use --mechanism rt_group" } else { "" }
+                            ),
+                        ));
+                        break 'outer;
+                    }
+                }
+            }
+        }
+        if refuse.is_none() && mech == Mechanism::Deadline {
+            // Partitions (reserved under SCHED_DEADLINE, dedicated, shielded) must leave the system a CPU.
+            let mut taken: Vec<u32> = Vec::new();
+            for w in &p.workloads {
+                let partitioned = w.cpus != p.node.cpus && kernel_workload(w, mech).is_some_and(|k| k.partition);
+                if partitioned {
+                    taken.extend(&w.cpus);
+                    taken.sort_unstable();
+                    taken.dedup();
+                    if taken.len() >= p.node.cpus.len() {
+                        refuse = Some((
+                            w.name.clone(),
+                            "with it, exclusive partitions (SCHED_DEADLINE needs one per reserved workload) would take every CPU and \
+                             leave none for the rest of the system; keep a housekeeping CPU (node.housekeeping) or use --mechanism rt_group"
+                                .into(),
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+        match refuse {
+            None => break p,
+            Some((name, reason)) => {
+                let i = spec.workloads.iter().position(|w| w.name == name).expect("planned from this spec");
+                refused.push(Rejection { name, reason, defrag: None });
+                spec.workloads.remove(i);
+            }
+        }
+    };
+    let mut plan = plan;
+    plan.rejected.extend(refused);
+    if let Some(t) = tick {
+        for w in &plan.workloads {
+            if let Allocation::Reservation { reservation, .. } = &w.allocation {
+                if reservation.period < t * 5 {
+                    warnings.push(format!(
+                        "`{}`: budgets are enforced at ticks ({} at HZ={}, no HRTICK): each period of {} may overrun its runtime by up to a tick",
+                        w.name,
+                        rtslice_spec::units::format_duration(t),
+                        kernel.hz.unwrap_or(0),
+                        rtslice_spec::units::format_duration(reservation.period)
+                    ));
+                }
+            }
+        }
+    }
+    plan.warnings.extend(warnings);
+    plan.kernel = Some(kernel_plan(&plan, mech, kernel.rt_cap.unwrap_or(1.0)));
+    plan
+}
+
+fn deadline_bw(s: &ThreadSched) -> Option<f64> {
+    match s {
+        ThreadSched::Deadline { runtime, period, .. } => Some(runtime.as_nanos() as f64 / period.as_nanos().max(1) as f64),
+        _ => None,
+    }
+}
+
+fn is_rt(s: &ThreadSched) -> bool {
+    matches!(s, ThreadSched::Fifo { .. } | ThreadSched::Rr { .. })
+}
+
+/// The kernel parameters of one admitted workload under `mech` (what host `prepare` computes).
+pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<KernelWorkload> {
+    // Always Some today; an Option keeps room for workloads apply would not touch.
+    let reservation = match &w.allocation {
+        Allocation::Reservation { reservation, .. } => Some(reservation.whole_micros()),
+        _ => None,
+    };
+    let mut threads: Vec<KernelThread> = w
+        .threads
+        .iter()
+        .map(|t| KernelThread {
+            pattern: t.pattern.clone(),
+            sched: t.sched.clone(),
+            flags: Vec::new(),
+            shared: matches!(t.sched, ThreadSched::Deadline { .. }),
+        })
+        .collect();
+    let mut group_budget = None;
+    let budget;
+    match (reservation, mech) {
+        (Some(r), Mechanism::Deadline) => {
+            let shares: Vec<Option<f64>> = threads.iter().filter(|t| is_rt(&t.sched)).map(|_| None).collect();
+            let mut parts = deadline_budgets(r, w.cpus.len() as u32, &shares).into_iter();
+            for t in threads.iter_mut().filter(|t| is_rt(&t.sched)) {
+                let (ns, _) = parts.next().unwrap_or((0, false));
+                t.sched = ThreadSched::Deadline { runtime: Duration::from_nanos(ns), deadline: r.period, period: r.period };
+                t.shared = true;
+            }
+            let explicit = threads.iter().filter(|t| matches!(t.sched, ThreadSched::Deadline { .. })).count() - shares.len();
+            budget = if shares.is_empty() && explicit == 0 {
+                "SCHED_DEADLINE, but no real-time rule names its threads: nothing enforces the reservation".to_string()
+            } else if shares.is_empty() {
+                format!(
+                    "SCHED_DEADLINE: its {explicit} deadline rule(s) take their parts of {} × {} CPU(s) every {}; each rule's runtime is shared by the threads it matches (re-split by the agent as they come and go)",
+                    rtslice_spec::units::format_duration(r.runtime),
+                    w.cpus.len(),
+                    rtslice_spec::units::format_duration(r.period)
+                )
+            } else {
+                format!(
+                    "SCHED_DEADLINE: {} × {} CPU(s) every {} split over its {} real-time rule(s); each rule's runtime is shared by the threads it matches (re-split by the agent as they come and go)",
+                    rtslice_spec::units::format_duration(r.runtime),
+                    w.cpus.len(),
+                    rtslice_spec::units::format_duration(r.period),
+                    shares.len()
+                )
+            };
+        }
+        (Some(r), Mechanism::RtGroup | Mechanism::Hcbs) => {
+            group_budget = Some(GroupBudget { runtime_us: r.runtime_us(), period_us: r.period_us() });
+            budget = format!(
+                "the group's budget {} every {} on each of its CPUs bounds all its real-time threads together",
+                rtslice_spec::units::format_duration(r.runtime),
+                rtslice_spec::units::format_duration(r.period)
+            );
+        }
+        (Some(_), Mechanism::None) => budget = "not enforced (mechanism none)".into(),
+        (None, _) => budget = String::new(),
+    }
+    for t in threads.iter_mut() {
+        if matches!(t.sched, ThreadSched::Deadline { .. }) {
+            t.flags = vec!["reset_on_fork".into()];
+            if w.reclaim && reservation.is_some() {
+                t.flags.push("reclaim".into());
+            }
+            t.shared = true;
+        }
+    }
+    // As apply: dedicated and shielded workloads, and any with SCHED_DEADLINE threads (their affinity
+    // must span a root domain), get an exclusive partition — unless they span every CPU (kernel_plan).
+    let has_dl = threads.iter().any(|t| matches!(t.sched, ThreadSched::Deadline { .. }));
+    let partition = matches!(w.allocation, Allocation::Dedicated { .. }) || w.isolation.shield || has_dl;
+    Some(KernelWorkload { name: w.name.clone(), partition, group_budget, threads, budget })
+}
+
+/// The parameters apply writes for `plan` under `mech`.
+pub fn kernel_plan(plan: &Plan, mech: Mechanism, rt_cap: f64) -> KernelPlan {
+    let mut workloads: Vec<KernelWorkload> = plan.workloads.iter().filter_map(|w| kernel_workload(w, mech)).collect();
+    for k in workloads.iter_mut() {
+        // A workload spanning every CPU of the node needs no partition (apply leaves it balanced).
+        if plan.workloads.iter().any(|w| w.name == k.name && w.cpus == plan.node.cpus) {
+            k.partition = false;
+        }
+    }
+    let parent_runtime_us = if mech == Mechanism::RtGroup || mech == Mechanism::Hcbs {
+        let total: f64 = workloads.iter().filter_map(|k| k.group_budget.map(|b| b.runtime_us as f64 / b.period_us as f64)).sum();
+        (total > 0.0).then(|| ((total * 1e6).ceil() as u64).min(if mech == Mechanism::Hcbs { 1_000_000 } else { (rt_cap * 1e6) as u64 }))
+    } else {
+        None
+    };
+    KernelPlan { mechanism: mech, parent_runtime_us, workloads }
+}
