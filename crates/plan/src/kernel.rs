@@ -374,8 +374,10 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
                 }
             }
         }
-        if refuse.is_none() && mech == Mechanism::Deadline {
-            // Partitions (reserved under SCHED_DEADLINE, dedicated, shielded) must leave the system a CPU.
+        if refuse.is_none() {
+            // Partitions must leave the system a CPU, whatever the mechanism: apply makes one for every
+            // dedicated or shielded workload and every workload with SCHED_DEADLINE threads (explicit
+            // deadline rules too, under RT groups).
             let mut taken: Vec<u32> = Vec::new();
             for w in &p.workloads {
                 let partitioned = w.cpus != p.node.cpus && kernel_workload(w, mech).is_some_and(|k| k.partition);
@@ -386,9 +388,12 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
                     if taken.len() >= p.node.cpus.len() {
                         refuse = Some((
                             w.name.clone(),
-                            "with it, exclusive partitions (SCHED_DEADLINE needs one per reserved workload) would take every CPU and \
-                             leave none for the rest of the system; keep a housekeeping CPU (node.housekeeping) or use --mechanism rt_group"
-                                .into(),
+                            format!(
+                                "with it, exclusive partitions (one per dedicated or shielded workload and per workload with \
+                                 SCHED_DEADLINE threads) would take every CPU and leave none for the rest of the system; keep a \
+                                 housekeeping CPU (node.housekeeping){}",
+                                if mech == Mechanism::Deadline { " or use --mechanism rt_group" } else { "" }
+                            ),
                         ));
                         break;
                     }
