@@ -28,7 +28,7 @@ impl Mechanism {
             Mechanism::Hcbs => "HCBS cgroup reservations (cpu.rt.max)",
             Mechanism::Deadline => "SCHED_DEADLINE per real-time thread in an exclusive partition",
             Mechanism::RtGroup => "RT group runtime/period (cgroup v1 cpu.rt_runtime_us)",
-            Mechanism::None => "none (no reservation enforced)",
+            Mechanism::None => "no reservation enforced",
         }
     }
 }

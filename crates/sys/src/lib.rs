@@ -14,6 +14,7 @@
 //! - [`sched`]: scheduling policies and parameters (sched_setattr/sched_getattr, SCHED_DEADLINE).
 //! - [`proc_ref`]: a process identity that survives pid reuse (pid + start time).
 //! - [`proc_connector`]: the netlink process connector (fork/exec/comm events).
+//! - [`signal`]: process-wide signal dispositions (SIGPIPE's default for a command-line tool).
 
 pub mod cpulist;
 pub mod netns;
@@ -23,5 +24,6 @@ pub mod proc_ref;
 pub mod process;
 pub mod procfs;
 pub mod sched;
+pub mod signal;
 pub mod thread;
 pub mod time;

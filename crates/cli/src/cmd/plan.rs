@@ -14,9 +14,9 @@ use super::{EXIT_INVALID, EXIT_REJECTED};
 pub struct Args {
     /// The spec file (YAML, `apiVersion: rtslice/v1`); `-` reads standard input
     pub spec: PathBuf,
-    /// Print the plan as JSON (schema: docs/plan.md) instead of tables
-    #[arg(long)]
-    pub json: bool,
+    // JSON schema of the plan: docs/plan.md
+    #[command(flatten)]
+    pub json: super::Json,
     /// Plan for these online CPUs instead of this host's (/sys/devices/system/cpu/online), e.g. `0-7`
     #[arg(long, value_name = "CPULIST")]
     pub online: Option<String>,
@@ -29,34 +29,28 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // A spec that cannot be read is invalid input (exit 2), like one that cannot be parsed.
     let (text, name) = match read_spec(&args.spec) {
         Ok(t) => t,
-        Err(e) => {
-            eprintln!("rtslice: {e:#}");
-            return Ok(ExitCode::from(EXIT_INVALID));
-        }
+        Err(e) => return super::invalid(format_args!("{e:#}")),
     };
     let spec = match rtslice_spec::parse(&text, &name) {
         Ok(s) => s,
         Err(errors) => {
             eprintln!("{errors}");
-            eprintln!("rtslice: {} error(s) in {name}; nothing planned (see docs/spec.md)", errors.len());
+            super::error(format_args!("{} error(s) in {name}; nothing planned (see docs/spec.md)", errors.len()));
             return Ok(ExitCode::from(EXIT_INVALID));
         }
     };
     let facts = match host_facts(args.online.as_deref(), args.isolcpus.as_deref()) {
         Ok(f) => f,
-        Err(e) => {
-            eprintln!("rtslice: {e:#}");
-            return Ok(ExitCode::from(EXIT_INVALID));
-        }
+        Err(e) => return super::invalid(format_args!("{e:#}")),
     };
     let plan = rtslice_plan::plan(&spec, &facts);
-    if args.json {
+    if args.json.json {
         println!("{}", serde_json::to_string_pretty(&plan)?);
     } else {
         print!("{}", render(&plan));
     }
     for w in &plan.warnings {
-        eprintln!("rtslice: warning: {w}");
+        super::warning(w);
     }
     Ok(if plan.rejected.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_REJECTED) })
 }
@@ -68,8 +62,15 @@ pub fn read_spec(path: &Path) -> anyhow::Result<(String, String)> {
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).context("reading the spec from standard input")?;
         return Ok((text, "<stdin>".into()));
     }
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read spec {}: check the path and permissions", path.display()))?;
+    let bytes =
+        std::fs::read(path).with_context(|| format!("cannot read spec {}: check the path and permissions", path.display()))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "spec {} is not UTF-8 text (invalid byte at offset {}): a spec is a YAML file, is this the right file?",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })?;
     Ok((text, path.display().to_string()))
 }
 
@@ -220,6 +221,7 @@ pub fn render(plan: &Plan) -> String {
             }
         }
     }
+    let _ = writeln!(out, "\n{} admitted, {} rejected", plan.workloads.len(), plan.rejected.len());
     out
 }
 

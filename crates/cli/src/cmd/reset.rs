@@ -15,8 +15,8 @@ pub struct Args {
     /// Drop a state written before the last reboot without touching the kernel
     #[arg(long)]
     pub forget: bool,
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: super::Json,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -24,7 +24,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         &StateDir::new(&args.state_dir),
         ResetOptions { keep_workloads: args.keep_workloads, forget_stale: args.forget },
     )?;
-    if args.json {
+    if args.json.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else if report.nothing_applied {
         println!("nothing to reset ({} holds no applied state)", args.state_dir.display());
