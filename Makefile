@@ -65,6 +65,7 @@ deb: deps cargo-deb
 	rm -rf $(DEB_GENERATED)
 	$(TARGET_DIR)/release/rtslice generate man $(DEB_GENERATED)/man
 	$(TARGET_DIR)/release/rtslice generate completions $(DEB_GENERATED)/completions
+	$(TARGET_DIR)/release/rtslice generate schema $(DEB_GENERATED)/rtslice-spec.schema.json
 	$(CARGO) deb -p rtslice --no-build --dbgsym
 	@ls -l $(TARGET_DIR)/debian/*.deb
 

@@ -177,7 +177,7 @@ fn model_prints_durations_with_units() {
     let out = rtslice(&[PREDICT, &["--runtime", "1.4ms", "--period", "2ms"][..]].concat());
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains("Q = 1.4ms every P = 2ms"), "{text}");
+    assert!(text.contains("Q = 1400us every P = 2ms"), "{text}");
     let mut a = SIZE.to_vec();
     a.pop(); // human view
     let text = stdout(&rtslice(&a));

@@ -57,7 +57,8 @@ pub struct Json {
 #[derive(clap::Args, Clone, Copy, Debug, Default)]
 pub struct Quiet {
     /// No live view or progress (the result is still printed)
-    #[arg(short, long, visible_alias = "no-progress")]
+    // `--no-progress` was bench's and demo's name for it; kept working for scripts.
+    #[arg(short, long, alias = "no-progress")]
     pub quiet: bool,
 }
 
