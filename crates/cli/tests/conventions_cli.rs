@@ -155,7 +155,7 @@ const PREDICT: &[&str] = &["model", "predict", "--lambda", "300", "--mu", "1000"
 #[test]
 fn model_inputs_are_checked_like_the_spec() {
     for (args, needle) in [
-        (&["--runtime", "1ms", "--period", "10s"][..], "--period: period 10s is outside the kernel's range 100us–4.194304s"),
+        (&["--runtime", "1ms", "--period", "10s"][..], "--period: period 10s is outside the kernel's range 100us–4194304us"),
         (&["--runtime", "50us", "--period", "50us"], "--period: period 50us is outside the kernel's range"),
         (&["--runtime", "3ms", "--period", "2ms"], "--runtime: runtime 3ms is longer than the period 2ms"),
         (&["--runtime", "0s", "--period", "2ms"], "--runtime: a reservation needs a runtime above 0"),
