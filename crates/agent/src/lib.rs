@@ -57,6 +57,10 @@ impl Default for AgentOptions {
 /// Latency from the kernel's event timestamp to the rule being in force, and counters.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct AgentStats {
+    /// The agent process that wrote these statistics: `rtslice status` shows them only while this
+    /// is the recorded agent, never a previous run's left in the state directory.
+    #[serde(default)]
+    pub pid: u32,
     pub mode: String,
     pub events: u64,
     pub applied: u64,
@@ -261,6 +265,7 @@ pub fn run(dir: &StateDir, opts: &AgentOptions) -> Result<(), AgentError> {
             }
         }
     };
+    agent.stats.pid = std::process::id();
     agent.stats.mode = if connector.is_some() { "netlink".into() } else { "polling".into() };
     agent.scan(false);
     write_atomic(&dir.path.join("agent.ready"), &std::process::id().to_string())?;

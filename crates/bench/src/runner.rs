@@ -504,7 +504,6 @@ fn measure(ctx: &mut RunCtx, _cell: &Cell) -> Result<(), String> {
                     s("--duration"),
                     fmt_dur(window),
                     s("--json"),
-                    s("-"),
                     s("--quiet"),
                 ];
                 tracers.push((i, Proc::spawn(&format!("trace-{}", r.name), &argv, &ctx.dir)?));

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod cmd;
 
@@ -47,10 +47,21 @@ enum Command {
     Bench(cmd::bench::Args),
     /// The short showcase: study A's tables and the efficiency frontier
     Demo(cmd::demo::Args),
+    /// Write man pages or shell completions (used by packaging)
+    #[command(hide = true, subcommand)]
+    Generate(cmd::generate::Command),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Once for the whole binary: a closed pipe (`rtslice plan --json x | head -1`) ends the process
+    // quietly, as it does `cat`, instead of making the next print panic.
+    if let Err(e) = rtslice_sys::signal::restore_default_sigpipe() {
+        cmd::warning(format_args!("cannot restore SIGPIPE's default action ({e}); a closed output pipe may end in a panic"));
+    }
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     let result = match cli.command {
         Command::Plan(a) => cmd::plan::run(a),
         Command::Import(c) => cmd::import::run(c),
@@ -66,12 +77,30 @@ fn main() -> ExitCode {
         Command::Loadgen(c) => cmd::loadgen::run(c),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Demo(a) => cmd::demo::run(a),
+        Command::Generate(c) => cmd::generate::run(c, Cli::command()),
     };
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("rtslice: error: {err:#}");
+            cmd::error(format_args!("{err:#}"));
             ExitCode::from(cmd::EXIT_FAILURE)
         }
     }
+}
+
+/// Help and version go to stdout as clap prints them; a usage error gets rtslice's one error prefix
+/// (clap's own is a bare `error:`) and exit code 2 like every other invalid input.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+        let _ = e.print();
+        return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+            ExitCode::from(cmd::EXIT_INVALID)
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    let text = e.to_string();
+    eprint!("rtslice: {}", text.strip_prefix("error: ").map(|t| format!("error: {t}")).unwrap_or(text));
+    ExitCode::from(cmd::EXIT_INVALID)
 }

@@ -41,6 +41,7 @@ pub struct ResetReport {
 pub fn reset(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
     let _lock = dir.lock()?;
     let Some(mut state) = dir.load()? else {
+        remove_agent_files(dir);
         return Ok(ResetReport { nothing_applied: true, ..Default::default() });
     };
     if state.boot_id != crate::journal::boot_id() {
@@ -75,7 +76,7 @@ pub fn reset(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
         });
     }
     dir.remove()?;
-    let _ = std::fs::remove_file(dir.path.join("agent.ready"));
+    remove_agent_files(dir);
     let _ = std::fs::remove_dir_all(dir.path.join("oci-configs"));
     // Every launched process is gone at this point (undo waited for it, or failed above).
     Ok(ResetReport {
@@ -85,4 +86,12 @@ pub fn reset(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
         killed: ctx.killed,
         nothing_applied: false,
     })
+}
+
+/// The agent's files describe a plan that is undone; left behind, the next apply's status would show
+/// them (and a reset must leave the state directory as before apply).
+fn remove_agent_files(dir: &StateDir) {
+    for file in ["agent.ready", "agent.log", "agent.stats.json", "agent.stats.tmp"] {
+        let _ = std::fs::remove_file(dir.path.join(file));
+    }
 }

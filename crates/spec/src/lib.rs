@@ -11,6 +11,8 @@ pub mod units;
 mod decode;
 mod emit;
 pub mod tosca;
+#[cfg(feature = "schema")]
+pub mod schema;
 
 pub use cpulist::{format_cpu_list, format_cpu_mask, parse_cpu_list};
 pub use emit::to_yaml;

@@ -21,6 +21,7 @@ pub const MAX_PERIOD: Duration = Duration::from_micros(4_194_304);
 
 /// A whole spec file: one node and the workloads that should share it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Spec {
     /// Always [`API_VERSION`].
@@ -84,6 +85,7 @@ impl<'de> Deserialize<'de> for NodeCpus {
 
 /// How the planner picks CPUs for a multi-CPU reservation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, Hash)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum FitPolicy {
     /// The CPUs with the most free bandwidth (study B); spreads load, leaves room everywhere.
@@ -108,6 +110,7 @@ impl FitPolicy {
 
 /// The machine the workloads share.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Node {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -116,12 +119,15 @@ pub struct Node {
     pub cpus: NodeCpus,
     /// CPUs kept for the OS, kernel threads and unpinned IRQs: never given to reserved or dedicated work.
     #[serde(default, with = "serde_cpus")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::CpuListText"))]
     pub housekeeping: Vec<u32>,
     /// Per-CPU cap on the sum of reserved bandwidth (0 < cap ≤ 1).
     #[serde(default = "default_cap")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::FractionText"))]
     pub cap: f64,
     /// Period of reservations that give only a runtime.
     #[serde(default = "default_period", with = "serde_duration")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::DurationText"))]
     pub default_period: Duration,
     #[serde(default)]
     pub policy: FitPolicy,
@@ -150,29 +156,37 @@ impl Default for Node {
 /// A named profile: `vcpus` CPUs, each with `runtime` every `period` (study B's
 /// `hw:cpu.rt_runtime_us`/`hw:cpu.rt_period_us`). Without a runtime the flavor is best-effort.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Flavor {
     pub vcpus: u32,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::DurationText>"))]
     pub runtime: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::DurationText>"))]
     pub period: Option<Duration>,
     /// Memory in bytes (`4096MB` in YAML).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::BytesText>"))]
     pub memory: Option<u64>,
 }
 
 /// Per-workload overrides of flavor fields (study B's scheduler hints); a hint wins over the flavor.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Hints {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vcpus: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::DurationText>"))]
     pub runtime: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::DurationText>"))]
     pub period: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::BytesText>"))]
     pub memory: Option<u64>,
 }
 
@@ -184,6 +198,7 @@ impl Hints {
 
 /// One thing to run (or already running) with its CPU demand and rules.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Workload {
     /// Unique; `[A-Za-z0-9][A-Za-z0-9_.-]*` (it names cgroups).
@@ -201,6 +216,7 @@ pub struct Workload {
     pub demand: Option<Demand>,
     /// Memory limit in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::BytesText>"))]
     pub memory: Option<u64>,
     #[serde(default, skip_serializing_if = "Isolation::is_default")]
     pub isolation: Isolation,
@@ -217,6 +233,7 @@ pub struct Workload {
 
 /// How a workload is started or found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(untagged, deny_unknown_fields)]
 pub enum Launch {
     /// Run `command[0]` with `command[1..]` as arguments.
@@ -243,6 +260,7 @@ pub enum Launch {
 
 /// What CPU time a workload asks for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum Demand {
     /// `runtime` every `period` on each of `count` CPUs (bandwidth runtime/period per CPU).
@@ -254,18 +272,22 @@ pub enum Demand {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Reservation {
     #[serde(with = "serde_duration")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::DurationText"))]
     pub runtime: Duration,
     /// Default: the node's `defaultPeriod`.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::DurationText>"))]
     pub period: Option<Duration>,
     /// Number of CPUs (default 1, or the length of `cpus`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<u32>,
     /// Exactly these CPUs instead of letting the planner choose.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_cpus::option")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::CpuListText>"))]
     pub cpus: Option<Vec<u32>>,
     /// Under SCHED_DEADLINE, let the workload's threads use bandwidth nobody else uses
     /// (SCHED_FLAG_RECLAIM, GRUB): the guarantee stays runtime/period. docs/spec.md.
@@ -274,15 +296,18 @@ pub struct Reservation {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Dedicated {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_cpus::option")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::CpuListText>"))]
     pub cpus: Option<Vec<u32>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BestEffort {
     /// Relative weight 1–10000 (cgroup v2 `cpu.weight`; 100 is the default).
@@ -293,11 +318,13 @@ pub struct BestEffort {
     pub cap: Option<f64>,
     /// Restrict to these CPUs (must be shared, non-housekeeping CPUs).
     #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_cpus::option")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::CpuListText>"))]
     pub cpus: Option<Vec<u32>>,
 }
 
 /// Isolation of a workload's CPUs (study A's strategies).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Isolation {
     /// Shielding: an exclusive cpuset keeps every other task off this workload's CPUs.
@@ -364,6 +391,7 @@ impl<'de> Deserialize<'de> for Slots {
 
 /// Scheduling class for threads matched by a rule. YAML: `policy: fifo` + `priority: 90`, etc.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "policy", rename_all = "lowercase")]
 pub enum SchedPolicy {
     Other {
@@ -383,10 +411,13 @@ pub enum SchedPolicy {
     /// `period` defaults to the workload's period, `deadline` to the period.
     Deadline {
         #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+        #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::DurationText>"))]
         runtime: Option<Duration>,
         #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+        #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::DurationText>"))]
         deadline: Option<Duration>,
         #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+        #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::DurationText>"))]
         period: Option<Duration>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         share: Option<f64>,
@@ -401,6 +432,7 @@ impl Default for SchedPolicy {
 
 /// Threads whose name (comm, 15 chars max, as in /proc/PID/task/TID/comm) matches `pattern`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadRule {
     /// Regular expression (Rust regex syntax), unanchored unless you write ^…$.
@@ -414,6 +446,7 @@ pub struct ThreadRule {
 
 /// IRQs whose action name matches `pattern` (e.g. `^eth1-TxRx-` or an SR-IOV VF's `iavf-.*`).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IrqRule {
     #[serde(rename = "match")]
@@ -424,6 +457,7 @@ pub struct IrqRule {
 
 /// Receive/transmit packet steering for interfaces whose name matches `interface` (a regex).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NetRule {
     pub interface: String,

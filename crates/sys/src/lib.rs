@@ -21,6 +21,7 @@
 //! - [`fs`]: a fail-fast exclusive file lock; mounting and lazily unmounting pseudo file systems.
 //! - [`probe`]: what the kernel offers: online CPU count, hardware performance counters.
 //! - [`SysError`]: the one error type, naming the call or path, the errno and what to do.
+//! - [`signal`]: process-wide signal dispositions (SIGPIPE's default for a command-line tool).
 
 pub mod bpf;
 pub mod cpulist;
@@ -36,6 +37,7 @@ pub mod proc_ref;
 pub mod process;
 pub mod procfs;
 pub mod sched;
+pub mod signal;
 pub mod thread;
 pub mod time;
 

@@ -16,9 +16,9 @@ pub struct Args {
     /// Where the journal lives (reset and status read it)
     #[arg(long, default_value = rtslice_host::DEFAULT_STATE_DIR)]
     pub state_dir: PathBuf,
-    /// Reservation mechanism: hcbs, deadline, rt_group or none (default: the best this host has; see `rtslice doctor`)
-    #[arg(long)]
-    pub mechanism: Option<Mechanism>,
+    /// Reservation mechanism (default: the best this host has; see `rtslice doctor`)
+    #[arg(long, value_enum)]
+    pub mechanism: Option<super::MechanismArg>,
     /// Do not start the agent (threads created after apply then get no rules)
     #[arg(long)]
     pub no_agent: bool,
@@ -34,9 +34,8 @@ pub struct Args {
     /// OCI launches: apply Docker's default seccomp allow-list
     #[arg(long)]
     pub seccomp: bool,
-    /// Print what was applied as JSON
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: super::Json,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -45,22 +44,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(s) => s,
         Err(errors) => {
             eprintln!("{errors}");
-            eprintln!("rtslice: {} error(s) in {name}; nothing applied (see docs/spec.md)", errors.len());
+            super::error(format_args!("{} error(s) in {name}; nothing applied (see docs/spec.md)", errors.len()));
             return Ok(ExitCode::from(EXIT_INVALID));
         }
     };
     let facts = super::plan::host_facts(None, None)?;
     // The plan `rtslice plan` prints on this host: its kernel limits and mechanism (plan == apply).
     let plan = match rtslice_host::HostFacts::detect() {
-        Ok(host) => rtslice_plan::plan_for_kernel(&spec, &facts, &host.kernel_facts(), args.mechanism),
+        Ok(host) => rtslice_plan::plan_for_kernel(&spec, &facts, &host.kernel_facts(), args.mechanism.map(Mechanism::from)),
         Err(_) => rtslice_plan::plan(&spec, &facts),
     };
     for w in &plan.warnings {
-        eprintln!("rtslice: warning: {w}");
+        super::warning(w);
     }
     let opts = ApplyOptions {
         state_dir: StateDir::new(&args.state_dir),
-        mechanism: args.mechanism,
+        mechanism: args.mechanism.map(Mechanism::from),
         agent: if args.no_agent { None } else { Some(AgentCommand::rtslice_binary(std::env::current_exe()?)) },
         fair_server_off: args.fair_server_off,
         hrtick: args.hrtick,
@@ -68,7 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     match rtslice_host::apply(&plan, OciDefaults { netns: args.netns, seccomp: args.seccomp }, &opts) {
         Ok(applied) => {
-            if args.json {
+            if args.json.json {
                 println!("{}", serde_json::to_string_pretty(&applied)?);
             } else {
                 println!("applied {name}: mechanism {} ({})", applied.mechanism, applied.mechanism.describe());
@@ -89,16 +88,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 println!("  {} changes journaled in {}; undo with `rtslice reset`", applied.changes, args.state_dir.display());
             }
             for w in &applied.warnings {
-                eprintln!("rtslice: warning: {w}");
+                super::warning(w);
             }
             Ok(ExitCode::SUCCESS)
         }
         Err(e @ HostError::Rejected(_)) => {
-            eprintln!("rtslice: {e}");
+            super::error(e);
             Ok(ExitCode::from(EXIT_REJECTED))
         }
         Err(e) => {
-            eprintln!("rtslice: apply failed: {e}");
+            super::error(format_args!("apply failed: {e}"));
             Ok(ExitCode::from(EXIT_FAILURE))
         }
     }

@@ -36,15 +36,17 @@ pub struct Args {
     /// Re-render report.md/report.html of an existing results directory from its results.json
     #[arg(long, value_name = "DIR", conflicts_with = "experiment")]
     render: Option<PathBuf>,
-    /// No progress bar
-    #[arg(long)]
-    no_progress: bool,
+    #[command(flatten)]
+    quiet: super::Quiet,
+    // The results (results.json's content) instead of the headline tables.
+    #[command(flatten)]
+    json: super::Json,
 }
 
 /// Loads an experiment, reporting a bad file as invalid input (exit 2).
 pub(crate) fn load(path: &std::path::Path) -> Result<Experiment, ExitCode> {
     Experiment::load(path).map_err(|e| {
-        eprintln!("rtslice bench: {e}");
+        super::error(&e);
         match e {
             ExperimentError::Read { .. } => ExitCode::from(EXIT_INVALID),
             _ => ExitCode::from(EXIT_INVALID),
@@ -80,6 +82,7 @@ pub(crate) fn run_and_summarize(
     exp: &Experiment,
     out: &Path,
     progress: bool,
+    json: bool,
 ) -> anyhow::Result<Option<(Results, usize)>> {
     let rtslice = std::env::current_exe().context("cannot find the rtslice executable")?;
     let mut opt = Options::new(rtslice, out.to_path_buf());
@@ -89,12 +92,16 @@ pub(crate) fn run_and_summarize(
     let results = match runner::run(exp, &opt) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("rtslice {who}: {e}");
+            super::error(format_args!("{who}: {e}"));
             return Ok(None);
         }
     };
-    println!();
-    print_headlines(&report::sections(&results));
+    if json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        println!();
+        print_headlines(&report::sections(&results));
+    }
     let failed = results.runs.iter().filter(|r| matches!(r.status, RunStatus::Failed { .. })).count();
     Ok(Some((results, failed)))
 }
@@ -141,7 +148,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if let Some(r) = args.repetitions {
         if r == 0 {
-            eprintln!("rtslice bench: --repetitions must be at least 1");
+            super::error("--repetitions must be at least 1");
             return Ok(ExitCode::from(EXIT_INVALID));
         }
         exp.repetitions = r;
@@ -150,7 +157,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         match rtslice_spec::units::parse_duration(d) {
             Ok(d) if !d.is_zero() => exp.duration = d,
             _ => {
-                eprintln!("rtslice bench: --duration `{d}` is not a duration above zero (write e.g. 30s)");
+                super::error(format_args!("--duration `{d}` is not a duration above zero (write e.g. 30s)"));
                 return Ok(ExitCode::from(EXIT_INVALID));
             }
         }
@@ -173,23 +180,33 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if cfg!(debug_assertions) {
-        eprintln!("rtslice bench: warning: this is a debug build; the emulator's compute is an order of magnitude slower than in a release build (cargo build --release -p rtslice)");
+        super::warning("this is a debug build; the emulator's compute is an order of magnitude slower than in a release build (cargo build --release -p rtslice)");
     }
     if !rtslice_sys::process::is_root() {
-        eprintln!("rtslice bench: warning: not root; strategies other than `none` and kernel interference will fail (run with sudo)");
+        super::warning("not root; strategies other than `none` and kernel interference will fail (run with sudo)");
     }
     let out = args.out.unwrap_or_else(|| PathBuf::from("results").join(&exp.name));
-    let Some((results, failed)) = run_and_summarize("bench", &exp, &out, !args.no_progress)? else {
+    let Some((results, failed)) = run_and_summarize("bench", &exp, &out, !args.quiet.quiet, args.json.json)? else {
         return Ok(ExitCode::from(EXIT_FAILURE));
     };
-    println!("raw data: {}/results.json, runs.csv, threads.csv, samples.csv", out.display());
-    println!("report:   {}/report.md, {}/report.html", out.display(), out.display());
+    // With --json stdout holds only the JSON; where the files are goes to stderr.
+    let where_to = format!(
+        "raw data: {}/results.json, runs.csv, threads.csv, samples.csv\nreport:   {}/report.md, {}/report.html",
+        out.display(),
+        out.display(),
+        out.display()
+    );
+    if args.json.json {
+        eprintln!("{where_to}");
+    } else {
+        println!("{where_to}");
+    }
     if results.interrupted {
         println!("interrupted: {} of {runs} runs done", results.runs.len());
         return Ok(ExitCode::from(130));
     }
     if failed > 0 {
-        eprintln!("rtslice bench: {failed} run(s) failed; see the report's \"Failed and skipped runs\" section");
+        super::error(format_args!("{failed} run(s) failed; see the report's \"Failed and skipped runs\" section"));
         return Ok(ExitCode::from(EXIT_FAILURE));
     }
     Ok(ExitCode::SUCCESS)

@@ -12,25 +12,29 @@ pub struct Args {
     /// Where to write the results and report.html
     #[arg(long, default_value = "results/demo")]
     out: PathBuf,
-    /// No progress bar
-    #[arg(long)]
-    no_progress: bool,
+    #[command(flatten)]
+    quiet: super::Quiet,
+    // The results instead of the headline table.
+    #[command(flatten)]
+    json: super::Json,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let exp = rtslice_bench::demo_experiment();
     let cells = rtslice_bench::matrix::cells(&exp).len();
-    println!("rtslice demo: {} — {cells} runs of {} s each (about 2 minutes)", exp.title, (exp.warmup + exp.duration).as_secs());
+    // With --json stdout holds only the results; these lines go to stderr.
+    let say = |line: String| if args.json.json { eprintln!("{line}") } else { println!("{line}") };
+    say(format!("rtslice demo: {} — {cells} runs of {} s each (about 2 minutes)", exp.title, (exp.warmup + exp.duration).as_secs()));
     if !rtslice_sys::process::is_root() {
-        eprintln!("rtslice demo: warning: not root; applying strategies and kernel interference need root (sudo make demo)");
+        super::warning("not root; applying strategies and kernel interference need root (sudo make demo)");
     }
-    let Some((results, failed)) = run_and_summarize("demo", &exp, &args.out, !args.no_progress)? else {
+    let Some((results, failed)) = run_and_summarize("demo", &exp, &args.out, !args.quiet.quiet, args.json.json)? else {
         return Ok(ExitCode::from(EXIT_FAILURE));
     };
     if failed > 0 {
-        println!("{failed} run(s) failed; the report lists why.");
+        say(format!("{failed} run(s) failed; the report lists why."));
     }
     let html = std::fs::canonicalize(args.out.join("report.html")).unwrap_or_else(|_| args.out.join("report.html"));
-    println!("report: {}", html.display());
+    say(format!("report: {}", html.display()));
     Ok(if failed == results.runs.len() && failed > 0 { ExitCode::from(EXIT_FAILURE) } else { ExitCode::SUCCESS })
 }

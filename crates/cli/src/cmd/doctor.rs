@@ -4,9 +4,8 @@ use rtslice_host::doctor::Level;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Machine-readable report (JSON)
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: super::Json,
     /// Exit with 1 when a warning or missing feature is found
     #[arg(long)]
     strict: bool,
@@ -14,7 +13,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let report = rtslice_host::doctor();
-    if args.json {
+    if args.json.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!("rtslice doctor — kernel {}, {} CPUs [{}]", report.kernel, report.cpus_online.len(), report.cpus_online);

@@ -5,10 +5,9 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use anyhow::Context;
 use rtslice_emu::{Calibration, Class, Config, EmuError, Profile, SchedMode, EmuSummary};
 
-use super::{EXIT_FAILURE, EXIT_INVALID};
+use super::EXIT_FAILURE;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -18,16 +17,16 @@ pub struct Args {
     /// How long to run, e.g. 10s, 2m
     #[arg(long, default_value = "10s")]
     duration: String,
-    /// Target PHY load in percent of one core (e.g. 30%); picks the scheduled PRBs from the
+    /// Target PHY load as a share of one core (`30%` or `0.3`); picks the scheduled PRBs from the
     /// calibration. Default when neither --prb nor --traffic is given: the profile's (30–40%).
-    #[arg(long)]
-    load: Option<String>,
+    #[arg(long, value_parser = super::ratio)]
+    load: Option<f64>,
     /// Carrier bandwidth in PRBs (default: oai-lte 25, srsenb 50, nr-gnb 106)
     #[arg(long)]
     prb: Option<usize>,
-    /// Share of the carrier scheduled every TTI (traffic demand), e.g. 50% (default 100% with --prb)
-    #[arg(long)]
-    traffic: Option<String>,
+    /// Share of the carrier scheduled every TTI (traffic demand): `50%` or `0.5` (default 100% with --prb)
+    #[arg(long, value_parser = super::ratio)]
+    traffic: Option<f64>,
     /// MCS index 0..=28 (TS 38.214 Table 5.1.3.1-1; default 16)
     #[arg(long)]
     mcs: Option<u8>,
@@ -64,24 +63,15 @@ pub struct Args {
     /// Measure this host's per-kernel costs, store them and print them next to the public figures
     #[arg(long)]
     calibrate: bool,
-    /// Print the summary as one JSON object on stdout
-    #[arg(long)]
-    json: bool,
-    /// No live line per second
-    #[arg(long)]
-    quiet: bool,
-}
-
-fn percent(s: &str, what: &str) -> anyhow::Result<f64> {
-    let t = s.trim().trim_end_matches('%');
-    let v: f64 = t.parse().with_context(|| format!("{what} `{s}` is not a percentage (write e.g. 30%)"))?;
-    anyhow::ensure!(v.is_finite() && v > 0.0, "{what} `{s}` must be above 0%");
-    Ok(v)
+    // The summary as one JSON object (with --calibrate: the calibration).
+    #[command(flatten)]
+    json: super::Json,
+    #[command(flatten)]
+    quiet: super::Quiet,
 }
 
 fn invalid(msg: impl std::fmt::Display) -> anyhow::Result<ExitCode> {
-    eprintln!("rtslice emulate: {msg}");
-    Ok(ExitCode::from(EXIT_INVALID))
+    super::invalid(msg)
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -91,16 +81,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Some(p) => match c.store(&p) {
                 Ok(()) => Some(p),
                 Err(e) => {
-                    eprintln!("rtslice emulate: warning: {e}; set RTSLICE_CALIBRATION to a writable file");
+                    super::warning(format_args!("{e}; set RTSLICE_CALIBRATION to a writable file"));
                     None
                 }
             },
             None => {
-                eprintln!("rtslice emulate: warning: no place to store the calibration (no HOME); set RTSLICE_CALIBRATION");
+                super::warning("no place to store the calibration (no HOME); set RTSLICE_CALIBRATION");
                 None
             }
         };
-        if args.json {
+        if args.json.json {
             println!("{}", serde_json::to_string_pretty(&c)?);
         } else {
             print!("{}", c.report());
@@ -138,19 +128,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     cfg.max_iterations = args.ldpc_max_iter;
     cfg.userplane.netns = args.up_netns.clone();
     cfg.userplane.bind = args.up_addr;
-    cfg.live = !args.quiet;
-    if let Some(l) = &args.load {
-        match percent(l, "--load") {
-            Ok(v) => cfg.load_percent = Some(v),
-            Err(e) => return invalid(format!("{e:#}")),
-        }
+    cfg.live = !args.quiet.quiet;
+    match args.load {
+        Some(l) if l <= 0.0 => return invalid("--load must be above 0%"),
+        Some(l) => cfg.load_percent = Some(l * 100.0),
+        None => {}
     }
-    if let Some(t) = &args.traffic {
-        match percent(t, "--traffic") {
-            Ok(v) if v <= 100.0 => cfg.traffic = Some(v / 100.0),
-            Ok(_) => return invalid("--traffic must be at most 100%"),
-            Err(e) => return invalid(format!("{e:#}")),
-        }
+    match args.traffic {
+        Some(t) if t <= 0.0 => return invalid("--traffic must be above 0%"),
+        t => cfg.traffic = t,
     }
     if let Some(c) = &args.cpus {
         match rtslice_spec::parse_cpu_list(c) {
@@ -178,11 +164,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(s) => s,
         Err(e @ (EmuError::Invalid(_) | EmuError::LoadTooHigh { .. })) => return invalid(e),
         Err(e) => {
-            eprintln!("rtslice emulate: {e}");
+            super::error(e);
             return Ok(ExitCode::from(EXIT_FAILURE));
         }
     };
-    if args.json {
+    if args.json.json {
         println!("{}", serde_json::to_string(&summary)?);
     } else {
         print!("{}", human(&summary));

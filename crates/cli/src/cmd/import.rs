@@ -17,25 +17,25 @@ pub enum Command {
         /// Fail (exit 2) when anything could not be mapped, instead of only reporting it
         #[arg(long)]
         strict: bool,
+        // JSON: the spec's own field names, as `rtslice generate schema` describes
+        #[command(flatten)]
+        json: super::Json,
     },
 }
 
 pub fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Tosca { file, strict } => {
+        Command::Tosca { file, strict, json } => {
             // A spec that cannot be read is invalid input (exit 2), like one that cannot be parsed.
             let (text, name) = match super::plan::read_spec(&file) {
                 Ok(t) => t,
-                Err(e) => {
-                    eprintln!("rtslice: {e:#}");
-                    return Ok(ExitCode::from(EXIT_INVALID));
-                }
+                Err(e) => return super::invalid(format_args!("{e:#}")),
             };
             let imported = match rtslice_spec::import_tosca(&text, &name) {
                 Ok(i) => i,
                 Err(errors) => {
                     eprintln!("{errors}");
-                    eprintln!("rtslice: {} error(s) in {name}; nothing imported", errors.len());
+                    super::error(format_args!("{} error(s) in {name}; nothing imported", errors.len()));
                     return Ok(ExitCode::from(EXIT_INVALID));
                 }
             };
@@ -44,11 +44,15 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
                 out.push_str("# Not mapped (no counterpart in an rtslice spec):\n");
                 for u in &imported.unmapped {
                     out.push_str(&format!("#   line {}: {}: {}\n", u.line, u.path, u.reason));
-                    eprintln!("rtslice: {u}");
+                    super::warning(format_args!("not imported: {u}"));
                 }
             }
-            out.push_str(&rtslice_spec::to_yaml(&imported.spec));
-            print!("{out}");
+            if json.json {
+                println!("{}", serde_json::to_string_pretty(&imported.spec)?);
+            } else {
+                out.push_str(&rtslice_spec::to_yaml(&imported.spec));
+                print!("{out}");
+            }
             if strict && !imported.unmapped.is_empty() {
                 return Ok(ExitCode::from(EXIT_INVALID));
             }

@@ -14,7 +14,6 @@ use rtslice_loadgen::server::{server_main, ServerMain};
 use rtslice_loadgen::stats::RttSummary;
 use rtslice_loadgen::Protocol;
 
-use super::EXIT_INVALID;
 
 #[derive(clap::Subcommand)]
 pub enum Command {
@@ -81,8 +80,8 @@ pub struct ClientArgs {
     /// Tell the server to exit when done
     #[arg(long)]
     stop_server: bool,
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: super::Json,
 }
 
 pub fn run(command: Command) -> anyhow::Result<ExitCode> {
@@ -106,8 +105,7 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
 
 fn run_client(a: ClientArgs) -> anyhow::Result<ExitCode> {
     if a.count == 0 {
-        eprintln!("rtslice loadgen client: --count must be at least 1");
-        return Ok(ExitCode::from(EXIT_INVALID));
+        return super::invalid("--count must be at least 1");
     }
     let cfg = ClientConfig {
         server: a.server,
@@ -138,7 +136,7 @@ fn run_client(a: ClientArgs) -> anyhow::Result<ExitCode> {
         f.flush()?;
     }
     let summary = RttSummary::of(&run.rtts_s());
-    if a.json {
+    if a.json.json {
         #[derive(serde::Serialize)]
         struct Out<'a> {
             sent: usize,

@@ -11,7 +11,7 @@ use rtslice_model::{
 };
 use serde::Serialize;
 
-use super::{EXIT_INVALID, EXIT_REJECTED};
+use super::EXIT_REJECTED;
 
 #[derive(clap::Subcommand)]
 pub enum Command {
@@ -56,15 +56,14 @@ pub struct Inputs {
     /// E[z], mean request size in bytes (with --bandwidth)
     #[arg(long, value_name = "BYTES", value_parser = bytes, requires = "bandwidth")]
     size: Option<u64>,
-    /// φ, the percentile as a fraction (0.99 = 99th)
-    #[arg(long, default_value_t = 0.99)]
+    /// φ, the percentile: `0.99` or `99%`
+    #[arg(long, default_value = "0.99", value_parser = super::ratio)]
     phi: f64,
     /// Extension: service-time coefficient of variation for M/G/1 (1 = exponential = study B)
     #[arg(long, value_name = "CV")]
     cv: Option<f64>,
-    /// Machine-readable output
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: super::Json,
 }
 
 impl Inputs {
@@ -113,8 +112,8 @@ pub struct SizeArgs {
     /// Keep the φ-percentile of the round trip at or under this
     #[arg(long, value_name = "DUR", value_parser = duration)]
     target_percentile: Option<Duration>,
-    /// Per-CPU bandwidth cap the reservation must fit under
-    #[arg(long, default_value_t = 0.95)]
+    /// Per-CPU bandwidth cap the reservation must fit under: `0.95` or `95%`
+    #[arg(long, default_value = "0.95", value_parser = super::ratio)]
     cap: f64,
 }
 
@@ -125,9 +124,9 @@ pub struct ValidateArgs {
     /// Few samples per point (the file's quickSamples): a smoke run, not a measurement
     #[arg(long)]
     quick: bool,
-    /// Run with this mechanism instead of the file's: deadline, rt-group or none
-    #[arg(long)]
-    mechanism: Option<String>,
+    /// Run with this mechanism instead of the file's (hcbs is not supported by validation)
+    #[arg(long, value_enum)]
+    mechanism: Option<super::MechanismArg>,
     /// Directory for the SVG plot, the JSON report and the Markdown table
     #[arg(long, default_value = "rtslice-validate")]
     out: PathBuf,
@@ -138,9 +137,8 @@ pub struct ValidateArgs {
     /// restoring it afterwards (study B ran with it on)
     #[arg(long, value_name = "on|off")]
     hrtick: Option<OnOff>,
-    /// Print the JSON report instead of the Markdown table
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: super::Json,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -159,8 +157,34 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
 
 /// Input outside the model's domain: say which condition failed, exit 2.
 fn invalid(e: ModelError) -> anyhow::Result<ExitCode> {
-    eprintln!("rtslice model: {e}");
-    Ok(ExitCode::from(EXIT_INVALID))
+    super::invalid(e)
+}
+
+/// Checks a reservation given on the command line with the spec's own rules (period within the
+/// kernel's range, runtime above 0 and at most the period), by handing it to the spec parser as a
+/// one-workload spec: one set of limits and messages for a spec file and for these flags.
+fn check_reservation(runtime: Option<Duration>, period: Duration) -> Result<(), String> {
+    use rtslice_spec::units::format_duration;
+    let text = format!(
+        "apiVersion: rtslice/v1\nworkloads:\n  - name: model\n    demand:\n      reservation:\n        runtime: {}\n        period: {}\n",
+        format_duration(runtime.unwrap_or(period)),
+        format_duration(period)
+    );
+    match rtslice_spec::parse(&text, "command line") {
+        Ok(_) => Ok(()),
+        Err(errors) => Err(errors
+            .iter()
+            .map(|e| {
+                let flag = if e.path.ends_with(".period") { "--period" } else { "--runtime" };
+                format!("{flag}: {}", e.reason)
+            })
+            .collect::<Vec<_>>()
+            .join("; ")),
+    }
+}
+
+fn fmt_s(seconds: f64) -> String {
+    rtslice_spec::units::format_duration(Duration::from_secs_f64(seconds.max(0.0)))
 }
 
 #[derive(Serialize)]
@@ -193,11 +217,15 @@ fn parse_sweep(spec: &str) -> anyhow::Result<(f64, f64, usize)> {
     Ok((from.parse().map_err(|_| bad())?, to.parse().map_err(|_| bad())?, steps.parse().map_err(|_| bad())?))
 }
 
+/// A duration the model computed, in µs (a tenth of a µs is the model's useful precision).
 fn us(s: f64) -> String {
     format!("{:.1} µs", s * 1e6)
 }
 
 fn run_predict(a: PredictArgs) -> anyhow::Result<ExitCode> {
+    if let Err(e) = check_reservation(Some(a.runtime), a.inputs.period) {
+        return super::invalid(e);
+    }
     let scenario = a.inputs.scenario();
     let reservation = match Reservation::new(a.runtime.as_secs_f64(), a.inputs.period.as_secs_f64()) {
         Ok(r) => r,
@@ -207,23 +235,20 @@ fn run_predict(a: PredictArgs) -> anyhow::Result<ExitCode> {
     if let Some(spec) = &a.sweep {
         let (from, to, steps) = match parse_sweep(spec) {
             Ok(x) => x,
-            Err(e) => {
-                eprintln!("rtslice model: {e}");
-                return Ok(ExitCode::from(EXIT_INVALID));
-            }
+            Err(e) => return super::invalid(e),
         };
         let points = match sweep_lambda(&scenario, &reservation, phi, from, to, steps) {
             Ok(p) => p,
             Err(e) => return invalid(e),
         };
-        if a.inputs.json {
+        if a.inputs.json.json {
             println!("{}", serde_json::to_string_pretty(&points)?);
             return Ok(ExitCode::SUCCESS);
         }
         println!(
-            "# Q = {:?} every P = {:?} (Q/P = {:.3}), μ = {}/s; stable while λ < μQ/P = {:.1}/s",
-            a.runtime,
-            a.inputs.period,
+            "# Q = {} every P = {} (Q/P = {:.3}), μ = {}/s; stable while λ < μQ/P = {:.1}/s",
+            fmt_s(reservation.runtime_s),
+            fmt_s(reservation.period_s),
             reservation.bandwidth(),
             a.inputs.mu,
             a.inputs.mu * reservation.bandwidth()
@@ -272,15 +297,17 @@ fn run_predict(a: PredictArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let out = PredictOut { runtime_s: reservation.runtime_s, period_s: reservation.period_s, prediction, processing };
-    if a.inputs.json {
+    if a.inputs.json.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(ExitCode::SUCCESS);
     }
     let p = &out.prediction;
     println!("model:        {}", p.model);
     println!(
-        "reservation:  Q = {:?} every P = {:?} (Q/P = {:.4}); μQ/P = {:.1}/s, ρ = λ/(μQ/P) = {:.4}",
-        a.runtime, a.inputs.period, p.bandwidth, p.effective_rate, p.utilization
+        "reservation:  Q = {} every P = {} (Q/P = {:.4}); μQ/P = {:.1}/s, ρ = λ/(μQ/P) = {:.4}",
+        fmt_s(reservation.runtime_s),
+        fmt_s(reservation.period_s),
+        p.bandwidth, p.effective_rate, p.utilization
     );
     println!("server:       mean {}", us(p.server_mean_s));
     if p.network_mean_s > 0.0 {
@@ -312,6 +339,9 @@ fn run_predict(a: PredictArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_size(a: SizeArgs) -> anyhow::Result<ExitCode> {
+    if let Err(e) = check_reservation(None, a.inputs.period) {
+        return super::invalid(e);
+    }
     let scenario = a.inputs.scenario();
     let target = match (a.target_mean, a.target_percentile) {
         (Some(t), _) => Target::Mean { value_s: t.as_secs_f64() },
@@ -322,21 +352,21 @@ fn run_size(a: SizeArgs) -> anyhow::Result<ExitCode> {
         Ok(s) => s,
         Err(e) => return invalid(e),
     };
-    if a.inputs.json {
+    if a.inputs.json.json {
         println!("{}", serde_json::to_string_pretty(&sizing)?);
     } else {
         let p = &sizing.prediction;
         println!("model:        {}", p.model);
         println!(
-            "smallest reservation: Q = {:.0} µs every P = {:.0} µs (Q/P = {:.4}; exact minimum {:.6})",
-            sizing.runtime_s * 1e6,
-            sizing.period_s * 1e6,
+            "smallest reservation: Q = {} every P = {} (Q/P = {:.4}; exact minimum {:.6})",
+            fmt_s(sizing.runtime_s),
+            fmt_s(sizing.period_s),
             sizing.bandwidth,
             sizing.min_bandwidth
         );
         println!("predicted:    mean {}, p{} {}", us(p.mean_s), p.phi * 100.0, us(p.percentile_s));
         println!(
-            "margins:      {:.4} above the instability boundary λ/μ = {:.4}; {:.4} {} the per-CPU cap {}",
+            "margins:      {:.4} above the instability boundary λ/μ = {:.4}; {:.4} {} the per-CPU cap {:.4}",
             sizing.margin_to_instability,
             sizing.stability_bandwidth,
             sizing.margin_to_cap.abs(),
@@ -345,11 +375,11 @@ fn run_size(a: SizeArgs) -> anyhow::Result<ExitCode> {
         );
     }
     if !sizing.fits_cap {
-        eprintln!(
-            "rtslice model: the reservation needs Q/P = {:.4}, more than the per-CPU cap {}; it would be refused \
+        super::error(format_args!(
+            "the reservation needs Q/P = {:.4}, more than the per-CPU cap {:.4}; it would be refused \
              (raise the target, lower the load, or split it over more CPUs)",
             sizing.bandwidth, sizing.cap
-        );
+        ));
         return Ok(ExitCode::from(EXIT_REJECTED));
     }
     Ok(ExitCode::SUCCESS)
@@ -357,7 +387,7 @@ fn run_size(a: SizeArgs) -> anyhow::Result<ExitCode> {
 
 fn run_validate(a: ValidateArgs) -> anyhow::Result<ExitCode> {
     use rtslice_bench::validation::{
-        mechanism_label, parse_mechanism, validate, HostLauncher, Launcher, PlainLauncher, ValidateOptions, ValidationExperiment,
+        mechanism_label, validate, HostLauncher, Launcher, PlainLauncher, ValidateOptions, ValidationExperiment,
     };
     use rtslice_host::Mechanism;
 
@@ -365,19 +395,17 @@ fn run_validate(a: ValidateArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot read experiment file {}", a.experiment.display()))?;
     let mut exp = match ValidationExperiment::parse(&text, &a.experiment.display().to_string()) {
         Ok(e) => e,
-        Err(e) => {
-            eprintln!("rtslice model validate: {e}");
-            return Ok(ExitCode::from(EXIT_INVALID));
-        }
+        Err(e) => return super::invalid(e),
     };
-    if let Some(m) = &a.mechanism {
-        match parse_mechanism(m) {
-            Ok(m) => exp.mechanism = m,
-            Err(e) => {
-                eprintln!("rtslice model validate: {e}");
-                return Ok(ExitCode::from(EXIT_INVALID));
+    if let Some(m) = a.mechanism {
+        exp.mechanism = match m {
+            super::MechanismArg::Deadline => Mechanism::Deadline,
+            super::MechanismArg::RtGroup => Mechanism::RtGroup,
+            super::MechanismArg::None => Mechanism::None,
+            super::MechanismArg::Hcbs => {
+                return super::invalid("--mechanism hcbs: validation runs deadline, rt_group or none")
             }
-        }
+        };
     }
     if !rtslice_loadgen::is_root() {
         anyhow::bail!("validation creates network namespaces and reservations: run it as root (sudo)");
@@ -401,7 +429,8 @@ fn run_validate(a: ValidateArgs) -> anyhow::Result<ExitCode> {
         exp.load,
         exp.bandwidth,
         exp.period,
-        mechanism_label(exp.mechanism),
+        // The experiment file's `rt-group` printed as everywhere else on the command line (`rt_group`).
+        exp.mechanism,
         exp.interarrival.len(),
         if a.quick { exp.quick_samples } else { exp.samples }
     );
@@ -421,7 +450,7 @@ fn run_validate(a: ValidateArgs) -> anyhow::Result<ExitCode> {
     }
     let md = report.to_markdown();
     std::fs::write(a.out.join(format!("{stem}.md")), &md).context("cannot write the Markdown report")?;
-    if a.json {
+    if a.json.json {
         println!("{json}");
     } else {
         println!("{md}");

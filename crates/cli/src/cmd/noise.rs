@@ -48,17 +48,15 @@ pub struct Args {
     /// rt: period (study B: 100ms)
     #[arg(long, default_value = "100ms")]
     period: String,
-    /// Print the final report as one JSON object on stdout
-    #[arg(long)]
-    json: bool,
-    /// No line per second
-    #[arg(long)]
-    quiet: bool,
+    // The final report as one JSON object.
+    #[command(flatten)]
+    json: super::Json,
+    #[command(flatten)]
+    quiet: super::Quiet,
 }
 
 fn invalid(msg: impl std::fmt::Display) -> anyhow::Result<ExitCode> {
-    eprintln!("rtslice noise: {msg}");
-    Ok(ExitCode::from(EXIT_INVALID))
+    super::invalid(msg)
 }
 
 fn cpus(s: &str) -> Result<Vec<usize>, String> {
@@ -132,15 +130,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut guard = match Noise::start(spec) {
         Ok(g) => g,
         Err(e @ (NoiseError::Invalid(_) | NoiseError::MissingTool { .. })) => {
-            eprintln!("rtslice noise: {e}");
+            super::error(&e);
             return Ok(ExitCode::from(if matches!(e, NoiseError::Invalid(_)) { EXIT_INVALID } else { EXIT_FAILURE }));
         }
         Err(e) => {
-            eprintln!("rtslice noise: {e}");
+            super::error(e);
             return Ok(ExitCode::from(EXIT_FAILURE));
         }
     };
-    if !args.quiet {
+    if !args.quiet.quiet {
         eprintln!(
             "rtslice noise: {} on CPUs {:?}{} (pids {:?}); Ctrl-C stops and cleans up",
             kind.name(),
@@ -161,25 +159,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 break;
             }
             let r = guard.report();
-            if !args.quiet {
+            if !args.quiet.quiet {
                 eprintln!("{}", line(&r));
             }
         }
     }
     let summary = guard.summary();
     let torn = guard.stop();
-    if args.json {
+    if args.json.json {
         println!("{}", serde_json::to_string(&summary)?);
     } else {
         println!("summary over {:.1} s:", summary.elapsed_s);
         println!("{}", line(&summary));
     }
     if let Err(e) = torn {
-        eprintln!("rtslice noise: teardown incomplete: {e}; run `rtslice noise clean`");
+        super::error(format_args!("teardown incomplete: {e}; run `rtslice noise clean`"));
         return Ok(ExitCode::from(EXIT_FAILURE));
     }
     if let Some(e) = failure {
-        eprintln!("rtslice noise: {e}");
+        super::error(e);
         return Ok(ExitCode::from(EXIT_FAILURE));
     }
     Ok(ExitCode::SUCCESS)

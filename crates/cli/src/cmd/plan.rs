@@ -14,9 +14,9 @@ use super::{EXIT_INVALID, EXIT_REJECTED};
 pub struct Args {
     /// The spec file (YAML, `apiVersion: rtslice/v1`); `-` reads standard input
     pub spec: PathBuf,
-    /// Print the plan as JSON (schema: docs/plan.md) instead of tables
-    #[arg(long)]
-    pub json: bool,
+    // JSON schema of the plan: docs/plan.md
+    #[command(flatten)]
+    pub json: super::Json,
     /// Plan for these online CPUs instead of this host's (/sys/devices/system/cpu/online), e.g. `0-7`
     #[arg(long, value_name = "CPULIST")]
     pub online: Option<String>,
@@ -27,49 +27,43 @@ pub struct Args {
     /// parameters apply will write; default: the one apply would choose on this host (with this host's
     /// kernel limits), unless --online/--isolcpus plan for another host
     #[arg(long, value_name = "MECHANISM")]
-    pub mechanism: Option<rtslice_plan::Mechanism>,
+    pub mechanism: Option<super::MechanismArg>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // A spec that cannot be read is invalid input (exit 2), like one that cannot be parsed.
     let (text, name) = match read_spec(&args.spec) {
         Ok(t) => t,
-        Err(e) => {
-            eprintln!("rtslice: {e:#}");
-            return Ok(ExitCode::from(EXIT_INVALID));
-        }
+        Err(e) => return super::invalid(format_args!("{e:#}")),
     };
     let spec = match rtslice_spec::parse(&text, &name) {
         Ok(s) => s,
         Err(errors) => {
             eprintln!("{errors}");
-            eprintln!("rtslice: {} error(s) in {name}; nothing planned (see docs/spec.md)", errors.len());
+            super::error(format_args!("{} error(s) in {name}; nothing planned (see docs/spec.md)", errors.len()));
             return Ok(ExitCode::from(EXIT_INVALID));
         }
     };
     let facts = match host_facts(args.online.as_deref(), args.isolcpus.as_deref()) {
         Ok(f) => f,
-        Err(e) => {
-            eprintln!("rtslice: {e:#}");
-            return Ok(ExitCode::from(EXIT_INVALID));
-        }
+        Err(e) => return super::invalid(format_args!("{e:#}")),
     };
     // On this host its kernel's limits and mechanisms apply; planning for another host (--online,
     // --isolcpus) knows only the mechanism asked for.
     let for_this_host = args.online.is_none() && args.isolcpus.is_none();
     let kernel = if for_this_host { rtslice_host::HostFacts::detect().ok().map(|f| f.kernel_facts()) } else { None };
-    let plan = match (kernel, args.mechanism) {
+    let plan = match (kernel, args.mechanism.map(rtslice_plan::Mechanism::from)) {
         (Some(k), m) => rtslice_plan::plan_for_kernel(&spec, &facts, &k, m),
         (None, Some(m)) => rtslice_plan::plan_for_kernel(&spec, &facts, &Default::default(), Some(m)),
         (None, None) => rtslice_plan::plan(&spec, &facts),
     };
-    if args.json {
+    if args.json.json {
         println!("{}", serde_json::to_string_pretty(&plan)?);
     } else {
         print!("{}", render(&plan));
     }
     for w in &plan.warnings {
-        eprintln!("rtslice: warning: {w}");
+        super::warning(w);
     }
     Ok(if plan.rejected.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_REJECTED) })
 }
@@ -270,6 +264,7 @@ pub fn render(plan: &Plan) -> String {
             }
         }
     }
+    let _ = writeln!(out, "\n{} admitted, {} rejected", plan.workloads.len(), plan.rejected.len());
     out
 }
 

@@ -18,8 +18,8 @@ pub struct Args {
     /// Seconds launched workloads get to exit after SIGTERM before SIGKILL
     #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
     pub grace: f64,
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: super::Json,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -29,7 +29,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         &StateDir::new(&args.state_dir),
         ResetOptions { keep_workloads: args.keep_workloads, forget_stale: args.forget, grace },
     )?;
-    if args.json {
+    if args.json.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else if report.nothing_applied {
         println!("nothing to reset ({} holds no applied state)", args.state_dir.display());

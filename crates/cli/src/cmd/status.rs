@@ -11,9 +11,9 @@ use super::EXIT_REJECTED;
 pub struct Args {
     #[arg(long, default_value = rtslice_host::DEFAULT_STATE_DIR)]
     pub state_dir: PathBuf,
-    /// JSON: workloads[].name, workloads[].pids, drift[], mechanism, agent, ...
-    #[arg(long)]
-    pub json: bool,
+    // JSON: workloads[].name, workloads[].pids, drift[], mechanism, agent, agent_stats
+    #[command(flatten)]
+    pub json: super::Json,
     /// Refresh every N seconds until interrupted
     #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "2")]
     pub watch: Option<f64>,
@@ -23,9 +23,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let dir = StateDir::new(&args.state_dir);
     loop {
         let st = rtslice_host::status(&dir)?;
-        if args.json {
+        if args.json.json {
             let mut v = serde_json::to_value(&st)?;
-            if let Some(stats) = rtslice_agent::read_stats(&dir) {
+            if let Some(stats) = current_agent_stats(&st, &dir) {
                 v["agent_stats"] = serde_json::to_value(stats)?;
             }
             println!("{}", serde_json::to_string_pretty(&v)?);
@@ -42,6 +42,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The statistics of the agent `apply` recorded, or none: a file left by an earlier agent (another
+/// apply, or a crash before `reset`) describes a process that no longer keeps this plan.
+fn current_agent_stats(st: &rtslice_host::Status, dir: &StateDir) -> Option<rtslice_agent::AgentStats> {
+    let agent = st.agent.as_ref()?;
+    rtslice_agent::read_stats(dir).filter(|s| i64::from(s.pid) == i64::from(agent.pid))
+}
+
 fn print_human(st: &rtslice_host::Status, dir: &StateDir) {
     if !st.applied {
         println!("nothing applied (state directory {})", st.state_dir.display());
@@ -51,11 +58,11 @@ fn print_human(st: &rtslice_host::Status, dir: &StateDir) {
         "applied: {} changes journaled in {}; mechanism {}",
         st.changes,
         st.state_dir.display(),
-        st.mechanism.map(|m| format!("{m} ({})", m.describe())).unwrap_or_else(|| "?".into())
+        st.mechanism.map(|m| format!("{m} ({})", m.describe())).unwrap_or_else(|| "unknown (not in the journal)".into())
     );
     match &st.agent {
         Some(a) => {
-            let stats = rtslice_agent::read_stats(dir);
+            let stats = current_agent_stats(st, dir);
             println!(
                 "agent: pid {} {}{}",
                 a.pid,
@@ -96,6 +103,6 @@ fn print_human(st: &rtslice_host::Status, dir: &StateDir) {
         }
     }
     for w in &st.warnings {
-        println!("warning: {w}");
+        super::warning(w);
     }
 }

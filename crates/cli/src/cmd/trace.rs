@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use rtslice_trace::{Mode, Options, Target, TraceError, TraceReport, TraceSession};
 
-use super::{EXIT_FAILURE, EXIT_INVALID};
+use super::EXIT_FAILURE;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum By {
@@ -44,10 +44,13 @@ pub struct Args {
     /// Rows of the table: per thread, or merged by thread name
     #[arg(long, value_enum, default_value = "tid")]
     pub by: By,
-    /// Write the report (with raw histograms) as JSON to FILE, or to stdout with `-`
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Write the raw histograms as CSV to FILE
+    // The report with raw histograms as JSON on stdout; the table then goes to stderr.
+    #[command(flatten)]
+    pub json: super::Json,
+    /// Also write the report (with raw histograms) as JSON to FILE
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Also write the raw histograms as CSV to FILE
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
     /// IRQs to attribute separately (regex over /proc/interrupts names, or an IRQ number); with
@@ -60,9 +63,8 @@ pub struct Args {
     /// Fail instead of falling back to schedstat when BPF cannot be used
     #[arg(long)]
     pub require_bpf: bool,
-    /// No live view
-    #[arg(long, short)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub quiet: super::Quiet,
     /// rtslice state directory (where `apply` recorded its workloads)
     #[arg(long, default_value = rtslice_host::DEFAULT_STATE_DIR)]
     pub state_dir: PathBuf,
@@ -95,10 +97,7 @@ fn resolve_workload(name: &str, state_dir: &std::path::Path) -> anyhow::Result<R
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let invalid = |msg: String| {
-        eprintln!("rtslice trace: {msg}");
-        Ok(ExitCode::from(EXIT_INVALID))
-    };
+    let invalid = |msg: String| super::invalid(msg);
     let total = match duration("duration", &args.duration) {
         Ok(d) => d,
         Err(e) => return invalid(e),
@@ -137,12 +136,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return invalid(e.to_string())
         }
         Err(e) => {
-            eprintln!("rtslice trace: {e}");
+            super::error(e);
             return Ok(ExitCode::from(EXIT_FAILURE));
         }
     };
-    let json_to_stdout = args.json.as_deref() == Some(std::path::Path::new("-"));
-    let report = trace_loop(session, &target_desc, total, interval, args.quiet)?;
+    let json_to_stdout = args.json.json;
+    let report = trace_loop(session, &target_desc, total, interval, args.quiet.quiet)?;
     let report = if args.by == By::Name { report.merged_by_name() } else { report };
 
     let table = report.render_table();
@@ -151,17 +150,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         print!("{table}");
     }
-    if let Some(path) = &args.json {
+    if json_to_stdout || args.output.is_some() {
         let text = serde_json::to_string_pretty(&report)?;
+        if let Some(path) = &args.output {
+            std::fs::write(path, text.clone() + "\n").with_context(|| format!("cannot write the JSON report to {}", path.display()))?;
+            eprintln!("JSON report: {}", path.display());
+        }
         if json_to_stdout {
             println!("{text}");
-        } else {
-            std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
-            eprintln!("JSON report: {}", path.display());
         }
     }
     if let Some(path) = &args.csv {
-        std::fs::write(path, report.to_csv()).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, report.to_csv()).with_context(|| format!("cannot write the CSV histograms to {}", path.display()))?;
         eprintln!("CSV histograms: {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
