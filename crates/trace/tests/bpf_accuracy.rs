@@ -278,18 +278,20 @@ fn bpf_histogram_matches_the_threads_own_lateness_and_schedstat() {
     let slices = (ss1.slices - ss0.slices) as f64;
     let bpf_wait = (t.wakeup.total_wait_ns + t.preempt.total_wait_ns) as f64;
     eprintln!("schedstat: wait {run_delay} ns, {slices} slices; bpf: wait {bpf_wait} ns, {} slices", t.slices);
-    // BPF stamps with bpf_ktime_get_ns (CLOCK_MONOTONIC, the clocksource), schedstat's run_delay
-    // with the scheduler's sched_clock (TSC). On hardware both tick at the same rate. Under TCG the
-    // guest calibrates the TSC against the emulated HPET and marks it unstable ("TSCs
-    // unsynchronized"), so the two clocks run at different rates: the kernel matrix measured BPF
-    // 4.7 % above schedstat on 6.1 and 6.12-rt with equal slice counts, and the clock-rate ratio
-    // printed here shows the same skew. Only this comparison relaxes in a guest; slices do not.
+    // BPF stamps each wait at its tracepoints (bpf_ktime_get_ns), schedstat at the scheduler's rq
+    // clock updates (sched_clock), a few hundred instructions apart: nanoseconds on a real CPU, but
+    // tens of µs per event under TCG emulation, whose sign depends on the path. The kernels matrix
+    // measured (bpf - schedstat) / slices = -38, -13 and +27 µs per slice (6.1, 6.12-rt, 6.12-rt
+    // isolcpus) with equal slice counts, while the clocks' rates agreed within 1 % (printed below:
+    // not a clock skew). So in a guest the comparison allows a per-slice offset; slices do not relax.
+    let offset_us = (bpf_wait - run_delay) / slices.max(1.0) / 1000.0;
     eprintln!(
-        "clocks: sched_clock ran {clock_rate:.4}x CLOCK_MONOTONIC on CPU {cpu} (spin of {CLOCK_PROBE_MS} ms); clocksource {}",
+        "clocks: sched_clock ran {clock_rate:.4}x CLOCK_MONOTONIC on CPU {cpu} (spin of {CLOCK_PROBE_MS} ms; clocksource {}); \
+         bpf - schedstat = {offset_us:.1} µs per slice",
         std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource").unwrap_or_default().trim()
     );
-    let wait_tolerance = rtslice_testkit::timing_bound("total wait BPF (ktime) vs schedstat (sched_clock), relative", 0.02, 0.5);
-    if (bpf_wait - run_delay).abs() > wait_tolerance * run_delay {
+    let per_slice_ns = rtslice_testkit::timing_bound("BPF vs schedstat stamp offset per slice (ns) under emulation", 0.0, 100_000.0);
+    if (bpf_wait - run_delay).abs() > 0.02 * run_delay + per_slice_ns * slices {
         failures.push(format!("total wait: bpf {bpf_wait} ns vs schedstat {run_delay} ns"));
     }
     if (t.slices as f64 - slices).abs() > 0.02 * slices {
