@@ -282,7 +282,7 @@ fn bpf_histogram_matches_the_threads_own_lateness_and_schedstat() {
     // clock updates (sched_clock), a few hundred instructions apart: nanoseconds on a real CPU, but
     // tens of µs per event under TCG emulation, whose sign depends on the path. The kernels matrix
     // measured (bpf - schedstat) / slices = -38, -13 and +27 µs per slice (6.1, 6.12-rt, 6.12-rt
-    // isolcpus) with equal slice counts, while the clocks' rates agreed within 1 % (printed below:
+    // isolcpus; BPF 6 % to 56 % off) with equal slice counts, while the clocks' rates agreed within 1 % (printed below:
     // not a clock skew). So in a guest the comparison allows a per-slice offset; slices do not relax.
     let offset_us = (bpf_wait - run_delay) / slices.max(1.0) / 1000.0;
     eprintln!(
@@ -290,8 +290,12 @@ fn bpf_histogram_matches_the_threads_own_lateness_and_schedstat() {
          bpf - schedstat = {offset_us:.1} µs per slice",
         std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource").unwrap_or_default().trim()
     );
-    let per_slice_ns = rtslice_testkit::timing_bound("BPF vs schedstat stamp offset per slice (ns) under emulation", 0.0, 100_000.0);
-    if (bpf_wait - run_delay).abs() > 0.02 * run_delay + per_slice_ns * slices {
+    // The offset grows with the host's load (a vCPU descheduled between the two stamps): -160 µs
+    // per slice on 6.1 with three guests and native tests at once. Still bounded, so a BPF wait
+    // that is lost or doubled fails in guests too.
+    let relative = rtslice_testkit::timing_bound("BPF vs schedstat total wait, relative", 0.02, 0.5);
+    let per_slice_ns = rtslice_testkit::timing_bound("BPF vs schedstat stamp offset per slice (ns) under emulation", 0.0, 250_000.0);
+    if (bpf_wait - run_delay).abs() > relative * run_delay + per_slice_ns * slices {
         failures.push(format!("total wait: bpf {bpf_wait} ns vs schedstat {run_delay} ns"));
     }
     if (t.slices as f64 - slices).abs() > 0.02 * slices {
