@@ -151,6 +151,7 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
     journal_root_affinities(txn, ctx)?;
     let parent_partition = ctx.facts.backend.parent().cpuset.join("cpuset.cpus.partition");
     let mut fair_server_done = false;
+    let mut parent_is_partition = false;
     for op in cgroup_ops(ctx.prepared, ctx.facts, ctx.mech) {
         match op {
             Op::Mkdir { path, evacuate_to } => step(format!("create cgroup {}", path.display()), txn.mkdir(&path, &evacuate_to))?,
@@ -163,7 +164,12 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
                 // same at boot, before any partition exists. With the parent alone a partition
                 // the accounting is rebuilt right, so the fair_server is set there, before the
                 // workloads' partitions; its undo (runtime back, adding bandwidth) works in any state.
-                if !fair_server_done && path.ends_with("cpuset.cpus.partition") && path != parent_partition && value != "member" {
+                // Remote partitions (boot isolation, no parent partition): a single-level rebuild,
+                // after which the accounting is right (measured), so it is set after them instead.
+                if path == parent_partition {
+                    parent_is_partition = true;
+                }
+                if !fair_server_done && parent_is_partition && path.ends_with("cpuset.cpus.partition") && path != parent_partition {
                     fair_server(txn, ctx)?;
                     fair_server_done = true;
                 }
