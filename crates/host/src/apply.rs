@@ -149,10 +149,30 @@ fn step<T>(name: impl Into<String>, r: Result<T>) -> StepResult<T> {
 
 fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, Option<ProcRef>)> {
     journal_root_affinities(txn, ctx)?;
+    let parent_partition = ctx.facts.backend.parent().cpuset.join("cpuset.cpus.partition");
+    let mut fair_server_done = false;
+    let mut parent_is_partition = false;
     for op in cgroup_ops(ctx.prepared, ctx.facts, ctx.mech) {
         match op {
             Op::Mkdir { path, evacuate_to } => step(format!("create cgroup {}", path.display()), txn.mkdir(&path, &evacuate_to))?,
             Op::Write { path, value } => {
+                // cgroup v2, 6.12.117 (kernels matrix, read from /sys/kernel/debug/sched/debug's
+                // dl_bw->total_bw): when child partitions take every CPU of the parent partition,
+                // the root domains are rebuilt without the deadline servers' bandwidth (total_bw 0
+                // on every CPU), and setting a fair_server's runtime to 0 then fails (EBUSY/EIO:
+                // the kernel subtracts the server's bandwidth from a total that lacks it). The
+                // same at boot, before any partition exists. With the parent alone a partition
+                // the accounting is rebuilt right, so the fair_server is set there, before the
+                // workloads' partitions; its undo (runtime back, adding bandwidth) works in any state.
+                // Remote partitions (boot isolation, no parent partition): a single-level rebuild,
+                // after which the accounting is right (measured), so it is set after them instead.
+                if path == parent_partition {
+                    parent_is_partition = true;
+                }
+                if !fair_server_done && parent_is_partition && path.ends_with("cpuset.cpus.partition") && path != parent_partition {
+                    fair_server(txn, ctx)?;
+                    fair_server_done = true;
+                }
                 step(format!("write {value:?} to {}", path.display()), txn.write_if_changed(&path, &value))?;
                 // v2 takes an impossible partition request without an error: read the state back.
                 if path.ends_with("cpuset.cpus.partition") {
@@ -188,7 +208,9 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
     });
     step("save state", txn.save())?;
 
-    fair_server(txn, ctx)?;
+    if !fair_server_done {
+        fair_server(txn, ctx)?;
+    }
     hrtick(txn, ctx)?;
     irqs_and_nets(txn, ctx)?;
 

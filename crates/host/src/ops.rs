@@ -115,10 +115,17 @@ pub fn cgroup_ops(prepared: &[Prepared], facts: &HostFacts, mech: Mechanism) -> 
             enable(&mut ops, &parent.cpuset);
             let all: CpuList = prepared.iter().fold(CpuList::new(), |acc, p| acc.union(&p.ws.cpus));
             // A partition's parent must be a partition root too; then the parent holds only the
-            // workloads' CPUs and the rest stays with the root cgroup.
-            let parent_cpus = if exclusive.is_empty() { facts.online.clone() } else { all };
+            // workloads' CPUs and the rest stays with the root cgroup. Unless some workload sits on
+            // CPUs isolated at boot without a partition (prepare: the kernel refuses partitions
+            // holding them): the parent must then hold those CPUs as a plain cpuset, so the
+            // partitions become remote ones (6.7+): their CPUs handed down through
+            // cpuset.cpus.exclusive from the root, the parent staying a member.
+            let remote = !exclusive.is_empty() && !all.intersection(&facts.boot_isolated).is_empty();
+            let parent_cpus = if exclusive.is_empty() || remote { facts.online.clone() } else { all };
             w(&mut ops, b.cpuset_writes(&parent, &parent_cpus, &facts.mems));
-            if !exclusive.is_empty() {
+            if remote {
+                ops.push(Op::Write { path: parent.cpuset.join("cpuset.cpus.exclusive"), value: exclusive.to_string() });
+            } else if !exclusive.is_empty() {
                 ops.push(Op::Write { path: parent.cpuset.join("cpuset.cpus.partition"), value: "root".into() });
             }
             let total: f64 = prepared.iter().filter_map(|p| p.rt_budget.map(|r| r.bandwidth())).sum();
@@ -130,6 +137,9 @@ pub fn cgroup_ops(prepared: &[Prepared], facts: &HostFacts, mech: Mechanism) -> 
                 ops.push(Op::Mkdir { path: p.group.cpuset.clone(), evacuate_to: evac.clone() });
                 w(&mut ops, b.cpuset_writes(&p.group, &p.ws.cpus, &mems_of(p)));
                 if p.partition {
+                    if remote {
+                        ops.push(Op::Write { path: p.group.cpuset.join("cpuset.cpus.exclusive"), value: p.ws.cpus.to_string() });
+                    }
                     w(&mut ops, b.partition_writes(&p.group, false));
                 }
                 if let Some(r) = p.rt_budget {
@@ -194,6 +204,40 @@ mod tests {
         let parent_budget = ops.iter().position(|o| o == &wr("/cg/rtslice.slice/cpu.rt.max", "300000 1000000")).unwrap();
         let child_budget = ops.iter().position(|o| o == &wr("/cg/rtslice.slice/du/cpu.rt.max", "300 1000")).unwrap();
         assert!(parent_budget < child_budget, "parents are budgeted before children");
+    }
+
+    #[test]
+    fn v2_partitions_next_to_boot_isolated_cpus_are_remote() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("cpuset.cpus.isolated"), "").unwrap();
+        let mut f = facts(Backend::V2 { root: root.path().into() });
+        f.boot_isolated = CpuList::parse("3").unwrap();
+        let mut dedicated = wl("du", "1-2", None);
+        dedicated.partition = true;
+        let mut isolated = wl("iso", "3", None);
+        isolated.partition = true;
+        let s = Setup { workloads: vec![dedicated, isolated], ..Default::default() };
+        let (p, _) = prepare(&s, &f, Mechanism::None).unwrap();
+        assert_eq!((p[0].partition, p[1].partition), (true, false));
+        let ops = cgroup_ops(&p, &f, Mechanism::None);
+        let g = |rel: &str| root.path().join(rel);
+        let wr = |rel: &str, value: &str| Op::Write { path: g(rel), value: value.into() };
+        // The parent stays a member holding every CPU; the CPUs of du come down as exclusive ones.
+        assert!(ops.contains(&wr("rtslice.slice/cpuset.cpus", "0-3")));
+        assert!(!ops.iter().any(|o| matches!(o, Op::Write { path, .. } if path == &g("rtslice.slice/cpuset.cpus.partition"))));
+        let at = |o: Op| ops.iter().position(|x| x == &o).unwrap_or_else(|| panic!("{o:?} missing from {ops:?}"));
+        let parent_x = at(wr("rtslice.slice/cpuset.cpus.exclusive", "1-2"));
+        let child_x = at(wr("rtslice.slice/du/cpuset.cpus.exclusive", "1-2"));
+        let child_p = at(wr("rtslice.slice/du/cpuset.cpus.partition", "root"));
+        assert!(parent_x < child_x && child_x < child_p, "{ops:?}");
+        assert!(ops.contains(&wr("rtslice.slice/iso/cpuset.cpus", "3")));
+        assert!(!ops.iter().any(|o| matches!(o, Op::Write { path, .. } if path == &g("rtslice.slice/iso/cpuset.cpus.partition"))));
+        // Without boot isolation the layout is the usual one: the parent is a partition root.
+        f.boot_isolated = CpuList::new();
+        let (p, _) = prepare(&s, &f, Mechanism::None).unwrap();
+        let ops = cgroup_ops(&p, &f, Mechanism::None);
+        assert!(ops.contains(&wr("rtslice.slice/cpuset.cpus.partition", "root")));
+        assert!(!ops.iter().any(|o| matches!(o, Op::Write { path, .. } if path.ends_with("cpuset.cpus.exclusive"))));
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub struct HostFacts {
     pub rt_ratio: f64,
     /// Bandwidth per CPU the deadline servers (fair_server) hold in SCHED_DEADLINE admission.
     pub dl_server: f64,
+    /// CPUs isolated from the scheduler domains at boot (`isolcpus=domain`,
+    /// /sys/devices/system/cpu/isolated): outside load balancing, all in one root domain.
+    pub boot_isolated: CpuList,
 }
 
 impl HostFacts {
@@ -47,6 +50,10 @@ impl HostFacts {
             backend,
             rt_ratio: if runtime < 0 { 1.0 } else { runtime as f64 / period },
             dl_server: dl_server_share(),
+            boot_isolated: fsio::read_trim("/sys/devices/system/cpu/isolated")
+                .ok()
+                .and_then(|s| CpuList::parse(&s).ok())
+                .unwrap_or_default(),
         })
     }
 
@@ -323,6 +330,24 @@ pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec
             facts.online
         )));
     }
+    if let Backend::V2 { .. } = &facts.backend {
+        for p in out.iter_mut().filter(|p| p.partition && !p.ws.cpus.intersection(&facts.boot_isolated).is_empty()) {
+            boot_isolated_without_partition(p, &facts.boot_isolated, &mut warnings)?;
+        }
+    }
+    let exclusive: CpuList = out.iter().filter(|p| p.partition).fold(CpuList::new(), |acc, p| acc.union(&p.ws.cpus));
+    if let Backend::V2 { root } = &facts.backend {
+        // Partitions next to a workload on boot-isolated CPUs are remote partitions (ops.rs).
+        let all: CpuList = out.iter().fold(CpuList::new(), |acc, p| acc.union(&p.ws.cpus));
+        if !exclusive.is_empty() && !all.intersection(&facts.boot_isolated).is_empty() && !root.join("cpuset.cpus.isolated").exists() {
+            return Err(rejected(format!(
+                "partitions [{exclusive}] next to workloads on CPUs isolated at boot [{}] need remote partitions \
+                 (cpuset.cpus.exclusive, Linux 6.7+), which this kernel lacks; plan them on separate hosts or boot without \
+                 isolcpus=domain",
+                facts.boot_isolated
+            )));
+        }
+    }
     // v2: a CPU another cgroup holds as a valid partition cannot join ours; the kernel would take the
     // write and leave both partitions invalid (6.12: the other one stays "root invalid" even after
     // our rollback), so refuse before touching anything.
@@ -340,6 +365,47 @@ pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec
     Ok((out, warnings))
 }
 
+/// cgroup v2 with boot isolation (`isolcpus=domain`): 6.12 refuses any partition, `root` or
+/// `isolated`, holding CPUs isolated at boot ("partition config conflicts with housekeeping setup";
+/// found by the kernels matrix, guest rt-8cpu-iso). Those CPUs need none: they are already out of
+/// load balancing and no task runs there unless placed, so a plain cpuset dedicates them. What a
+/// partition gave beyond that, a root domain of the workload's own for SCHED_DEADLINE, they cannot
+/// have: the boot-isolated CPUs share one root domain (def_root_domain), and the kernel admits a
+/// deadline task only if its affinity spans its whole root domain (else EPERM).
+fn boot_isolated_without_partition(p: &mut Prepared, isolated: &CpuList, warnings: &mut Vec<String>) -> Result<()> {
+    let name = &p.ws.name;
+    if !p.ws.cpus.is_subset(isolated) {
+        return Err(rejected(format!(
+            "workload {name}: CPUs [{}] mix CPUs isolated at boot [{isolated}] (isolcpus=domain) with housekeeping CPUs, but it \
+             needs an exclusive partition (SCHED_DEADLINE, dedicated or shielded CPUs) and the kernel refuses a partition \
+             holding boot-isolated CPUs; give it only isolated CPUs (no partition needed there) or only housekeeping CPUs",
+            p.ws.cpus
+        )));
+    }
+    for r in &p.ws.threads {
+        if !matches!(r.policy, Some(SchedAttr::Deadline { .. })) {
+            continue;
+        }
+        let affinity = r.cpus.as_ref().unwrap_or(&p.ws.cpus);
+        if affinity != isolated {
+            return Err(rejected(format!(
+                "workload {name} rule {:?}: SCHED_DEADLINE on CPUs isolated at boot needs an affinity of all of them [{isolated}], \
+                 not [{affinity}]: they form one root domain (isolcpus=domain) and the kernel admits a deadline task only if its \
+                 affinity spans its root domain; give the workload all of [{isolated}] with no per-rule CPUs, use \
+                 --mechanism rt_group or none (FIFO/RR stay), or boot without isolcpus=domain for these CPUs",
+                r.name
+            )));
+        }
+    }
+    p.partition = false;
+    warnings.push(format!(
+        "workload {name}: CPUs [{}] are isolated at boot (isolcpus=domain), already outside load balancing: a plain cpuset \
+         holds it there, without a partition (the kernel refuses partitions holding boot-isolated CPUs)",
+        p.ws.cpus
+    ));
+    Ok(())
+}
+
 #[cfg(test)]
 pub(crate) mod fixtures {
     use super::*;
@@ -354,6 +420,7 @@ pub(crate) mod fixtures {
             available: vec![Mechanism::Hcbs, Mechanism::Deadline],
             rt_ratio: 0.95,
             dl_server: 0.05,
+            boot_isolated: CpuList::new(),
         }
     }
 
@@ -384,6 +451,36 @@ mod tests {
         assert_eq!(resolve_mechanism(&s, &f, None).unwrap(), Mechanism::Hcbs);
         let e = prepare(&s, &f, Mechanism::Deadline).unwrap_err().to_string();
         assert!(e.contains("overlap"), "{e}");
+    }
+
+    #[test]
+    fn boot_isolated_cpus_get_a_plain_cpuset_and_deadline_there_spans_them_all() {
+        let mut f = facts(Backend::V2 { root: "/cg".into() });
+        f.boot_isolated = CpuList::parse("2-3").unwrap();
+        // All of the isolated CPUs: no partition, the FIFO rule becomes SCHED_DEADLINE on 2-3.
+        let s = Setup { workloads: vec![wl("du", "2-3", Some((300, 1000)))], ..Default::default() };
+        let (p, warnings) = prepare(&s, &f, Mechanism::Deadline).unwrap();
+        assert!(!p[0].partition);
+        assert!(matches!(p[0].ws.threads[0].policy, Some(SchedAttr::Deadline { .. })));
+        assert!(warnings.iter().any(|w| w.contains("isolated at boot") && w.contains("plain cpuset")), "{warnings:?}");
+        // A deadline rule pinned to one of them cannot be admitted (one root domain for both).
+        let mut w = wl("du", "2-3", Some((300, 1000)));
+        w.threads[0].cpus = Some(CpuList::parse("3").unwrap());
+        let e = prepare(&Setup { workloads: vec![w], ..Default::default() }, &f, Mechanism::Deadline).unwrap_err().to_string();
+        assert!(e.contains("needs an affinity of all of them [2-3]") && e.contains("not [3]"), "{e}");
+        // Isolated and housekeeping CPUs in one partition: refused before anything is touched.
+        let e = prepare(&Setup { workloads: vec![wl("du", "1-2", Some((300, 1000)))], ..Default::default() }, &f, Mechanism::Deadline)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mix CPUs isolated at boot [2-3]"), "{e}");
+        // A dedicated workload without deadline rules: plain cpuset too; on cgroup v1 nothing changes.
+        let mut w = wl("du", "2-3", None);
+        w.partition = true;
+        let s = Setup { workloads: vec![w], ..Default::default() };
+        assert!(!prepare(&s, &f, Mechanism::None).unwrap().0[0].partition);
+        let mut v1 = facts(Backend::V1 { cpuset: "/cs".into(), cpu: "/cpu".into() });
+        v1.boot_isolated = CpuList::parse("2-3").unwrap();
+        assert!(prepare(&s, &v1, Mechanism::None).unwrap().0[0].partition);
     }
 
     #[test]

@@ -82,7 +82,12 @@ fn bpf_histogram_matches_the_threads_own_lateness_and_schedstat() {
     // (a few µs). The scheduler does not preempt FIFO for a fair task, so every long wait ends in a
     // full schedule(), where schedstat's clock is exact. (An immediate wake-up preemption skips
     // schedstat's clock update, so run_delay undercounts those waits; BPF measures them as they are.)
-    let epoch = now_ns() + 1_500_000_000; // the BPF session must be up before this
+    // Measured before any other thread of the test exists, on the CPU the test uses.
+    let clock_rate = sched_clock_rate(cpu);
+    // The BPF session must be up before this. Loading and attaching the programs takes a few
+    // seconds under TCG emulation (6.12-rt guest with three guests at once: more than 1.5 s).
+    let start_ms = rtslice_testkit::timing_bound("BPF session start ms", 1500.0, 15000.0);
+    let epoch = now_ns() + start_ms as u64 * 1_000_000;
     let stop = Arc::new(AtomicBool::new(false));
     let spinner = {
         let stop = stop.clone();
@@ -273,13 +278,54 @@ fn bpf_histogram_matches_the_threads_own_lateness_and_schedstat() {
     let slices = (ss1.slices - ss0.slices) as f64;
     let bpf_wait = (t.wakeup.total_wait_ns + t.preempt.total_wait_ns) as f64;
     eprintln!("schedstat: wait {run_delay} ns, {slices} slices; bpf: wait {bpf_wait} ns, {} slices", t.slices);
-    if (bpf_wait - run_delay).abs() > 0.02 * run_delay {
+    // BPF stamps each wait at its tracepoints (bpf_ktime_get_ns), schedstat at the scheduler's rq
+    // clock updates (sched_clock), a few hundred instructions apart: nanoseconds on a real CPU, but
+    // tens of µs per event under TCG emulation, whose sign depends on the path. The kernels matrix
+    // measured (bpf - schedstat) / slices = -38, -13 and +27 µs per slice (6.1, 6.12-rt, 6.12-rt
+    // isolcpus; BPF 6 % to 56 % off) with equal slice counts, while the clocks' rates agreed within 1 % (printed below:
+    // not a clock skew). So in a guest the comparison allows a per-slice offset; slices do not relax.
+    let offset_us = (bpf_wait - run_delay) / slices.max(1.0) / 1000.0;
+    eprintln!(
+        "clocks: sched_clock ran {clock_rate:.4}x CLOCK_MONOTONIC on CPU {cpu} (spin of {CLOCK_PROBE_MS} ms; clocksource {}); \
+         bpf - schedstat = {offset_us:.1} µs per slice",
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource").unwrap_or_default().trim()
+    );
+    // The offset grows with the host's load (a vCPU descheduled between the two stamps): -160 µs
+    // per slice on 6.1 with three guests and native tests at once. Still bounded, so a BPF wait
+    // that is lost or doubled fails in guests too.
+    let relative = rtslice_testkit::timing_bound("BPF vs schedstat total wait, relative", 0.02, 0.5);
+    let per_slice_ns = rtslice_testkit::timing_bound("BPF vs schedstat stamp offset per slice (ns) under emulation", 0.0, 250_000.0);
+    if (bpf_wait - run_delay).abs() > relative * run_delay + per_slice_ns * slices {
         failures.push(format!("total wait: bpf {bpf_wait} ns vs schedstat {run_delay} ns"));
     }
     if (t.slices as f64 - slices).abs() > 0.02 * slices {
         failures.push(format!("slices: bpf {} vs schedstat {slices}", t.slices));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+const CLOCK_PROBE_MS: u64 = 300;
+
+/// How fast the scheduler's clock (sched_clock, which schedstat uses) runs against CLOCK_MONOTONIC
+/// (which BPF's bpf_ktime_get_ns and this test use): a thread pinned to `cpu` spins for
+/// CLOCK_PROBE_MS of CLOCK_MONOTONIC; its sum_exec_runtime (first field of its schedstat) grows by
+/// the same amount when both clocks agree and nothing else ran there. 1.0 natively.
+fn sched_clock_rate(cpu: usize) -> f64 {
+    std::thread::spawn(move || {
+        pin_to(cpu);
+        let exec = || {
+            let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+            s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+        };
+        let (e0, t0) = (exec(), now_ns());
+        while now_ns() < t0 + CLOCK_PROBE_MS * 1_000_000 {
+            std::hint::spin_loop();
+        }
+        let (e1, t1) = (exec(), now_ns());
+        e1.saturating_sub(e0) as f64 / t1.saturating_sub(t0).max(1) as f64
+    })
+    .join()
+    .unwrap()
 }
 
 fn hist_q(l: &rtslice_trace::LatencyStats, q: f64) -> f64 {
