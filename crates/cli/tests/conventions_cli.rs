@@ -208,7 +208,7 @@ fn a_spec_that_is_not_text_says_so() {
     std::fs::write(&f, [0x7f, b'E', b'L', b'F', 0xff, 0xfe, 0x00, 0x80]).unwrap();
     let out = rtslice(&["plan", f.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("is not UTF-8 text"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not UTF-8 text"), "{}", stderr(&out));
     let _ = std::fs::remove_dir_all(dir);
 }
 
