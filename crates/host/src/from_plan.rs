@@ -23,7 +23,9 @@ fn cpus(v: &[u32]) -> CpuList {
     CpuList::from_cpus(v.iter().copied())
 }
 
-fn sched_attr_of(s: &ThreadSched) -> SchedAttr {
+/// The kernel attributes of a planned thread schedule; `reclaim` sets SCHED_FLAG_RECLAIM on a
+/// deadline schedule (apply decides it per workload).
+pub(crate) fn sched_attr_of(s: &ThreadSched, reclaim: bool) -> SchedAttr {
     match *s {
         ThreadSched::Other { nice } => SchedAttr::Other { nice },
         ThreadSched::Batch { nice } => SchedAttr::Batch { nice },
@@ -34,7 +36,7 @@ fn sched_attr_of(s: &ThreadSched) -> SchedAttr {
             runtime_ns: runtime.as_nanos() as u64,
             deadline_ns: deadline.as_nanos() as u64,
             period_ns: period.as_nanos() as u64,
-            reclaim: false,
+            reclaim,
         },
     }
 }
@@ -82,7 +84,7 @@ pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<Setup> {
             .iter()
             .map(|t| ThreadRule {
                 name: t.pattern.clone(),
-                policy: Some(sched_attr_of(&t.sched)),
+                policy: Some(sched_attr_of(&t.sched, false)),
                 cpus: match &t.cpus {
                     ThreadCpus::Anywhere => None,
                     ThreadCpus::Cpus(c) => Some(cpus(c)),

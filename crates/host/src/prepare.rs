@@ -539,19 +539,7 @@ mod plan_agrees_with_apply {
     }
 
     fn sched_of(s: &ThreadSched, flags: &[String]) -> SchedAttr {
-        match *s {
-            ThreadSched::Other { nice } => SchedAttr::Other { nice },
-            ThreadSched::Batch { nice } => SchedAttr::Batch { nice },
-            ThreadSched::Idle => SchedAttr::Idle,
-            ThreadSched::Fifo { priority } => SchedAttr::Fifo { priority },
-            ThreadSched::Rr { priority } => SchedAttr::Rr { priority },
-            ThreadSched::Deadline { runtime, deadline, period } => SchedAttr::Deadline {
-                runtime_ns: runtime.as_nanos() as u64,
-                deadline_ns: deadline.as_nanos() as u64,
-                period_ns: period.as_nanos() as u64,
-                reclaim: flags.iter().any(|f| f == "reclaim"),
-            },
-        }
+        crate::from_plan::sched_attr_of(s, flags.iter().any(|f| f == "reclaim"))
     }
 
     proptest! {
