@@ -24,7 +24,7 @@ use rtslice_host::cgroup::Backend;
 use rtslice_host::rules::CompiledRules;
 use rtslice_host::StateDir;
 use rtslice_sys::proc_connector;
-use rtslice_sys::proc_ref;
+use rtslice_sys::procfs;
 use serde::{Deserialize, Serialize};
 
 /// The kernel's process connector the agent listens to (in `rtslice-sys`).
@@ -107,7 +107,7 @@ impl Agent {
 
     /// Which workload a process belongs to (by its cgroup in the cpuset hierarchy).
     fn workload_of(&self, tgid: i32) -> Option<usize> {
-        let text = proc_ref::cgroup_membership(tgid)?;
+        let text = procfs::cgroup_membership(tgid)?;
         let path = self.backend.cgroup_of(&text)?;
         self.workloads.iter().position(|w| path.starts_with(&w.dir))
     }
@@ -115,7 +115,7 @@ impl Agent {
     /// Applies the rule for one thread; `event_ns` is the kernel timestamp of the triggering event.
     fn handle(&mut self, tgid: i32, tid: i32, comm: Option<String>, event_ns: Option<u64>) {
         let Some(wi) = self.workload_of(tgid) else { return };
-        let Some(comm) = comm.or_else(|| proc_ref::thread_comm(tgid, tid)) else { return };
+        let Some(comm) = comm.or_else(|| rtslice_host::sched::comm_of(tgid, tid)) else { return };
         let w = &self.workloads[wi];
         let Some(want) = w.rules.wanted(&comm) else {
             self.seen.insert(tid, comm);
@@ -210,8 +210,8 @@ impl Agent {
         let mut todo = Vec::new();
         for w in &self.workloads {
             for pid in rtslice_host::workload_pids(&w.dir) {
-                for tid in proc_ref::threads(pid) {
-                    let comm = proc_ref::thread_comm(pid, tid);
+                for tid in rtslice_host::sched::threads_of(pid) {
+                    let comm = rtslice_host::sched::comm_of(pid, tid);
                     if only_new && comm.is_some() && self.seen.get(&tid) == comm.as_ref() {
                         continue;
                     }

@@ -1,7 +1,7 @@
 //! The scheduling classes the emulated stacks request, and reading them back from /proc. The calls
-//! themselves (names, affinity, clocks, sched_setscheduler) are rtslice-sys's.
+//! themselves (names, affinity, clocks, scheduling classes) are rtslice-sys's.
 
-use rtslice_sys::thread::SchedClass;
+use rtslice_sys::sched::SchedClass;
 use serde::{Deserialize, Serialize};
 
 /// Linux scheduling class of a thread, as the real stacks request them.

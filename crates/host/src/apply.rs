@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use rtslice_sys::proc_ref::{self, ProcRef};
+use rtslice_sys::proc_ref::ProcRef;
+use rtslice_sys::procfs;
 use serde::{Deserialize, Serialize};
 
 use crate::cgroup::Backend;
@@ -463,7 +464,7 @@ const MIGRATION_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// partition, is reported with the reason that applies.
 fn admit_deadline(txn: &mut Txn, tid: i32, pol: SchedAttr, partition: &CpuList) -> Result<()> {
     let started = std::time::Instant::now();
-    let outside = |tid| proc_ref::last_cpu(tid).is_some_and(|c| !partition.contains(c));
+    let outside = |tid| procfs::last_cpu(tid).is_some_and(|c| !partition.contains(c));
     while outside(tid) && started.elapsed() < MIGRATION_WAIT {
         std::thread::sleep(std::time::Duration::from_micros(500));
     }
@@ -478,7 +479,7 @@ fn admit_deadline(txn: &mut Txn, tid: i32, pol: SchedAttr, partition: &CpuList) 
             }
             Err(HostError::Sched { source, .. }) if matches!(source.raw_os_error(), Some(libc::EPERM) | Some(libc::EBUSY)) => {
                 let errno = source.raw_os_error().unwrap_or(0);
-                let reason = match proc_ref::last_cpu(tid) {
+                let reason = match procfs::last_cpu(tid) {
                     Some(c) if !partition.contains(c) => format!(
                         "the thread last ran on CPU {c}, outside its partition [{partition}], and did not wake up within {} s: the \
                          kernel admits a deadline thread where it last ran. It gets its policy when it runs again if the agent is on \
@@ -513,7 +514,7 @@ fn shield(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<()> {
     let to = ctx.facts.backend.group("system").cpuset.join("cgroup.procs");
     let procs: Vec<ProcRef> = crate::cgroup::read_pids(&from)
         .into_iter()
-        .filter(|&pid| !proc_ref::is_kernel_thread(pid))
+        .filter(|&pid| !procfs::is_kernel_thread(pid))
         .filter_map(ProcRef::of)
         .collect();
     step("journal shield", txn.record(Change::MovedProcesses { procs: procs.clone(), from: from.clone(), to: to.clone() }))?;

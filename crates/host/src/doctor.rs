@@ -74,7 +74,7 @@ fn finding(topic: &str, level: Level, detail: impl Into<String>, fix: impl Into<
 
 pub fn online_cpus() -> CpuList {
     fsio::read_trim("/sys/devices/system/cpu/online").ok().and_then(|s| CpuList::parse(&s).ok()).unwrap_or_else(|| {
-        CpuList::from_cpus(0..rtslice_sys::probe::online_cpu_count())
+        CpuList::from_cpus(0..rtslice_sys::procfs::online_cpu_count())
     })
 }
 
@@ -218,7 +218,7 @@ fn fair_servers(cpus: &CpuList) -> (FairServers, Option<String>) {
 }
 
 fn perf_hw_counters() -> Result<(), std::io::Error> {
-    rtslice_sys::probe::hardware_counters()
+    rtslice_sys::perf::hardware_counters().map_err(std::io::Error::from)
 }
 
 fn tool_version(name: &str) -> Option<(PathBuf, String)> {

@@ -91,7 +91,7 @@ pub fn interfaces(sys_class_net: &Path) -> Vec<String> {
 
 /// PIDs of running processes whose comm is `name`.
 pub fn pids_named(name: &str) -> Vec<i32> {
-    rtslice_sys::proc_ref::pids_named(name)
+    rtslice_sys::procfs::pids_named(name)
 }
 
 #[cfg(test)]

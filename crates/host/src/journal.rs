@@ -136,7 +136,7 @@ impl StateDir {
             .write(true)
             .open(self.path.join("lock"))
             .map_err(|e| self.state_err(format!("cannot open its lock file: {e}")))?;
-        match rtslice_sys::fs::try_lock_exclusive(&file) {
+        match rtslice_sys::lock::try_lock_exclusive(&file) {
             Ok(true) => {}
             Ok(false) => {
                 return Err(self.state_err("another rtslice apply/reset is running on this state directory; wait for it"))

@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rtslice_sys::proc_ref::{self, ProcRef};
+use rtslice_sys::procfs;
 use serde::{Deserialize, Serialize};
 
 use crate::cgroup::Backend;
@@ -108,7 +109,7 @@ pub(crate) fn command(
 
 /// The cgroup.procs file a process is in now, in the hierarchy mounted at `mount`.
 fn current_procs_file(pid: i32, mount: &Path, ctrl: Option<&str>) -> Option<PathBuf> {
-    let text = proc_ref::cgroup_membership(pid)?;
+    let text = procfs::cgroup_membership(pid)?;
     for line in text.lines() {
         let mut parts = line.splitn(3, ':');
         let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
@@ -207,7 +208,7 @@ pub(crate) fn oci_create(
 pub(crate) fn wait_for_exec(pid: i32) {
     let deadline = Instant::now() + Duration::from_secs(2);
     while Instant::now() < deadline {
-        match proc_ref::comm(pid) {
+        match procfs::process_comm(pid) {
             Some(c) if c.starts_with("runc") => std::thread::sleep(Duration::from_millis(1)),
             _ => return,
         }

@@ -27,8 +27,19 @@ pub fn get_affinity(tid: i32) -> Result<CpuList> {
         .map_err(|source| HostError::Sched { call: "sched_getaffinity", tid, source })
 }
 
-pub use rtslice_sys::proc_ref::{no_setaffinity, thread_comm as comm_of, threads as threads_of};
-pub use rtslice_sys::sched::gettid;
+/// Thread ids of process `pid`, ascending; empty when it is gone.
+pub fn threads_of(pid: i32) -> Vec<i32> {
+    let Ok(pid) = u32::try_from(pid) else { return Vec::new() };
+    rtslice_sys::procfs::tasks(pid).into_iter().filter_map(|tid| i32::try_from(tid).ok()).collect()
+}
+
+/// A thread's name (`comm`); `None` when it is gone.
+pub fn comm_of(pid: i32, tid: i32) -> Option<String> {
+    rtslice_sys::procfs::comm(u32::try_from(pid).ok()?, u32::try_from(tid).ok()?)
+}
+
+pub use rtslice_sys::procfs::no_setaffinity;
+pub use rtslice_sys::thread::gettid;
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use rtslice_host::{apply_setup, reset, ApplyOptions, CpuList, Launch, Mechanism, ResetOptions, Setup, StateDir, WorkloadSetup};
-use rtslice_sys::proc_ref::{self, ProcRef};
+use rtslice_sys::proc_ref::ProcRef;
+use rtslice_sys::procfs;
 use rtslice_testkit::{root_or_skip, KernelLock};
 
 fn launch(name: &str, script: &str) -> Setup {
@@ -29,7 +30,7 @@ fn workload_procs(group: &std::path::Path, n: usize, sleeps_wanted: usize) -> Ve
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let procs: Vec<ProcRef> = rtslice_host::workload_pids(group).into_iter().filter_map(ProcRef::of).collect();
-        let sleeps = procs.iter().filter(|p| proc_ref::comm(p.pid).as_deref() == Some("sleep")).count();
+        let sleeps = procs.iter().filter(|p| procfs::process_comm(p.pid).as_deref() == Some("sleep")).count();
         if procs.len() >= n && sleeps >= sleeps_wanted {
             return procs;
         }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::{rngs::StdRng, SeedableRng};
-use rtslice_sys::thread::SchedClass;
+use rtslice_sys::sched::SchedClass;
 use rtslice_sys::time::{monotonic_ns, sleep_until_ns};
 use serde::Serialize;
 
@@ -81,14 +81,13 @@ impl ClientRun {
 
 /// Makes the calling thread SCHED_FIFO at `prio`.
 pub fn set_fifo(prio: i32) -> Result<()> {
-    rtslice_sys::thread::set_sched_class(SchedClass::Fifo, prio)
+    rtslice_sys::sched::set_sched_class(SchedClass::Fifo, prio)
         .map_err(|e| LoadgenError::Invalid(format!("cannot make the client SCHED_FIFO {prio} (needs root or CAP_SYS_NICE): {e}")))
 }
 
 /// Restricts the calling thread (and threads it spawns later) to `cpus`.
 pub fn set_affinity(cpus: &[u32]) -> Result<()> {
-    let cpus: Vec<usize> = cpus.iter().map(|&c| c as usize).collect();
-    rtslice_sys::thread::set_affinity(&cpus)
+    rtslice_sys::sched::set_affinity(0, cpus.iter().copied())
         .map_err(|e| LoadgenError::Invalid(format!("cannot move the client to CPUs {cpus:?}: {e}")))
 }
 

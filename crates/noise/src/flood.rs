@@ -87,7 +87,7 @@ pub fn cleanup_stale() -> Vec<String> {
 fn sender_loop(ns: String, cpus: Vec<usize>, spec: FloodSpec, stop: Arc<AtomicBool>, sent: Arc<AtomicU64>) -> Result<(), String> {
     let _ = rtslice_sys::thread::set_name("rtsn-flood");
     // Best effort, as before: an offline CPU leaves the sender where it was.
-    let _ = rtslice_sys::thread::set_affinity(&cpus);
+    let _ = rtslice_sys::sched::set_affinity(0, cpus.iter().map(|&c| c as u32));
     netns::enter(&ns).map_err(|e| e.to_string())?;
     let sock = UdpSocket::bind((TX_ADDR, 0)).map_err(|e| format!("bind {TX_ADDR}: {e}"))?;
     sock.connect((RX_ADDR, PORT)).map_err(|e| format!("connect {RX_ADDR}:{PORT}: {e}"))?;

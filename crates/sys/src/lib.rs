@@ -6,20 +6,22 @@
 //! Table of contents:
 //! - [`cpulist`]: the kernel's CPU-list and CPU-mask text formats (pure).
 //! - [`time`]: monotonic and per-thread CPU clocks, absolute sleeps.
-//! - [`thread`]: thread ids, names, CPU affinity, timer slack, the calling thread's class.
+//! - [`thread`]: the calling thread's id, name and timer slack.
 //! - [`process`]: root check, signals to process groups.
-//! - [`lock`]: host-wide advisory file locks (flock).
-//! - [`procfs`]: /proc/PID/task/TID/{stat,status,schedstat,sched,comm,children}, /proc/stat,
-//!   /proc/softirqs, /proc/PID/net/{dev,snmp}, the online and isolated CPUs.
+//! - [`lock`]: advisory file locks (flock): host-wide waits and fail-fast tries.
+//! - [`procfs`]: /proc/PID/task/TID/{stat,status,schedstat,sched,comm,children},
+//!   /proc/PID/{stat,comm,cgroup}, /proc/stat, /proc/softirqs, /proc/interrupts,
+//!   /proc/PID/net/{dev,snmp}, the online and isolated CPUs.
 //! - [`netns`]: network namespaces and veth pairs.
 //! - [`net`]: batched datagram sending (sendmmsg).
-//! - [`perf`]: perf_event_open counters.
+//! - [`perf`]: perf_event_open counters, and whether the machine has any.
 //! - [`bpf`]: bpf(2) run-time statistics and program run counters (the tracer's glue beyond libbpf-rs).
-//! - [`sched`]: scheduling policies and parameters (sched_setattr/sched_getattr, SCHED_DEADLINE).
-//! - [`proc_ref`]: a process identity that survives pid reuse (pid + start time).
+//! - [`sched`]: scheduling policies, parameters and CPU affinity of any thread (sched_setattr,
+//!   sched_getattr, SCHED_DEADLINE, sched_setaffinity), the kernel's SCHED_* numbers.
+//! - [`proc_ref`]: a process identity that survives pid reuse (pid + start time), sessions,
+//!   graceful stops.
 //! - [`proc_connector`]: the netlink process connector (fork/exec/comm events).
-//! - [`fs`]: a fail-fast exclusive file lock; mounting and lazily unmounting pseudo file systems.
-//! - [`probe`]: what the kernel offers: online CPU count, hardware performance counters.
+//! - [`fs`]: mounting and lazily unmounting pseudo file systems.
 //! - [`SysError`]: the one error type, naming the call or path, the errno and what to do.
 //! - [`signal`]: process-wide signal dispositions (SIGPIPE's default for a command-line tool).
 
@@ -31,7 +33,6 @@ pub mod lock;
 pub mod net;
 pub mod netns;
 pub mod perf;
-pub mod probe;
 pub mod proc_connector;
 pub mod proc_ref;
 pub mod process;

@@ -116,6 +116,12 @@ impl Counter {
     }
 }
 
+/// Opens (disabled) and closes a CPU-cycles counter on the calling thread: `Ok` when the machine has
+/// a PMU the kernel exposes, the kernel's error otherwise (ENOENT/EOPNOTSUPP in VMs without one).
+pub fn hardware_counters() -> Result<()> {
+    Counter::open(HwEvent::CYCLES, 0, CounterOptions { disabled: true, ..CounterOptions::default() }).map(drop)
+}
+
 /// Why counters cannot be opened, in words for a report ("no hardware PMU …", "not permitted …").
 pub fn explain(err: &SysError) -> String {
     match err.raw_os_error() {
@@ -150,8 +156,13 @@ mod tests {
                 }
                 std::hint::black_box(x);
                 assert!(c.read_scaled().unwrap_or(0) > 1_000_000);
+                hardware_counters().unwrap();
             }
             Err(e) => {
+                // The probe gives the same answer, with the kernel's errno, never a made-up one.
+                let probe = hardware_counters().unwrap_err();
+                assert_eq!(probe.raw_os_error(), e.raw_os_error(), "{probe}");
+                assert!(probe.raw_os_error().is_some(), "{probe}");
                 let why = explain(&e);
                 assert!(why.contains("perf_event_open"), "{why}");
                 eprintln!("hardware counters: {why}");

@@ -216,7 +216,7 @@ mod tests {
             }
         };
         let me = std::process::id() as i32;
-        let t = std::thread::Builder::new().name("cn-probe".into()).spawn(crate::sched::gettid).unwrap();
+        let t = std::thread::Builder::new().name("cn-probe".into()).spawn(crate::thread::gettid).unwrap();
         let tid = t.join().unwrap();
         let deadline = std::time::Instant::now() + Duration::from_secs(3);
         let (mut fork, mut comm) = (false, false);

@@ -1,9 +1,9 @@
-//! A process identity that survives PID reuse ([`ProcRef`]: pid + start time), what /proc says about
-//! a process or thread (start time, state, name, threads, kernel-thread flag, cgroups), launching a
-//! child in its own session, and signalling an identified process or its whole group.
+//! A process identity that survives PID reuse ([`ProcRef`]: pid + start time), the members of a
+//! session, stopping processes the way a service manager does, launching a child in its own session,
+//! and signalling an identified process or its whole group.
 //!
-//! /proc/PID/stat is read with the `procfs` crate (the comm field may hold spaces and parentheses);
-//! signals, waits and the session set-up go through rustix.
+//! What /proc says about a process or thread (start time, state, names, threads, flags, cgroups) is
+//! read by [`crate::procfs`]; signals, waits and the session set-up go through rustix.
 
 use std::ffi::CString;
 use std::io;
@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, WaitOptions};
 use serde::{Deserialize, Serialize};
+
+use crate::procfs::process_stat;
 
 /// A process (or thread, given its tid) identified by its PID plus its start time in clock ticks since
 /// boot: a PID reused by another process later has another start time.
@@ -26,12 +28,12 @@ pub struct ProcRef {
 impl ProcRef {
     /// `None` if the process (or thread) does not exist.
     pub fn of(pid: i32) -> Option<ProcRef> {
-        stat(pid).map(|s| ProcRef { pid, start: s.starttime })
+        process_stat(pid).map(|s| ProcRef { pid, start: s.starttime })
     }
 
     /// The same process still runs (not exited, not a zombie, PID not reused).
     pub fn alive(&self) -> bool {
-        stat(self.pid).is_some_and(|s| s.starttime == self.start && s.state != 'Z')
+        process_stat(self.pid).is_some_and(|s| s.starttime == self.start && s.state != 'Z')
     }
 
     /// Sends SIGKILL to the process and, with `group`, first to its whole process group (rtslice
@@ -180,68 +182,6 @@ pub fn stop_gracefully(leaders: &[ProcRef], others: &[ProcRef], grace: Duration,
     }
 }
 
-fn stat(pid: i32) -> Option<procfs::process::Stat> {
-    if pid <= 0 {
-        return None;
-    }
-    procfs::process::Process::new(pid).ok()?.stat().ok()
-}
-
-/// Thread ids of a process (from /proc/PID/task), ascending; empty when it is gone.
-pub fn threads(pid: i32) -> Vec<i32> {
-    let mut tids: Vec<i32> = match procfs::process::Process::new(pid).and_then(|p| p.tasks()) {
-        Ok(tasks) => tasks.filter_map(|t| t.ok().map(|t| t.tid)).collect(),
-        Err(_) => Vec::new(),
-    };
-    tids.sort_unstable();
-    tids
-}
-
-/// A thread's name (/proc/PID/task/TID/comm), without the newline; `None` when it is gone.
-pub fn thread_comm(pid: i32, tid: i32) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok().map(|s| s.trim_end().to_string())
-}
-
-/// The CPU a thread last ran on (field `processor` of /proc/TID/stat); `None` when it is gone. A
-/// sleeping thread keeps this CPU until it wakes up, even when its affinity no longer allows it.
-pub fn last_cpu(tid: i32) -> Option<u32> {
-    stat(tid).and_then(|s| s.processor).map(|c| c as u32)
-}
-
-/// A process's name (/proc/PID/comm), without the newline; `None` when it is gone.
-pub fn comm(pid: i32) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|s| s.trim_end().to_string())
-}
-
-/// PIDs of every process whose name is `name` (like `pgrep -x`).
-pub fn pids_named(name: &str) -> Vec<i32> {
-    let mut pids: Vec<i32> = match procfs::process::all_processes() {
-        Ok(all) => all.filter_map(|p| p.ok()).map(|p| p.pid()).filter(|&pid| comm(pid).as_deref() == Some(name)).collect(),
-        Err(_) => Vec::new(),
-    };
-    pids.sort_unstable();
-    pids
-}
-
-/// True for kernel threads (PF_KTHREAD in /proc/PID/stat flags), and for PIDs that are gone (nothing to
-/// move either way).
-pub fn is_kernel_thread(pid: i32) -> bool {
-    const PF_KTHREAD: u32 = 0x0020_0000;
-    stat(pid).map(|s| s.flags & PF_KTHREAD != 0).unwrap_or(true)
-}
-
-/// True for threads whose CPU affinity the kernel owns (PF_NO_SETAFFINITY in /proc/<tid>/stat's
-/// flags: per-CPU kernel threads, workqueue rescuers); sched_setaffinity refuses them.
-pub fn no_setaffinity(tid: i32) -> bool {
-    const PF_NO_SETAFFINITY: u32 = 0x0400_0000;
-    stat(tid).is_some_and(|s| s.flags & PF_NO_SETAFFINITY != 0)
-}
-
-/// The text of /proc/PID/cgroup (`hierarchy-id:controllers:path` lines); `None` when it is gone.
-pub fn cgroup_membership(pid: i32) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()
-}
-
 /// Spawns `cmd` as the leader of a new session (so it outlives our terminal and its whole process
 /// group can be signalled), after writing "0" into each of `join_procs` (cgroup.procs files) so the
 /// child — and every thread it ever creates — starts inside those cgroups. Returns the child and its
@@ -276,6 +216,7 @@ pub fn spawn_in_session(cmd: &mut Command, join_procs: &[PathBuf]) -> io::Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::procfs::{cgroup_membership, comm, is_kernel_thread, process_comm, tasks};
 
     #[test]
     fn identity_detects_reuse() {
@@ -293,21 +234,21 @@ mod tests {
         let t = std::thread::Builder::new()
             .name("proc-ref-probe".into())
             .spawn(move || {
-                tx.send(crate::sched::gettid()).unwrap();
+                tx.send(crate::thread::gettid()).unwrap();
                 let _ = stop_rx.recv();
             })
             .unwrap();
         let tid = rx.recv().unwrap();
-        let tids = threads(me);
-        assert!(tids.contains(&me) && tids.contains(&tid), "{tids:?}");
-        assert_eq!(thread_comm(me, tid).as_deref(), Some("proc-ref-probe"));
+        let tids = tasks(me as u32);
+        assert!(tids.contains(&(me as u32)) && tids.contains(&(tid as u32)), "{tids:?}");
+        assert_eq!(comm(me as u32, tid as u32).as_deref(), Some("proc-ref-probe"));
         assert!(ProcRef::of(tid).is_some(), "a thread id is an identity too");
         assert!(!is_kernel_thread(me));
         assert!(cgroup_membership(me).is_some_and(|t| t.lines().all(|l| l.splitn(3, ':').count() == 3)));
         stop_tx.send(()).unwrap();
         t.join().unwrap();
-        assert!(threads(i32::MAX).is_empty());
-        assert!(is_kernel_thread(2) || comm(2).is_none(), "pid 2 is kthreadd when this is a full system");
+        assert!(tasks(i32::MAX as u32).is_empty());
+        assert!(is_kernel_thread(2) || process_comm(2).is_none(), "pid 2 is kthreadd when this is a full system");
     }
 
     #[test]
@@ -344,7 +285,7 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(5);
         let ready = || {
             let m = session_members(leader);
-            m.len() >= n && m.iter().any(|p| comm(p.pid).as_deref() == Some("sleep"))
+            m.len() >= n && m.iter().any(|p| process_comm(p.pid).as_deref() == Some("sleep"))
         };
         while !ready() {
             assert!(Instant::now() < deadline, "session never reached {n} members");

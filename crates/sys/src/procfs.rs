@@ -38,9 +38,63 @@ pub fn tgid_of(tid: u32) -> Option<u32> {
     Process::new(tid as i32).ok()?.status().ok().map(|s| s.tgid as u32)
 }
 
-/// The thread's name (`comm`, at most 15 bytes).
+/// The thread's name (`comm`, at most 15 bytes); `None` when it is gone.
 pub fn comm(pid: u32, tid: u32) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok().map(|s| s.trim_end().to_string())
+    name_file(format!("/proc/{pid}/task/{tid}/comm"))
+}
+
+/// A `comm` file without its newline.
+fn name_file(path: String) -> Option<String> {
+    std::fs::read_to_string(path).ok().map(|s| s.trim_end().to_string())
+}
+
+/// /proc/PID/stat of a process, or of a thread given its tid (/proc/TID resolves for any thread);
+/// `None` when it is gone (or for pid 0 and negative ids, which name no task).
+pub fn process_stat(pid: i32) -> Option<procfs::process::Stat> {
+    if pid <= 0 {
+        return None;
+    }
+    Process::new(pid).ok()?.stat().ok()
+}
+
+/// The CPU a thread last ran on (field `processor` of /proc/TID/stat); `None` when it is gone. A
+/// sleeping thread keeps this CPU until it wakes up, even when its affinity no longer allows it.
+pub fn last_cpu(tid: i32) -> Option<u32> {
+    process_stat(tid).and_then(|s| s.processor).map(|c| c as u32)
+}
+
+/// A process's name (/proc/PID/comm), without the newline; `None` when it is gone.
+pub fn process_comm(pid: i32) -> Option<String> {
+    name_file(format!("/proc/{pid}/comm"))
+}
+
+/// PIDs of every process whose name is `name` (like `pgrep -x`).
+pub fn pids_named(name: &str) -> Vec<i32> {
+    let mut pids: Vec<i32> = match procfs::process::all_processes() {
+        Ok(all) => all.filter_map(|p| p.ok()).map(|p| p.pid()).filter(|&pid| process_comm(pid).as_deref() == Some(name)).collect(),
+        Err(_) => Vec::new(),
+    };
+    pids.sort_unstable();
+    pids
+}
+
+/// True for kernel threads (PF_KTHREAD in /proc/PID/stat flags), and for PIDs that are gone (nothing to
+/// move either way).
+pub fn is_kernel_thread(pid: i32) -> bool {
+    const PF_KTHREAD: u32 = 0x0020_0000;
+    process_stat(pid).map(|s| s.flags & PF_KTHREAD != 0).unwrap_or(true)
+}
+
+/// True for threads whose CPU affinity the kernel owns (PF_NO_SETAFFINITY in /proc/<tid>/stat's
+/// flags: per-CPU kernel threads, workqueue rescuers); sched_setaffinity refuses them.
+pub fn no_setaffinity(tid: i32) -> bool {
+    const PF_NO_SETAFFINITY: u32 = 0x0400_0000;
+    process_stat(tid).is_some_and(|s| s.flags & PF_NO_SETAFFINITY != 0)
+}
+
+/// The text of /proc/PID/cgroup (`hierarchy-id:controllers:path` lines); `None` when it is gone.
+pub fn cgroup_membership(pid: i32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()
 }
 
 /// Scheduling fields of /proc/<pid>/task/<tid>/stat.
@@ -336,6 +390,15 @@ pub fn online_cpus() -> Result<Vec<u32>> {
     cpu_file("/sys/devices/system/cpu/online")
 }
 
+/// Online CPUs according to `sysconf(_SC_NPROCESSORS_ONLN)`, at least 1: the fallback for when
+/// [`online_cpus`] cannot read /sys (prefer the list: it names the CPUs, not just their count).
+pub fn online_cpu_count() -> u32 {
+    match nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN) {
+        Ok(Some(n)) if n > 0 => n as u32,
+        _ => 1,
+    }
+}
+
 /// /sys/devices/system/cpu/isolated (isolcpus=); empty when the file is absent.
 pub fn isolated_cpus() -> Result<Vec<u32>> {
     if !Path::new("/sys/devices/system/cpu/isolated").exists() {
@@ -351,7 +414,7 @@ mod tests {
     #[test]
     fn reads_our_own_thread() {
         let pid = std::process::id();
-        let tid = crate::thread::gettid();
+        let tid = crate::thread::gettid() as u32;
         assert!(tasks(pid).contains(&tid));
         assert!(tasks(pid).windows(2).all(|w| w[0] < w[1]));
         assert_eq!(tgid_of(tid), Some(pid));
@@ -391,6 +454,7 @@ mod tests {
         assert!(live.all.total > 0);
         let online = online_cpus().unwrap();
         assert_eq!(live.cpus.iter().map(|c| c.0).collect::<Vec<_>>(), online);
+        assert_eq!(online_cpu_count() as usize, online.len());
         isolated_cpus().unwrap();
     }
 
@@ -427,7 +491,7 @@ mod tests {
     fn threads_of_a_cgroup_tree() {
         let dir = std::env::temp_dir().join(format!("rtslice-sys-cg-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("child")).unwrap();
-        let me = crate::thread::gettid();
+        let me = crate::thread::gettid() as u32;
         std::fs::write(dir.join("tasks"), format!("{me}\n")).unwrap();
         std::fs::write(dir.join("child/cgroup.threads"), format!("{me}\n1\n")).unwrap();
         let got = threads_in_cgroup(&dir);

@@ -1,6 +1,8 @@
-//! Per-thread scheduling: `sched_setattr(2)`/`sched_getattr(2)` for every policy, and a thread's CPU
-//! affinity. Neither libc, rustix nor nix wraps the *attr calls, so they go through `syscall(2)` with
-//! the kernel's `struct sched_attr` layout (VER0, 48 bytes); affinity goes through rustix.
+//! Per-thread scheduling, the one place rtslice sets or reads a policy or a CPU affinity:
+//! `sched_setattr(2)`/`sched_getattr(2)` for every policy (the emulator's and load generator's own
+//! classes too, see [`set_sched_class`]) and `sched_{set,get}affinity(2)`. Neither libc, rustix nor
+//! nix wraps the *attr calls, so they go through `syscall(2)` with the kernel's `struct sched_attr`
+//! layout (VER0, 48 bytes); affinity goes through rustix.
 //!
 //! Errors are the kernel's (`std::io::Error` with its errno) so callers can tell an exited thread
 //! (ESRCH) from a refused admission (EBUSY) and say what to do.
@@ -9,12 +11,15 @@ use std::io;
 
 use serde::{Deserialize, Serialize};
 
-const SCHED_OTHER: u32 = 0;
-const SCHED_FIFO: u32 = 1;
-const SCHED_RR: u32 = 2;
-const SCHED_BATCH: u32 = 3;
-const SCHED_IDLE: u32 = 5;
-const SCHED_DEADLINE: u32 = 6;
+use crate::error::{Result, SysError};
+
+/// The kernel's numeric policies (`/proc/<tid>/stat` field 41, `sched_attr.sched_policy`).
+pub const SCHED_OTHER: u32 = libc::SCHED_OTHER as u32;
+pub const SCHED_FIFO: u32 = libc::SCHED_FIFO as u32;
+pub const SCHED_RR: u32 = libc::SCHED_RR as u32;
+pub const SCHED_BATCH: u32 = libc::SCHED_BATCH as u32;
+pub const SCHED_IDLE: u32 = libc::SCHED_IDLE as u32;
+pub const SCHED_DEADLINE: u32 = 6;
 /// Deadline threads cannot fork; resetting on fork gives children SCHED_OTHER instead of failing.
 pub const SCHED_FLAG_RESET_ON_FORK: u64 = 0x01;
 /// GRUB: a deadline thread may use bandwidth other deadline threads leave unused (its guarantee
@@ -95,34 +100,22 @@ impl SchedAttr {
     }
 
     fn to_kernel(self) -> KernelSchedAttr {
-        let mut a = KernelSchedAttr { size: std::mem::size_of::<KernelSchedAttr>() as u32, ..Default::default() };
+        let base = KernelSchedAttr { size: std::mem::size_of::<KernelSchedAttr>() as u32, ..Default::default() };
         match self {
-            SchedAttr::Other { nice } => {
-                a.sched_policy = SCHED_OTHER;
-                a.sched_nice = nice;
-            }
-            SchedAttr::Batch { nice } => {
-                a.sched_policy = SCHED_BATCH;
-                a.sched_nice = nice;
-            }
-            SchedAttr::Idle => a.sched_policy = SCHED_IDLE,
-            SchedAttr::Fifo { priority } => {
-                a.sched_policy = SCHED_FIFO;
-                a.sched_priority = priority;
-            }
-            SchedAttr::Rr { priority } => {
-                a.sched_policy = SCHED_RR;
-                a.sched_priority = priority;
-            }
-            SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns, reclaim } => {
-                a.sched_policy = SCHED_DEADLINE;
-                a.sched_flags = SCHED_FLAG_RESET_ON_FORK | if reclaim { SCHED_FLAG_RECLAIM } else { 0 };
-                a.sched_runtime = runtime_ns;
-                a.sched_deadline = deadline_ns;
-                a.sched_period = period_ns;
-            }
+            SchedAttr::Other { nice } => KernelSchedAttr { sched_policy: SCHED_OTHER, sched_nice: nice, ..base },
+            SchedAttr::Batch { nice } => KernelSchedAttr { sched_policy: SCHED_BATCH, sched_nice: nice, ..base },
+            SchedAttr::Idle => KernelSchedAttr { sched_policy: SCHED_IDLE, ..base },
+            SchedAttr::Fifo { priority } => KernelSchedAttr { sched_policy: SCHED_FIFO, sched_priority: priority, ..base },
+            SchedAttr::Rr { priority } => KernelSchedAttr { sched_policy: SCHED_RR, sched_priority: priority, ..base },
+            SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns, reclaim } => KernelSchedAttr {
+                sched_policy: SCHED_DEADLINE,
+                sched_flags: SCHED_FLAG_RESET_ON_FORK | if reclaim { SCHED_FLAG_RECLAIM } else { 0 },
+                sched_runtime: runtime_ns,
+                sched_deadline: deadline_ns,
+                sched_period: period_ns,
+                ..base
+            },
         }
-        a
     }
 
     fn from_kernel(a: &KernelSchedAttr) -> SchedAttr {
@@ -204,8 +197,9 @@ fn pid_arg(tid: i32) -> io::Result<Option<rustix::process::Pid>> {
     Ok(rustix::process::Pid::from_raw(tid))
 }
 
-/// Sets a thread's CPU affinity (`sched_setaffinity`). `tid` 0 means the calling thread; CPUs beyond
-/// the kernel's CPU_SETSIZE are ignored (no such CPU can be online).
+/// Sets a thread's CPU affinity (`sched_setaffinity`). `tid` 0 means the calling thread (and the
+/// threads it creates afterwards). CPUs beyond the kernel's CPU_SETSIZE are left out (no such CPU can
+/// be online); a set left empty is the kernel's EINVAL.
 pub fn set_affinity(tid: i32, cpus: impl IntoIterator<Item = u32>) -> io::Result<()> {
     let mut set = rustix::thread::CpuSet::new();
     for cpu in cpus {
@@ -222,14 +216,47 @@ pub fn get_affinity(tid: i32) -> io::Result<Vec<u32>> {
     Ok((0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).map(|c| c as u32).collect())
 }
 
-/// The calling thread's kernel thread id.
-pub fn gettid() -> i32 {
-    rustix::thread::gettid().as_raw_nonzero().get()
+/// The classic scheduling classes a thread asks for itself (the emulator's and the load generator's
+/// threads): the subset of [`SchedAttr`] that needs no bandwidth admission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchedClass {
+    Other,
+    Fifo,
+    Rr,
+}
+
+impl SchedClass {
+    /// The class from the kernel's numeric policy (`/proc/<tid>/stat` field 41, sched_getattr).
+    pub fn from_raw(policy: u32) -> Option<SchedClass> {
+        match policy {
+            SCHED_OTHER => Some(SchedClass::Other),
+            SCHED_FIFO => Some(SchedClass::Fifo),
+            SCHED_RR => Some(SchedClass::Rr),
+            _ => None,
+        }
+    }
+}
+
+/// Puts the calling thread into `class` at `priority` (ignored for SCHED_OTHER). Like
+/// sched_setscheduler(2), moving to SCHED_OTHER keeps the thread's nice value.
+pub fn set_sched_class(class: SchedClass, priority: i32) -> Result<()> {
+    let call = || format!("sched_setattr({class:?}, priority {priority}) (real-time classes need root or CAP_SYS_NICE)");
+    let attr = match class {
+        SchedClass::Other => {
+            // PRIO_PROCESS with pid 0 is the calling thread on Linux (nice is per thread).
+            let nice = rustix::process::getpriority_process(None).map_err(|e| SysError::call(call())(e.into()))?;
+            SchedAttr::Other { nice }
+        }
+        SchedClass::Fifo => SchedAttr::Fifo { priority: priority.max(0) as u32 },
+        SchedClass::Rr => SchedAttr::Rr { priority: priority.max(0) as u32 },
+    };
+    set_attr(0, attr).map_err(SysError::call(call()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::thread::gettid;
 
     #[test]
     fn validation_catches_what_the_kernel_refuses() {
@@ -268,6 +295,8 @@ mod tests {
             assert!(!aff.is_empty());
             set_affinity(gettid(), [aff[0]]).unwrap();
             assert_eq!(get_affinity(0).unwrap(), vec![aff[0]]);
+            let beyond = rustix::thread::CpuSet::MAX_CPU as u32;
+            assert_eq!(set_affinity(0, [beyond]).unwrap_err().kind(), io::ErrorKind::InvalidInput, "no CPU left: EINVAL");
         })
         .join()
         .unwrap();
@@ -278,5 +307,37 @@ mod tests {
         let e = get_attr(i32::MAX).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ESRCH));
         assert_eq!(set_affinity(-5, [0]).unwrap_err().raw_os_error(), Some(libc::ESRCH));
+    }
+}
+
+#[cfg(test)]
+mod class_tests {
+    use super::*;
+    use crate::thread::gettid;
+
+    #[test]
+    fn own_class_is_read_back() {
+        let info = get_attr(gettid()).unwrap();
+        assert!(matches!(info, SchedAttr::Other { .. }));
+        assert_eq!(SchedClass::from_raw(SCHED_OTHER), Some(SchedClass::Other));
+        assert_eq!(SchedClass::from_raw(SCHED_DEADLINE), None);
+        assert!(get_attr(i32::MAX >> 2).is_err());
+    }
+
+    #[test]
+    fn fifo_when_root() {
+        if !crate::process::is_root() {
+            eprintln!("SKIPPED fifo_when_root: needs root (CI runs as root)");
+            return;
+        }
+        std::thread::spawn(|| {
+            rustix::process::setpriority_process(None, 4).unwrap();
+            set_sched_class(SchedClass::Fifo, 3).unwrap();
+            assert_eq!(get_attr(gettid()).unwrap(), SchedAttr::Fifo { priority: 3 });
+            set_sched_class(SchedClass::Other, 99).unwrap();
+            assert_eq!(get_attr(gettid()).unwrap(), SchedAttr::Other { nice: 4 }, "back to OTHER keeps the nice value");
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -102,7 +102,7 @@ mod tests {
     /// On a machine with a PMU this counts our own thread; without one it must say why, never invent.
     #[test]
     fn counts_or_says_unsupported() {
-        let tid = rtslice_sys::thread::gettid();
+        let tid = rtslice_sys::thread::gettid() as u32;
         let c = HwCounters::open(&[tid]);
         let mut x = 0u64;
         for i in 0..1_000_000u64 {

@@ -1,7 +1,7 @@
 //! Per-thread facts from /proc: the threads of a target, their names and policies, and the
 //! schedstat counters used by the fallback without BPF and by the cross-check.
 
-use rtslice_sys::thread::{self, SCHED_BATCH, SCHED_DEADLINE, SCHED_FIFO, SCHED_IDLE, SCHED_OTHER, SCHED_RR};
+use rtslice_sys::sched::{self, SchedAttr};
 
 // The readers are rtslice-sys's; trace names them as it always has.
 pub(crate) use rtslice_sys::procfs::{comm, tasks, tgid_of, threads_in_cgroup};
@@ -14,15 +14,14 @@ pub(crate) fn threads_of(pid: u32) -> Vec<(u32, u32)> {
 
 /// "SCHED_OTHER", "SCHED_FIFO/50", "SCHED_DEADLINE", … or "exited".
 pub(crate) fn policy(tid: u32) -> String {
-    let Ok(info) = thread::sched_info(tid) else { return "exited".into() };
-    match info.policy {
-        SCHED_OTHER => "SCHED_OTHER".into(),
-        SCHED_BATCH => "SCHED_BATCH".into(),
-        SCHED_IDLE => "SCHED_IDLE".into(),
-        SCHED_FIFO => format!("SCHED_FIFO/{}", info.priority),
-        SCHED_RR => format!("SCHED_RR/{}", info.priority),
-        SCHED_DEADLINE => format!("DL {}/{}/{}", us(info.runtime_ns), us(info.deadline_ns), us(info.period_ns)),
-        p => format!("policy {p}"),
+    let Ok(tid) = i32::try_from(tid) else { return "exited".into() };
+    let Ok(attr) = sched::get_attr(tid) else { return "exited".into() };
+    match attr {
+        SchedAttr::Other { .. } | SchedAttr::Batch { .. } | SchedAttr::Idle => attr.name().into(),
+        SchedAttr::Fifo { priority } | SchedAttr::Rr { priority } => format!("{}/{priority}", attr.name()),
+        SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns, .. } => {
+            format!("DL {}/{}/{}", us(runtime_ns), us(deadline_ns), us(period_ns))
+        }
     }
 }
 
@@ -41,7 +40,7 @@ mod tests {
     #[test]
     fn reads_our_own_thread() {
         let pid = std::process::id();
-        let tid = rtslice_sys::thread::gettid();
+        let tid = rtslice_sys::thread::gettid() as u32;
         assert!(threads_of(pid).contains(&(pid, tid)));
         assert_eq!(tgid_of(tid), Some(pid));
         let s = schedstat(pid, tid).expect("schedstat of our own thread");
