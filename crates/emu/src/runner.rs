@@ -1,4 +1,8 @@
 //! The running cell: threads of a profile, the TTI clock, the task graph, deadlines and the summary.
+//!
+//! Table of contents: `config` (what a run is asked to do), `summary` (what it reports), `threads`
+//! (the thread bodies); this file holds the cell's shared state, the collector of events and [`run`],
+//! which wires them together.
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -7,11 +11,10 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
-use rtslice_sys::{thread as os_thread, time as clock};
+use rtslice_sys::{sched, thread as os_thread, time as clock};
 use rustfft::num_complex::Complex32;
-use serde::{Deserialize, Serialize};
 
-use crate::calib::{Calibration, CostBreakdown, TtiWork};
+use crate::calib::{Calibration, TtiWork};
 use crate::chain::{pack_bits, Carrier, Phy, Scratch, UlSubframe};
 use crate::ldpc::DecoderWork;
 use crate::os::Class;
@@ -19,178 +22,18 @@ use crate::phy::SYMBOLS;
 use crate::profile::{Profile, ThreadRole, ThreadSpec};
 use crate::EmuError;
 
-/// Distinct synthesised uplink TTIs the "radio" cycles through (different payload, channel, noise).
+mod config;
+mod summary;
 mod threads;
+
+pub use config::{Config, SchedMode, UserPlane};
+pub use summary::{EmuSummary, Misses, ThreadReport, UserPlaneReport};
 use threads::*;
 
+/// Distinct synthesised uplink TTIs the "radio" cycles through (different payload, channel, noise).
 const UL_BUFFERS: usize = 8;
 /// Receive buffering of the emulated radio (SDR drivers buffer some milliseconds of samples).
 const RADIO_BUFFER_NS: u64 = 10_000_000;
-
-/// How scheduling classes are chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SchedMode {
-    /// As the real stack: its RT threads get their class and priority.
-    Profile,
-    /// The profile's RT threads get this class instead (priorities kept); non-RT threads stay
-    /// SCHED_OTHER. `Force(Other)` runs everything under CFS (for CFS-quota experiments).
-    Force(Class),
-}
-
-/// The user plane's socket pair.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct UserPlane {
-    /// Network namespace (name under /var/run/netns) for the receiving ("core") socket.
-    pub netns: Option<String>,
-    /// Address of the receiving socket; default 127.0.0.1 on an ephemeral port.
-    pub bind: Option<SocketAddr>,
-}
-
-/// Everything a run needs. `Config::new(profile)` gives the profile's defaults.
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub profile: Profile,
-    pub duration: Duration,
-    /// Carrier bandwidth in PRBs (default: the profile's).
-    pub prb: Option<usize>,
-    /// Fraction of the carrier scheduled per TTI (traffic demand), 0 < t ≤ 1.
-    pub traffic: Option<f64>,
-    /// Target load in percent of one core; picks the scheduled PRBs from the calibration.
-    /// Used when set, and by default when neither `prb` nor `traffic` is given.
-    pub load_percent: Option<f64>,
-    pub mcs: Option<u8>,
-    pub antennas: Option<usize>,
-    pub snr_db: f64,
-    pub sched: SchedMode,
-    pub cpus: Option<Vec<usize>>,
-    /// Processing budget in TTIs (default: LTE 3, NR 4).
-    pub budget_ttis: Option<u32>,
-    /// NR numerology µ (slot = 1 ms / 2^µ); ignored for LTE profiles.
-    pub numerology: u8,
-    pub workers: Option<usize>,
-    pub max_iterations: u32,
-    pub userplane: UserPlane,
-    /// Print one line per second on stderr.
-    pub live: bool,
-    pub calibration: Option<Calibration>,
-    /// Set to stop early (Ctrl-C); the summary covers the TTIs run.
-    pub stop: Option<Arc<AtomicBool>>,
-}
-
-impl Config {
-    pub fn new(profile: Profile) -> Config {
-        Config {
-            profile,
-            duration: Duration::from_secs(10),
-            prb: None,
-            traffic: None,
-            load_percent: None,
-            mcs: None,
-            antennas: None,
-            snr_db: 25.0,
-            sched: SchedMode::Profile,
-            cpus: None,
-            budget_ttis: None,
-            numerology: 1,
-            workers: None,
-            max_iterations: 8,
-            userplane: UserPlane::default(),
-            live: false,
-            calibration: None,
-            stop: None,
-        }
-    }
-}
-
-/// Per-thread facts at the end of a run.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ThreadReport {
-    pub name: String,
-    pub tid: i32,
-    pub role: ThreadRole,
-    pub class_requested: Class,
-    pub priority_requested: i32,
-    pub class: Class,
-    pub priority: i32,
-    pub cpu_s: f64,
-    pub cpu_percent: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct Misses {
-    /// Uplink decoded after the HARQ deadline (→ NACK / retransmission).
-    pub ul_late: u64,
-    /// Downlink ready after its air time (→ lost subframe).
-    pub dl_late: u64,
-    /// Uplink TTIs never processed: the radio buffer overflowed (the pipeline or the host held the
-    /// clock back by more than 10 ms) and the samples were lost.
-    pub ul_dropped: u64,
-    /// Downlink TTIs never built for the same reasons.
-    pub dl_dropped: u64,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct UserPlaneReport {
-    pub packets_sent: u64,
-    pub bytes_sent: u64,
-    pub packets_received: u64,
-    pub bytes_received: u64,
-    pub receiver: String,
-}
-
-/// The result of a run; `--json` prints exactly this.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct EmuSummary {
-    pub profile: String,
-    pub duration_s: f64,
-    pub tti_us: f64,
-    pub budget_us: f64,
-    pub prb: usize,
-    pub prb_scheduled: usize,
-    pub mcs: u8,
-    pub antennas: usize,
-    pub snr_db: f64,
-    pub fft_size: usize,
-    pub tbs_bits: usize,
-    pub code_blocks: usize,
-    pub load_target_percent: Option<f64>,
-    pub load_predicted_percent: f64,
-    pub predicted_cost: CostBreakdown,
-    pub ttis: u64,
-    /// TTIs with any miss (late or dropped, either direction).
-    pub deadline_misses: u64,
-    pub misses: Misses,
-    /// Uplink NACKs: decode failures + late + dropped uplink.
-    pub nacks: u64,
-    pub decode_failures: u64,
-    pub nack_ratio: f64,
-    /// Lost downlink subframes: late + dropped.
-    pub lost_subframes: u64,
-    /// UL + DL bits of transport blocks delivered in time, per second.
-    pub throughput_bps: f64,
-    pub ul_throughput_bps: f64,
-    pub dl_throughput_bps: f64,
-    /// What every TTI in time would give.
-    pub offered_bps: f64,
-    /// Delivered throughput of each full second of the run (median/IQR within one run).
-    pub throughput_series_bps: Vec<f64>,
-    pub proc_mean_us: f64,
-    pub proc_p50_us: f64,
-    pub proc_p99_us: f64,
-    pub proc_p9999_us: f64,
-    pub proc_max_us: f64,
-    pub slack_min_us: f64,
-    pub clock_wakeup_p99_us: f64,
-    pub clock_wakeup_max_us: f64,
-    pub ldpc_iterations_mean: f64,
-    pub cpu_percent_total: f64,
-    pub threads: Vec<ThreadReport>,
-    pub userplane: UserPlaneReport,
-    pub warnings: Vec<String>,
-}
 
 // ---------------------------------------------------------------------------------------------
 // Events from the pipeline to the collector.
@@ -412,13 +255,13 @@ fn thread_setup(cell: &Cell, spec: &ThreadSpec, class: Class, cpus: &Option<Vec<
     let _ = os_thread::set_name(&spec.name);
     let mut note = None;
     if let Some(c) = cpus {
-        if let Err(e) = os_thread::set_affinity(c) {
+        if let Err(e) = sched::set_affinity(0, c.iter().map(|&c| c as u32)) {
             note = Some(format!("affinity {c:?} refused: {e}"));
         }
     }
     let mut applied = class;
     if class != Class::Other {
-        if let Err(e) = os_thread::set_sched_class(class.sched_class(), spec.priority) {
+        if let Err(e) = sched::set_sched_class(class.sched_class(), spec.priority) {
             applied = Class::Other;
             note = Some(format!(
                 "{} {} refused ({e}): needs CAP_SYS_NICE and an RT budget in this cpu cgroup \
@@ -431,7 +274,7 @@ fn thread_setup(cell: &Cell, spec: &ThreadSpec, class: Class, cpus: &Option<Vec<
     let mut reg = cell.threads.lock().expect("thread registry");
     reg.push(ThreadReport {
         name: spec.name.clone(),
-        tid: os_thread::gettid() as i32,
+        tid: os_thread::gettid(),
         role: spec.role,
         class_requested: class,
         priority_requested: if class == Class::Other { 0 } else { spec.priority },
@@ -473,7 +316,7 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
     }
     let mut warnings = Vec::new();
     if let Some(cpus) = &cfg.cpus {
-        let allowed = os_thread::affinity().unwrap_or_default();
+        let allowed: Vec<usize> = sched::get_affinity(0).unwrap_or_default().into_iter().map(|c| c as usize).collect();
         if cpus.is_empty() || cpus.iter().any(|c| !allowed.contains(c)) {
             return Err(EmuError::Invalid(format!(
                 "--cpus {cpus:?} is not within the CPUs this process may use {allowed:?}"
