@@ -1,0 +1,119 @@
+//! Per-thread rules (`threads:`) and the deadline shares they divide a workload's budget into.
+
+use std::time::Duration;
+
+use rtslice_yaml::{self as yaml, join, Reader};
+
+use super::values::SpecValues;
+use super::workload::slot_field;
+use crate::types::*;
+use crate::units::format_duration;
+
+pub(super) fn thread_rule(cx: &mut Reader, n: &yaml::Node, path: &str, count: Option<u32>) -> Option<ThreadRule> {
+    let f = cx.fields(n, path, &["match", "policy", "priority", "nice", "runtime", "deadline", "period", "share", "slots"])?;
+    let before = cx.error_count();
+    let pattern = match f.get("match") {
+        Some(m) => cx.regex(m, &join(path, "match")),
+        None => {
+            cx.err(n, &join(path, "match"), "missing; give a thread-name regex such as `^ru-thread$`");
+            None
+        }
+    };
+    let policy_name = match f.get("policy") {
+        Some(p) => cx.string(p, &join(path, "policy")).unwrap_or_default(),
+        None => "other".into(),
+    };
+    // Which fields each policy takes; the others are reported so nothing is silently ignored.
+    let takes: &[&str] = match policy_name.as_str() {
+        "other" | "batch" => &["nice"],
+        "idle" => &[],
+        "fifo" | "rr" => &["priority"],
+        "deadline" => &["runtime", "deadline", "period", "share"],
+        _ => {
+            if let Some(p) = f.get("policy") {
+                cx.err(p, &join(path, "policy"), format!("unknown policy `{policy_name}`; use other, batch, idle, fifo, rr or deadline"));
+            }
+            return None;
+        }
+    };
+    for k in ["priority", "nice", "runtime", "deadline", "period", "share"] {
+        if !takes.contains(&k) {
+            if let Some(v) = f.get(k) {
+                cx.err(v, &join(path, k), format!("`{k}` does not apply to policy `{policy_name}`"));
+            }
+        }
+    }
+    let nice = f.optional(cx, "nice", |cx, v, p| cx.int(v, p, -20, 19)).map(|v| v as i32);
+    let policy = match policy_name.as_str() {
+        "other" => SchedPolicy::Other { nice },
+        "batch" => SchedPolicy::Batch { nice },
+        "idle" => SchedPolicy::Idle,
+        "fifo" | "rr" => {
+            let priority = match f.get("priority") {
+                Some(v) => cx.int(v, &join(path, "priority"), 1, 99).map(|v| v as u32),
+                None => {
+                    cx.err(n, &join(path, "priority"), format!("missing; {policy_name} needs a priority 1–99"));
+                    None
+                }
+            }
+            .unwrap_or(1);
+            if policy_name == "fifo" {
+                SchedPolicy::Fifo { priority }
+            } else {
+                SchedPolicy::Rr { priority }
+            }
+        }
+        _ => {
+            let runtime = f.optional(cx, "runtime", |cx, v, p| cx.duration(v, p));
+            let deadline = f.optional(cx, "deadline", |cx, v, p| cx.duration(v, p));
+            let period = f.optional(cx, "period", |cx, v, p| cx.period(v, p));
+            let share = f.optional(cx, "share", |cx, v, p| cx.fraction(v, p));
+            if let (Some(v), Some(s)) = (f.get("share"), share) {
+                if s <= 0.0 {
+                    cx.err(v, &join(path, "share"), "a share must be above 0");
+                }
+                if f.has("runtime") {
+                    cx.err(v, &join(path, "share"), "give `runtime` or `share`, not both");
+                }
+            }
+            // The kernel's own checks (sched_dl_overflow / __checkparam_dl): 1024 ns ≤ runtime ≤ deadline ≤ period.
+            if let (Some(r), Some(v)) = (runtime, f.get("runtime")) {
+                if r < Duration::from_nanos(1024) {
+                    cx.err(v, &join(path, "runtime"), "SCHED_DEADLINE needs a runtime of at least 1024ns");
+                }
+                if let Some(d) = deadline.or(period) {
+                    if r > d {
+                        cx.err(v, &join(path, "runtime"), format!("runtime {} exceeds the deadline {}", format_duration(r), format_duration(d)));
+                    }
+                }
+            }
+            if let (Some(d), Some(p), Some(v)) = (deadline, period, f.get("deadline")) {
+                if d > p {
+                    cx.err(v, &join(path, "deadline"), format!("deadline {} exceeds the period {}", format_duration(d), format_duration(p)));
+                }
+            }
+            if let (Some(d), Some(v)) = (deadline, f.get("deadline")) {
+                if d < MIN_PERIOD && f.get("period").is_none() {
+                    cx.err(v, &join(path, "deadline"), format!("deadline {} is below the kernel's minimum {}", format_duration(d), format_duration(MIN_PERIOD)));
+                }
+            }
+            SchedPolicy::Deadline { runtime, deadline, period, share }
+        }
+    };
+    let slots = f.get("slots").and_then(|s| slot_field(cx, s, &join(path, "slots"), count)).unwrap_or_default();
+    (cx.error_count() == before).then(|| ThreadRule { pattern: pattern.unwrap_or_default(), policy, slots })
+}
+
+/// Shares of deadline rules divide one workload budget: together they cannot pass 100%.
+pub(super) fn check_deadline_shares(cx: &mut Reader, at: &yaml::Node, path: &str, rules: &[ThreadRule]) {
+    let total: f64 = rules
+        .iter()
+        .filter_map(|r| match r.policy {
+            SchedPolicy::Deadline { share, .. } => share,
+            _ => None,
+        })
+        .sum();
+    if total > 1.0 + 1e-9 {
+        cx.err(at, path, format!("deadline shares add up to {:.0}% of the workload's budget; at most 100%", total * 100.0));
+    }
+}

@@ -1,0 +1,367 @@
+//! One workload of a spec: its fields, launch, demand, CPUs checked against the node, and slots.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rtslice_yaml::{self as yaml, index, join, Map, Reader, Val};
+
+use super::threads::{check_deadline_shares, thread_rule};
+use super::values::SpecValues;
+use super::{check_runtime, effective_period, Known};
+use crate::types::*;
+
+const WORKLOAD_FIELDS: &[&str] =
+    &["name", "launch", "flavor", "hints", "demand", "memory", "isolation", "threads", "irqs", "net"];
+
+pub(super) fn workload(
+    cx: &mut Reader,
+    n: &yaml::Node,
+    path: &str,
+    known: &Known,
+    flavors: &BTreeMap<String, Flavor>,
+    declared: &BTreeSet<String>,
+) -> Option<Workload> {
+    let f = cx.fields(n, path, WORKLOAD_FIELDS)?;
+    let before = cx.error_count();
+    let mut w = Workload::default();
+    match f.get("name") {
+        None => cx.err(n, &join(path, "name"), "missing; every workload needs a unique name"),
+        Some(v) => {
+            let p = join(path, "name");
+            if let Some(name) = cx.string(v, &p) {
+                let ok = name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+                    && name.len() <= 64;
+                if !ok {
+                    cx.err(v, &p, format!("`{name}` cannot name a cgroup; use letters, digits, `_`, `.`, `-` (at most 64, starting with a letter or digit)"));
+                }
+                w.name = name;
+            }
+        }
+    }
+    if let Some(v) = f.get("launch") {
+        w.launch = launch(cx, v, &join(path, "launch"));
+    }
+    if let Some(v) = f.get("memory") {
+        w.memory = cx.bytes(v, &join(path, "memory"));
+    }
+    if let Some(v) = f.get("flavor") {
+        let p = join(path, "flavor");
+        if let Some(name) = cx.string(v, &p) {
+            if !declared.contains(&name) {
+                let known: Vec<&str> = declared.iter().map(String::as_str).collect();
+                cx.err(v, &p, format!("no flavor named `{name}`; defined: {}", if known.is_empty() { "none".into() } else { known.join(", ") }));
+            }
+            w.flavor = Some(name);
+        }
+    }
+    if let Some(v) = f.get("hints") {
+        let p = join(path, "hints");
+        if !f.has("flavor") {
+            cx.err(v, &p, "hints override a flavor's fields; this workload has no `flavor`");
+        }
+        if let Some(h) = cx.fields(v, &p, &["vcpus", "runtime", "period", "memory"]) {
+            w.hints.vcpus = h.optional(cx, "vcpus", |cx, x, p| cx.int(x, p, 1, 8192)).map(|x| x as u32);
+            w.hints.runtime = h.optional(cx, "runtime", |cx, x, p| cx.duration(x, p));
+            w.hints.period = h.optional(cx, "period", |cx, x, p| cx.period(x, p));
+            w.hints.memory = h.optional(cx, "memory", |cx, x, p| cx.bytes(x, p));
+            // The effective runtime/period combine the hint and the flavor: check the result.
+            if let Some(fl) = w.flavor.as_ref().and_then(|n| flavors.get(n)) {
+                let runtime = w.hints.runtime.or(fl.runtime);
+                let period = effective_period(h.get("period"), w.hints.period, fl.period.or(known.default_period));
+                if let (Some(r), Some(at)) = (runtime, h.get("runtime").or(h.get("period"))) {
+                    check_runtime(cx, at, &join(&p, if h.has("runtime") { "runtime" } else { "period" }), r, period);
+                }
+            }
+        }
+    }
+    if let Some(v) = f.get("demand") {
+        let p = join(path, "demand");
+        if f.has("flavor") {
+            cx.err(v, &p, "give either `demand` or `flavor`, not both (use `hints` to change a flavor)");
+        }
+        w.demand = demand(cx, v, &p, known);
+    }
+    if let Some(v) = f.get("isolation") {
+        let p = join(path, "isolation");
+        if let Some(iso) = cx.fields(v, &p, &["shield", "isolcpus", "wideAffinity"]) {
+            w.isolation.shield = iso.optional(cx, "shield", |cx, x, p| cx.boolean(x, p)).unwrap_or(false);
+            w.isolation.isolcpus = iso.optional(cx, "isolcpus", |cx, x, p| cx.boolean(x, p)).unwrap_or(false);
+            w.isolation.wide_affinity =
+                iso.optional(cx, "wideAffinity", |cx, x, p| cx.boolean(x, p)).unwrap_or(false);
+            let best_effort = matches!(w.demand, Some(Demand::BestEffort(_))) || (w.demand.is_none() && w.flavor.is_none());
+            if best_effort && (w.isolation.shield || w.isolation.isolcpus) {
+                cx.err(v, &p, "shield and isolcpus need CPUs of the workload's own (a reservation or dedicated CPUs), not best-effort");
+            }
+        }
+    }
+    // The CPU count the slots of rules index into, when the spec fixes it.
+    let count = match &w.demand {
+        Some(Demand::Reservation(r)) => r.cpus.as_ref().map(|c| c.len() as u32).or(r.count).or(Some(1)),
+        Some(Demand::Dedicated(d)) => d.cpus.as_ref().map(|c| c.len() as u32).or(d.count),
+        Some(Demand::BestEffort(b)) => b.cpus.as_ref().map(|c| c.len() as u32),
+        None => w.flavor.as_ref().and_then(|n| flavors.get(n)).map(|fl| w.hints.vcpus.unwrap_or(fl.vcpus)),
+    };
+    if let Some(v) = f.get("threads") {
+        let p = join(path, "threads");
+        if let Val::Seq(items) = &v.val {
+            for (i, item) in items.iter().enumerate() {
+                if let Some(r) = thread_rule(cx, item, &index(&p, i), count) {
+                    w.threads.push(r);
+                }
+            }
+            check_deadline_shares(cx, v, &p, &w.threads);
+        } else {
+            cx.err(v, &p, format!("must be a list of thread rules, found {}", v.kind()));
+        }
+    }
+    if let Some(v) = f.get("irqs") {
+        let p = join(path, "irqs");
+        if let Val::Seq(items) = &v.val {
+            for (i, item) in items.iter().enumerate() {
+                let ip = index(&p, i);
+                let Some(r) = cx.fields(item, &ip, &["match", "slots"]) else { continue };
+                let pattern = match r.get("match") {
+                    Some(m) => cx.regex(m, &join(&ip, "match")),
+                    None => {
+                        cx.err(item, &join(&ip, "match"), "missing; give the IRQ action-name regex (as in /proc/interrupts)");
+                        None
+                    }
+                };
+                let slots = r.get("slots").and_then(|s| slot_field(cx, s, &join(&ip, "slots"), count)).unwrap_or_default();
+                if let Some(pattern) = pattern {
+                    w.irqs.push(IrqRule { pattern, slots });
+                }
+            }
+        } else {
+            cx.err(v, &p, format!("must be a list of IRQ rules, found {}", v.kind()));
+        }
+    }
+    if let Some(v) = f.get("net") {
+        let p = join(path, "net");
+        if let Val::Seq(items) = &v.val {
+            for (i, item) in items.iter().enumerate() {
+                let ip = index(&p, i);
+                let Some(r) = cx.fields(item, &ip, &["interface", "rps", "xps"]) else { continue };
+                let interface = match r.get("interface") {
+                    Some(m) => cx.regex(m, &join(&ip, "interface")),
+                    None => {
+                        cx.err(item, &join(&ip, "interface"), "missing; give the interface name (a regex, e.g. `^veth-du1$`)");
+                        None
+                    }
+                };
+                let rps = r.get("rps").and_then(|s| slot_field(cx, s, &join(&ip, "rps"), count));
+                let xps = r.get("xps").and_then(|s| slot_field(cx, s, &join(&ip, "xps"), count));
+                if !r.has("rps") && !r.has("xps") {
+                    cx.err(item, &ip, "give `rps`, `xps` or both (CPU slots, or `any`)");
+                }
+                if let Some(interface) = interface {
+                    w.net.push(NetRule { interface, rps, xps });
+                }
+            }
+        } else {
+            cx.err(v, &p, format!("must be a list of interface rules, found {}", v.kind()));
+        }
+    }
+    (cx.error_count() == before).then_some(w)
+}
+
+pub(super) fn slot_field(cx: &mut Reader, n: &yaml::Node, path: &str, count: Option<u32>) -> Option<Slots> {
+    let s = cx.slots(n, path)?;
+    if let (Slots::List(l), Some(k)) = (&s, count) {
+        if let Some(bad) = l.iter().find(|&&x| x >= k) {
+            cx.err(n, path, format!("slot {bad} does not exist: the workload has {k} CPU(s), slots 0..{}", k.saturating_sub(1)));
+            return None;
+        }
+    }
+    if matches!(&s, Slots::List(l) if l.is_empty()) {
+        cx.err(n, path, "an empty slot list would leave nowhere to run; write slots or `any`");
+        return None;
+    }
+    Some(s)
+}
+
+fn launch(cx: &mut Reader, n: &yaml::Node, path: &str) -> Option<Launch> {
+    let f = cx.fields(n, path, &["command", "env", "cwd", "oci", "pid", "cgroup"])?;
+    let kinds: Vec<&str> = ["command", "oci", "pid", "cgroup"].into_iter().filter(|k| f.has(k)).collect();
+    if kinds.len() != 1 {
+        let reason = if kinds.is_empty() {
+            "say how to start the workload: `command`, `oci` (bundle dir), `pid` or `cgroup`".to_string()
+        } else {
+            format!("`{}` exclude each other; choose one", kinds.join("`, `"))
+        };
+        cx.err(n, path, reason);
+        return None;
+    }
+    if kinds[0] != "command" {
+        for k in ["env", "cwd"] {
+            if let Some(v) = f.get(k) {
+                cx.err(v, &join(path, k), format!("`{k}` applies to `command` only"));
+            }
+        }
+    }
+    match kinds[0] {
+        "command" => {
+            let p = join(path, "command");
+            let v = f.get("command").unwrap();
+            let argv: Vec<String> = match &v.val {
+                Val::Seq(items) => items.iter().enumerate().filter_map(|(i, a)| cx.string(a, &index(&p, i))).collect(),
+                // A single string is split on whitespace, like a simple shell line without quoting.
+                Val::Str(s) => s.split_whitespace().map(str::to_string).collect(),
+                _ => {
+                    cx.err(v, &p, format!("expected a list [program, args...], found {}", v.kind()));
+                    return None;
+                }
+            };
+            if argv.is_empty() {
+                cx.err(v, &p, "the command is empty; give at least the program");
+                return None;
+            }
+            let mut env = BTreeMap::new();
+            if let Some(e) = f.get("env") {
+                let ep = join(path, "env");
+                if let Val::Map(pairs) = &e.val {
+                    for (k, val) in pairs {
+                        let Some(key) = cx.string(k, &ep) else { continue };
+                        if key.is_empty() || key.contains('=') {
+                            cx.err(k, &join(&ep, &key), "an environment variable name cannot be empty or contain `=`");
+                        }
+                        if let Some(val) = cx.string(val, &join(&ep, &key)) {
+                            env.insert(key, val);
+                        }
+                    }
+                } else {
+                    cx.err(e, &ep, format!("expected a mapping NAME: value, found {}", e.kind()));
+                }
+            }
+            let cwd = f.optional(cx, "cwd", |cx, c, p| cx.string(c, p));
+            Some(Launch::Command { command: argv, env, cwd })
+        }
+        "oci" => cx.string(f.get("oci").unwrap(), &join(path, "oci")).map(|bundle| Launch::Oci { bundle }),
+        "pid" => cx.int(f.get("pid").unwrap(), &join(path, "pid"), 1, i32::MAX as i64).map(|p| Launch::Pid { pid: p as u32 }),
+        _ => cx.string(f.get("cgroup").unwrap(), &join(path, "cgroup")).map(|path| Launch::Cgroup { path }),
+    }
+}
+
+fn check_cpus_usable(cx: &mut Reader, n: &yaml::Node, path: &str, cpus: &[u32], node: &Node) {
+    if cpus.is_empty() {
+        cx.err(n, path, "an empty CPU list; give CPUs or drop the field to let the planner choose");
+        return;
+    }
+    if let NodeCpus::List(node_cpus) = &node.cpus {
+        let missing: Vec<u32> = cpus.iter().copied().filter(|c| !node_cpus.contains(c)).collect();
+        if !missing.is_empty() {
+            cx.err(
+                n,
+                path,
+                format!("CPU {} is not on the node (node CPUs: {})", crate::format_cpu_list(&missing), crate::format_cpu_list(node_cpus)),
+            );
+        }
+    }
+    let hk: Vec<u32> = cpus.iter().copied().filter(|c| node.housekeeping.contains(c)).collect();
+    if !hk.is_empty() {
+        cx.err(n, path, format!("CPU {} is a housekeeping CPU and is never given to workloads", crate::format_cpu_list(&hk)));
+    }
+}
+
+fn count_and_cpus(cx: &mut Reader, f: &Map, path: &str, node: &Node) -> (Option<u32>, Option<Vec<u32>>, bool) {
+    let mut ok = true;
+    let count = f.get("count").and_then(|v| {
+        let c = cx.int(v, &join(path, "count"), 1, 8192).map(|c| c as u32);
+        ok &= c.is_some();
+        c
+    });
+    let cpus = f.get("cpus").and_then(|v| {
+        let p = join(path, "cpus");
+        let c = cx.cpus(v, &p);
+        match &c {
+            Some(list) => {
+                let before = cx.error_count();
+                check_cpus_usable(cx, v, &p, list, node);
+                ok &= cx.error_count() == before;
+                if let Some(k) = count {
+                    if k as usize != list.len() {
+                        cx.err(v, &p, format!("{} CPU(s) listed but count is {k}; drop `count` or make them agree", list.len()));
+                        ok = false;
+                    }
+                }
+            }
+            None => ok = false,
+        }
+        c
+    });
+    (count, cpus, ok)
+}
+
+fn demand(cx: &mut Reader, n: &yaml::Node, path: &str, known: &Known) -> Option<Demand> {
+    let node = known.node;
+    let f = cx.fields(n, path, &["reservation", "dedicated", "bestEffort"])?;
+    let kinds: Vec<&str> = ["reservation", "dedicated", "bestEffort"].into_iter().filter(|k| f.has(k)).collect();
+    if kinds.len() != 1 {
+        cx.err(n, path, if kinds.is_empty() {
+            "say what CPU time the workload needs: `reservation`, `dedicated` or `bestEffort`".to_string()
+        } else {
+            format!("`{}` exclude each other; choose one", kinds.join("`, `"))
+        });
+        return None;
+    }
+    let kind = kinds[0];
+    let p = join(path, kind);
+    let v = f.get(kind).unwrap();
+    match kind {
+        "reservation" => {
+            let r = cx.fields(v, &p, &["runtime", "period", "count", "cpus", "reclaim"])?;
+            let period = r.optional(cx, "period", |cx, x, p| cx.period(x, p));
+            let runtime = match r.get("runtime") {
+                Some(x) => {
+                    let rt = cx.duration(x, &join(&p, "runtime"));
+                    if let Some(rt) = rt {
+                        check_runtime(cx, x, &join(&p, "runtime"), rt, effective_period(r.get("period"), period, known.default_period));
+                    }
+                    rt
+                }
+                None => {
+                    cx.err(v, &join(&p, "runtime"), "missing; a reservation is `runtime` every `period` on each CPU");
+                    None
+                }
+            };
+            let (count, cpus, ok) = count_and_cpus(cx, &r, &p, node);
+            if r.has("period") && period.is_none() || !ok {
+                return None;
+            }
+            let reclaim = r.get("reclaim").and_then(|x| cx.boolean(x, &join(&p, "reclaim"))).unwrap_or(false);
+            Some(Demand::Reservation(Reservation { runtime: runtime?, period, count, cpus, reclaim }))
+        }
+        "dedicated" => {
+            let d = cx.fields(v, &p, &["count", "cpus"])?;
+            let (count, cpus, ok) = count_and_cpus(cx, &d, &p, node);
+            if count.is_none() && cpus.is_none() && ok {
+                cx.err(v, &p, "say how many CPUs (`count: 2`) or which (`cpus: 4-7`)");
+                return None;
+            }
+            ok.then_some(Demand::Dedicated(Dedicated { count, cpus }))
+        }
+        _ => {
+            // `bestEffort: {}` and `bestEffort:` (null) both mean "defaults".
+            if matches!(v.val, Val::Null) {
+                return Some(Demand::BestEffort(BestEffort::default()));
+            }
+            let b = cx.fields(v, &p, &["weight", "cap", "cpus"])?;
+            let before = cx.error_count();
+            let weight = b.optional(cx, "weight", |cx, x, p| cx.int(x, p, 1, 10_000)).map(|x| x as u32);
+            let cap = b.get("cap").and_then(|x| {
+                let c = cx.number(x, &join(&p, "cap"))?;
+                if c <= 0.0 {
+                    cx.err(x, &join(&p, "cap"), "a cap must be above 0 CPUs (e.g. `0.5` or `50%` for half a CPU)");
+                    return None;
+                }
+                Some(c)
+            });
+            let cpus = b.get("cpus").and_then(|x| {
+                let c = cx.cpus(x, &join(&p, "cpus"))?;
+                check_cpus_usable(cx, x, &join(&p, "cpus"), &c, node);
+                Some(c)
+            });
+            (cx.error_count() == before).then_some(Demand::BestEffort(BestEffort { weight, cap, cpus }))
+        }
+    }
+}
