@@ -1,10 +1,7 @@
-//! Reports: `report.md` (tables, plots linked as SVG files) and a self-contained `report.html`
-//! (the same tables, plots inlined as SVG, no scripts, no network). Sections appear when the
-//! results hold the data they need, so one renderer serves every experiment file.
+//! The sections of a report, each built from the results when they hold its data.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
 
 use crate::aggregate::{self as agg, BUCKETS};
 use crate::experiment::Role;
@@ -14,28 +11,7 @@ use crate::results::{Results, RunRecord, RunStatus};
 use crate::stats::{self, Summary};
 use crate::strategy::Strategy;
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Table {
-    pub caption: String,
-    pub headers: Vec<String>,
-    pub rows: Vec<Vec<String>>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum Item {
-    Para(String),
-    Table(Table),
-    /// (file stem, svg)
-    Plot(String, String),
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Section {
-    /// Anchor id, also the screenshot name.
-    pub id: String,
-    pub title: String,
-    pub items: Vec<Item>,
-}
+use super::{Item, Section, Table};
 
 fn f(v: Option<f64>, digits: usize) -> String {
     match v {
@@ -48,10 +24,6 @@ fn mbps(bps: f64) -> f64 {
     bps / 1e6
 }
 
-fn cells_of<'a>(r: &'a Results, block: usize) -> Vec<&'a Cell> {
-    r.cells.iter().filter(|c| c.block == block).collect()
-}
-
 fn label(c: &Cell) -> String {
     let mut s = String::new();
     if !c.variant_name.is_empty() {
@@ -62,30 +34,7 @@ fn label(c: &Cell) -> String {
     s
 }
 
-/// Builds every section the data supports.
-pub fn sections(r: &Results) -> Vec<Section> {
-    let mut out = vec![overview(r)];
-    for (bi, block) in r.experiment.blocks.iter().enumerate() {
-        let cells = cells_of(r, bi);
-        let mut s = Section { id: format!("{}", block.name), title: block.title.clone(), items: vec![] };
-        latency_tables(r, &cells, &mut s);
-        emulator(r, &cells, &mut s);
-        latency_samples(r, &cells, &mut s);
-        density(r, bi, &cells, &mut s);
-        switches(r, &cells, &mut s);
-        frontier(r, &cells, &mut s);
-        if s.items.is_empty() {
-            s.items.push(Item::Para("No run of this block produced data; see the list of failed runs below.".into()));
-        }
-        out.push(s);
-    }
-    out.push(counters(r));
-    out.push(problems(r));
-    out.push(machine(r));
-    out
-}
-
-fn overview(r: &Results) -> Section {
+pub(super) fn overview(r: &Results) -> Section {
     let e = &r.experiment;
     let ok = r.runs.iter().filter(|x| x.status == RunStatus::Ok).count();
     let failed = r.runs.iter().filter(|x| matches!(x.status, RunStatus::Failed { .. })).count();
@@ -157,7 +106,7 @@ fn overview(r: &Results) -> Section {
 
 /// Study A tables 2–5: per thread, share of wake-up events per bucket, one column per scenario,
 /// one table per strategy.
-fn latency_tables(r: &Results, cells: &[&Cell], s: &mut Section) {
+pub(super) fn latency_tables(r: &Results, cells: &[&Cell], s: &mut Section) {
     let block = &r.experiment.blocks[cells.first().map(|c| c.block).unwrap_or(0)];
     let mut any = false;
     let mut stacked: Vec<(String, Vec<f64>)> = vec![];
@@ -247,7 +196,7 @@ fn latency_tables(r: &Results, cells: &[&Cell], s: &mut Section) {
     }
 }
 
-fn emulator(r: &Results, cells: &[&Cell], s: &mut Section) {
+pub(super) fn emulator(r: &Results, cells: &[&Cell], s: &mut Section) {
     let block = &r.experiment.blocks[cells.first().map(|c| c.block).unwrap_or(0)];
     // One table per measured emulator workload when there are several (Cloud-RAN: per vBS).
     let emu_workloads: Vec<&str> =
@@ -315,7 +264,7 @@ fn emulator(r: &Results, cells: &[&Cell], s: &mut Section) {
 
 /// RTT / response-time samples (ping, load generator): table with median, IQR, outliers, p99,
 /// and an ECDF per scenario group.
-fn latency_samples(r: &Results, cells: &[&Cell], s: &mut Section) {
+pub(super) fn latency_samples(r: &Results, cells: &[&Cell], s: &mut Section) {
     let mut t = Table {
         caption: "Round-trip / response time (µs): all samples of all runs of a cell".into(),
         headers: vec![
@@ -355,7 +304,7 @@ fn latency_samples(r: &Results, cells: &[&Cell], s: &mut Section) {
 }
 
 /// Study C: CPU (p95) of the measured workloads against their count, with the ideal linear line.
-fn density(r: &Results, bi: usize, cells: &[&Cell], s: &mut Section) {
+pub(super) fn density(r: &Results, bi: usize, cells: &[&Cell], s: &mut Section) {
     let block = &r.experiment.blocks[bi];
     if block.variants.len() < 2 {
         return;
@@ -407,7 +356,7 @@ fn density(r: &Results, bi: usize, cells: &[&Cell], s: &mut Section) {
     }
 }
 
-fn switches(r: &Results, cells: &[&Cell], s: &mut Section) {
+pub(super) fn switches(r: &Results, cells: &[&Cell], s: &mut Section) {
     let mut t = Table {
         caption: "Context switches per ms of the measured workloads (all threads, voluntary + involuntary; mean over runs)".into(),
         headers: vec!["cell".into(), "switches/ms".into(), "CPU p95 (cores)".into()],
@@ -425,7 +374,7 @@ fn switches(r: &Results, cells: &[&Cell], s: &mut Section) {
 
 /// The operator's question: how much best-effort work fits next to the vBS while it keeps its
 /// deadline-miss ratio under the target, per strategy.
-fn frontier(r: &Results, cells: &[&Cell], s: &mut Section) {
+pub(super) fn frontier(r: &Results, cells: &[&Cell], s: &mut Section) {
     let target = r.experiment.target_miss_ratio;
     let mut t = Table {
         caption: format!("Neighbour throughput and vBS deadline-miss ratio (target ≤ {target:.0e})"),
@@ -475,7 +424,7 @@ fn frontier(r: &Results, cells: &[&Cell], s: &mut Section) {
     }
 }
 
-fn counters(r: &Results) -> Section {
+pub(super) fn counters(r: &Results) -> Section {
     let mut items = vec![];
     let with: Vec<&RunRecord> = r.runs.iter().filter(|x| x.counters.available).collect();
     if with.is_empty() {
@@ -496,7 +445,7 @@ fn counters(r: &Results) -> Section {
     Section { id: "counters".into(), title: "Cache behaviour (IPC, MPKI)".into(), items }
 }
 
-fn problems(r: &Results) -> Section {
+pub(super) fn problems(r: &Results) -> Section {
     let mut t = Table { caption: "Runs that did not complete".into(), headers: vec!["run".into(), "cell".into(), "status".into(), "error / reason".into()], rows: vec![] };
     for x in &r.runs {
         match &x.status {
@@ -510,7 +459,7 @@ fn problems(r: &Results) -> Section {
     Section { id: "problems".into(), title: "Failed and skipped runs".into(), items }
 }
 
-fn machine(r: &Results) -> Section {
+pub(super) fn machine(r: &Results) -> Section {
     let m = &r.machine;
     let t = Table {
         caption: "Where this was measured".into(),
@@ -531,275 +480,3 @@ fn machine(r: &Results) -> Section {
 }
 
 // ---------- rendering ----------
-
-fn md_escape(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
-}
-
-pub fn markdown(r: &Results, sections: &[Section]) -> String {
-    let mut md = String::new();
-    let _ = writeln!(md, "# {}\n", r.experiment.title);
-    for s in sections {
-        let _ = writeln!(md, "## {}\n", s.title);
-        for it in &s.items {
-            match it {
-                Item::Para(p) => {
-                    let _ = writeln!(md, "{p}\n");
-                }
-                Item::Table(t) => {
-                    let _ = writeln!(md, "**{}**\n", t.caption);
-                    let _ = writeln!(md, "| {} |", t.headers.iter().map(|h| md_escape(h)).collect::<Vec<_>>().join(" | "));
-                    let _ = writeln!(md, "|{}", "---|".repeat(t.headers.len()));
-                    for row in &t.rows {
-                        let _ = writeln!(md, "| {} |", row.iter().map(|c| md_escape(c)).collect::<Vec<_>>().join(" | "));
-                    }
-                    md.push('\n');
-                }
-                Item::Plot(stem, _) => {
-                    let _ = writeln!(md, "![{stem}](plots/{stem}.svg)\n");
-                }
-            }
-        }
-    }
-    md
-}
-
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
-
-const CSS: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;color:#1b1f24;background:#f6f7f9}\
-main{max-width:1100px;margin:0 auto;padding:24px}\
-h1{font-size:1.6em;margin:0 0 8px}h2{font-size:1.25em;border-bottom:2px solid #0072b2;padding-bottom:4px;margin-top:0}\
-section{background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:16px 20px;margin:18px 0}\
-table{border-collapse:collapse;margin:8px 0 16px;font-size:13px;font-variant-numeric:tabular-nums}\
-caption{text-align:left;font-weight:600;padding:4px 0}\
-th,td{border:1px solid #dde1e6;padding:3px 8px;text-align:right}th{background:#eef2f6}\
-td:first-child,th:first-child{text-align:left}tr:nth-child(even) td{background:#fafbfc}\
-.plot svg{max-width:100%;height:auto}nav a{margin-right:12px}.meta{color:#57606a}";
-
-pub fn html(r: &Results, sections: &[Section]) -> String {
-    let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{CSS}</style></head><body><main>",
-        html_escape(&r.experiment.title)
-    );
-    let _ = write!(h, "<h1>{}</h1><p class=\"meta\">rtslice bench · {} · {}</p><nav>", html_escape(&r.experiment.title), html_escape(&r.experiment.name), html_escape(&r.machine.kernel));
-    for s in sections {
-        let _ = write!(h, "<a href=\"#{}\">{}</a>", html_escape(&s.id), html_escape(&s.title));
-    }
-    h.push_str("</nav>");
-    for s in sections {
-        let _ = write!(h, "<section id=\"{}\"><h2>{}</h2>", html_escape(&s.id), html_escape(&s.title));
-        for it in &s.items {
-            match it {
-                Item::Para(p) => {
-                    let _ = write!(h, "<p>{}</p>", html_escape(p));
-                }
-                Item::Table(t) => {
-                    let _ = write!(h, "<table><caption>{}</caption><thead><tr>", html_escape(&t.caption));
-                    for c in &t.headers {
-                        let _ = write!(h, "<th>{}</th>", html_escape(c));
-                    }
-                    h.push_str("</tr></thead><tbody>");
-                    for row in &t.rows {
-                        h.push_str("<tr>");
-                        for c in row {
-                            let _ = write!(h, "<td>{}</td>", html_escape(c));
-                        }
-                        h.push_str("</tr>");
-                    }
-                    h.push_str("</tbody></table>");
-                }
-                Item::Plot(_, svg) => {
-                    let _ = write!(h, "<div class=\"plot\">{svg}</div>");
-                }
-            }
-        }
-        h.push_str("</section>");
-    }
-    h.push_str("</main></body></html>\n");
-    h
-}
-
-/// Writes report.md, report.html and plots/*.svg into `dir`.
-pub fn write(r: &Results, dir: &Path) -> std::io::Result<Vec<Section>> {
-    let secs = sections(r);
-    std::fs::create_dir_all(dir.join("plots"))?;
-    for s in &secs {
-        for it in &s.items {
-            if let Item::Plot(stem, svg) = it {
-                std::fs::write(dir.join("plots").join(format!("{stem}.svg")), svg)?;
-            }
-        }
-    }
-    std::fs::write(dir.join("report.md"), markdown(r, &secs))?;
-    std::fs::write(dir.join("report.html"), html(r, &secs))?;
-    Ok(secs)
-}
-
-/// The headline table as plain text for the terminal.
-pub fn terminal_table(t: &Table) -> String {
-    let widths: Vec<usize> = (0..t.headers.len())
-        .map(|k| t.rows.iter().map(|r| r[k].chars().count()).chain([t.headers[k].chars().count()]).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    let line = |cells: &[String], out: &mut String| {
-        for (k, c) in cells.iter().enumerate() {
-            let pad = widths[k] - c.chars().count();
-            if k == 0 {
-                let _ = write!(out, "{c}{}", " ".repeat(pad));
-            } else {
-                let _ = write!(out, "  {}{c}", " ".repeat(pad));
-            }
-        }
-        out.push('\n');
-    };
-    let _ = writeln!(out, "{}", t.caption);
-    line(&t.headers, &mut out);
-    let _ = writeln!(out, "{}", "-".repeat(widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1)));
-    for r in &t.rows {
-        line(r, &mut out);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::experiment::Experiment;
-    use crate::matrix;
-    use crate::results::{EmuSummary, InstanceResult, Machine, ThreadLatency};
-
-    const EXP: &str = r#"
-apiVersion: rtslice/v1
-kind: Experiment
-name: synth
-duration: 1s
-repetitions: 2
-blocks:
-  - name: lat
-    workloads:
-      - {name: vbs, emulate: {profile: oai-lte}}
-      - {name: nb, command: [stress-ng], output: stress-ng, role: neighbour}
-    scenarios: [idle, user]
-    strategies: [none, dedicated]
-  - name: dens
-    workloads: [{name: vbs, emulate: {profile: srsenb}}]
-    strategies: [none]
-    variants: [{name: "n=1"}, {name: "n=2", replicas: {vbs: 2}}]
-"#;
-
-    fn synth() -> Results {
-        let exp = Experiment::parse(EXP, "synth.yaml").unwrap();
-        let cells = matrix::cells(&exp);
-        let mut runs = vec![];
-        for slot in matrix::schedule(cells.len(), exp.repetitions) {
-            let c = &cells[slot.cell];
-            let mut rec = RunRecord::new(slot.seq, c, slot.repetition);
-            let n = if c.variant_name == "n=2" { 2 } else { 1 };
-            let bad = c.strategy == Strategy::None && c.scenario_name == "user";
-            for k in 0..n {
-                let mut i = InstanceResult::new(&format!("vbs{k}"), "vbs", Role::Measured);
-                i.emu = Some(EmuSummary {
-                    ttis: 1000,
-                    deadline_misses: if bad { 50 } else { 0 },
-                    nacks: if bad { 40 } else { 1 },
-                    throughput_bps: 8e6 + slot.repetition as f64 * 1e6,
-                    proc_p99_us: 700.0,
-                    ..Default::default()
-                });
-                i.threads = vec![ThreadLatency { name: "ru-thread".into(), tid: 1, events: 100, log2_us: vec![90, 5, 3, 1, 1], p99_us: Some(9.0), switches: Some(10) }];
-                i.cpu_samples = vec![0.3, 0.32, 0.31];
-                i.switches_per_ms = Some(2.0);
-                i.latency_samples_us = (1..=100).map(f64::from).collect();
-                rec.instances.push(i);
-            }
-            if c.block_name == "lat" {
-                let mut nb = InstanceResult::new("nb", "nb", Role::Neighbour);
-                nb.bogo_ops_per_s = Some(if c.strategy == Strategy::Dedicated { 500.0 } else { 900.0 });
-                rec.instances.push(nb);
-            }
-            if c.id == "lat/user/dedicated" && slot.repetition == 1 {
-                rec.status = RunStatus::Failed { error: "apply: <cpuset> refused & rolled back".into() };
-                rec.instances.clear();
-            }
-            runs.push(rec);
-        }
-        Results {
-            experiment: exp,
-            machine: Machine { kernel: "6.18".into(), cpus: vec![0, 1], ..Default::default() },
-            cells,
-            runs,
-            interrupted: false,
-            started_unix: 0.0,
-            finished_unix: 1.0,
-            rtslice_version: "test".into(),
-        }
-    }
-
-    fn table<'a>(secs: &'a [Section], caption_start: &str) -> &'a Table {
-        secs.iter()
-            .flat_map(|s| s.items.iter())
-            .find_map(|it| match it {
-                Item::Table(t) if t.caption.starts_with(caption_start) => Some(t),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no table `{caption_start}`"))
-    }
-
-    #[test]
-    fn sections_follow_the_data() {
-        let r = synth();
-        let secs = sections(&r);
-        let ids: Vec<&str> = secs.iter().map(|s| s.id.as_str()).collect();
-        assert_eq!(ids, vec!["overview", "lat", "dens", "counters", "problems", "machine"]);
-        // Headline: one row per cell; the miss ratio of the disturbed cell.
-        let head = table(&secs, "Headline");
-        assert_eq!(head.rows.len(), r.cells.len());
-        let row = head.rows.iter().find(|x| x[0] == "lat/user/none").unwrap();
-        assert!(row.contains(&"5.00e-2".to_string()), "{row:?}");
-        assert_eq!(head.rows.iter().find(|x| x[0] == "lat/user/dedicated").unwrap()[1], "1/2");
-        // Study A's table: rows = threads, bucket × scenario columns.
-        let lat = table(&secs, "Scheduling latency, noA");
-        assert_eq!(lat.headers[1], "0–1 µs idle");
-        assert_eq!(lat.headers[2], "0–1 µs user");
-        assert_eq!(lat.rows[0][0], "ru-thread");
-        assert_eq!(lat.rows[0][1], "90.0");
-        // Frontier: none meets the target only when idle; dedicated meets it in both.
-        let fr = table(&secs, "Efficiency frontier");
-        assert_eq!(fr.rows.len(), 2);
-        assert!(fr.rows.iter().any(|x| x[0] == "noA" && x[1] == "900"));
-        assert!(fr.rows.iter().any(|x| x[0] == "Dedicated" && x[1] == "500"));
-        // Density: the ideal line is n × the single-vBS CPU.
-        let d = table(&secs, "CPU use");
-        let two = d.rows.iter().find(|x| x[2] == "2").unwrap();
-        let one = d.rows.iter().find(|x| x[2] == "1").unwrap();
-        let (c1, c2, ideal2): (f64, f64, f64) = (one[3].parse().unwrap(), two[3].parse().unwrap(), two[4].parse().unwrap());
-        assert!((ideal2 - 2.0 * c1).abs() < 1e-3 && (c2 - ideal2).abs() < 1e-3);
-        // Counters: unavailable, said so.
-        assert!(matches!(&secs[3].items[0], Item::Para(p) if p.contains("unavailable")));
-        // Problems: the failed run with its error.
-        let p = table(&secs, "Runs that did not complete");
-        assert_eq!(p.rows.len(), 1);
-        assert!(p.rows[0][3].contains("rolled back"));
-    }
-
-    #[test]
-    fn html_is_self_contained_and_escaped() {
-        let r = synth();
-        let secs = sections(&r);
-        let h = html(&r, &secs);
-        assert!(h.contains("&lt;cpuset&gt; refused &amp; rolled back"));
-        assert!(!h.contains("<cpuset>"));
-        assert!(!h.contains("<script") && !h.contains("https://"));
-        assert_eq!(h.matches("<section id=").count(), secs.len());
-        assert!(h.contains("<svg"), "plots are inline");
-        let md = markdown(&r, &secs);
-        assert!(md.contains("![lat-frontier](plots/lat-frontier.svg)"));
-        assert!(md.contains("| ru-thread | 90.0 |"));
-        let term = terminal_table(table(&secs, "Headline"));
-        assert!(term.lines().count() >= r.cells.len() + 3);
-    }
-}
