@@ -4,12 +4,16 @@
 //! the agent; the spawner waits 1 s, creates named threads, and each thread measures how long it ran
 //! before its rule (SCHED_FIFO + pinning) was in force.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use common::{self_as_agent, ResetOnDrop};
 use rtslice_host::Mechanism;
 use rtslice_host::sched::{self, SchedAttr};
-use rtslice_host::{apply_setup, reset, status, AgentCommand, ApplyOptions, CpuList, Launch, ResetOptions, Setup, StateDir, ThreadRule, WorkloadSetup};
+use rtslice_host::{apply_setup, status, ApplyOptions, CpuList, Launch, Setup, StateDir, ThreadRule, WorkloadSetup};
+use rtslice_sys::time::monotonic_ns as now_ns;
 use rtslice_testkit::{root_or_skip, KernelLock};
 
 const ROLE: &str = "RTSLICE_AGENT_TEST_ROLE";
@@ -18,13 +22,6 @@ const THREADS: usize = 20;
 // low-priority FIFO thread would then starve before it could observe its rule (the agent's path is the
 // same for every policy; the benchmark uses FIFO).
 const RULE: SchedAttr = SchedAttr::Batch { nice: 3 };
-
-fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 /// Helper role: the agent (polling when RTSLICE_AGENT_TEST_POLL is set).
 #[test]
@@ -75,10 +72,7 @@ fn run(poll: bool) -> (Vec<Option<f64>>, Option<rtslice_agent::AgentStats>) {
     let dir = tempfile::tempdir().unwrap();
     let result = dir.path().join("reactions.json");
     let exe = std::env::current_exe().unwrap();
-    let mut agent_env = vec![(ROLE.to_string(), "agent".to_string())];
-    if poll {
-        agent_env.push(("RTSLICE_AGENT_TEST_POLL".into(), "1".into()));
-    }
+    let agent_env = if poll { vec![("RTSLICE_AGENT_TEST_POLL".to_string(), "1".to_string())] } else { vec![] };
     let setup = Setup {
         workloads: vec![WorkloadSetup {
             name: format!("agent-{}-{}", std::process::id(), if poll { "poll" } else { "nl" }),
@@ -100,24 +94,10 @@ fn run(poll: bool) -> (Vec<Option<f64>>, Option<rtslice_agent::AgentStats>) {
     };
     let opts = ApplyOptions {
         mechanism: Some(Mechanism::None),
-        agent: Some(AgentCommand {
-            program: exe,
-            args: vec!["--exact".into(), "helper_agent_role".into(), "--nocapture".into()],
-            env: agent_env,
-            state_dir_arg: false,
-        }),
+        agent: Some(self_as_agent(ROLE, agent_env)),
         ..ApplyOptions::with_state_dir(dir.path())
     };
     let applied = apply_setup(&setup, &opts).expect("apply");
-    // Reset even when an assertion fails, before the temp state dir goes away.
-    struct ResetOnDrop(StateDir);
-    impl Drop for ResetOnDrop {
-        fn drop(&mut self) {
-            if let Err(e) = reset(&self.0, ResetOptions::default()) {
-                eprintln!("reset failed: {e}");
-            }
-        }
-    }
     let _guard = ResetOnDrop(StateDir::new(dir.path()));
     assert!(applied.agent.is_some());
     let st = status(&StateDir::new(dir.path())).unwrap();

@@ -6,12 +6,14 @@
 //!
 //! The agent is this test binary re-executed in a helper role, as in late_threads.rs.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::{self_as_agent, ResetOnDrop};
 use rtslice_host::sched::{self, SchedAttr};
 use rtslice_host::{
-    apply_setup, reset, status, AgentCommand, ApplyOptions, CpuList, Launch, Mechanism, ResetOptions, Reservation, Setup,
-    StateDir, ThreadRule, WorkloadSetup,
+    apply_setup, status, ApplyOptions, CpuList, Launch, Mechanism, Reservation, Setup, StateDir, ThreadRule, WorkloadSetup,
 };
 use rtslice_testkit::{root_or_skip, KernelLock};
 
@@ -58,23 +60,10 @@ fn run(mech: Mechanism) -> Option<(f64, usize)> {
     };
     let opts = ApplyOptions {
         mechanism: Some(mech),
-        agent: Some(AgentCommand {
-            program: std::env::current_exe().unwrap(),
-            args: vec!["--exact".into(), "helper_agent_role".into(), "--nocapture".into()],
-            env: vec![(ROLE.into(), "agent".into())],
-            state_dir_arg: false,
-        }),
+        agent: Some(self_as_agent(ROLE, vec![])),
         ..ApplyOptions::with_state_dir(dir.path())
     };
     let applied = apply_setup(&setup, &opts).expect("apply");
-    struct ResetOnDrop(StateDir);
-    impl Drop for ResetOnDrop {
-        fn drop(&mut self) {
-            if let Err(e) = reset(&self.0, ResetOptions::default()) {
-                eprintln!("cleanup reset failed: {e}");
-            }
-        }
-    }
     let _cleanup = ResetOnDrop(StateDir::new(dir.path()));
     let group = applied.workloads[0].group.cpuset.clone();
     let sd = StateDir::new(dir.path());

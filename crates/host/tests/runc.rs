@@ -46,19 +46,41 @@ fn spinner_container(prefix: &str, mechanism: Mechanism, bundle: &std::path::Pat
     Some((name, setup, opts))
 }
 
-#[test]
-fn runc_container_with_rt_budget_is_throttled_to_its_share() {
-    root_or_skip!();
-    let _lock = KernelLock::acquire();
+/// The spinner container applied under `mechanism` with a state directory of its own, and what the
+/// tests need to check and undo it; `None` when this host lacks what [`spinner_container`] needs.
+/// Fields drop in order: the reset first, then the directories it used.
+struct AppliedSpinner {
+    _cleanup: ResetOnDrop,
+    dir: tempfile::TempDir,
+    _bundle: tempfile::TempDir,
+    name: String,
+    /// The container's id and its first process.
+    id: String,
+    pid: i32,
+    /// The kernel state before apply, for [`assert_same`] after reset.
+    before: std::collections::BTreeMap<String, String>,
+}
+
+fn apply_spinner(prefix: &str, mechanism: Mechanism) -> Option<AppliedSpinner> {
     let bundle = tempfile::tempdir().unwrap();
-    let Some((name, setup, opts)) = spinner_container("ctr", Mechanism::RtGroup, bundle.path()) else { return };
+    let (name, setup, opts) = spinner_container(prefix, mechanism, bundle.path())?;
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
     let opts = ApplyOptions { state_dir: StateDir::new(dir.path()), ..opts };
     let applied = apply_setup(&setup, &opts).expect("apply");
-    let _cleanup = ResetOnDrop::new(dir.path());
+    let cleanup = ResetOnDrop::new(dir.path());
     let id = applied.workloads[0].container.clone().unwrap();
     let pid = applied.workloads[0].pids[0].pid;
+    Some(AppliedSpinner { _cleanup: cleanup, dir, _bundle: bundle, name, id, pid, before })
+}
+
+#[test]
+fn runc_container_with_rt_budget_is_throttled_to_its_share() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let Some(spinner) = apply_spinner("ctr", Mechanism::RtGroup) else { return };
+    let AppliedSpinner { name, id, pid, before, dir, .. } = &spinner;
+    let pid = *pid;
     let ctr = format!("/sys/fs/cgroup/cpu/rtslice/{name}/{id}");
     assert_eq!(read(format!("{ctr}/cpu.rt_runtime_us")), "30000", "runc wrote the budget into the container's cgroup");
     assert_eq!(read(format!("{ctr}/cpu.rt_period_us")), "100000");
@@ -88,15 +110,9 @@ fn runc_container_with_rt_budget_is_throttled_to_its_share() {
 fn runc_container_in_a_deadline_partition_is_throttled_to_its_budget() {
     root_or_skip!();
     let _lock = KernelLock::acquire();
-    let bundle = tempfile::tempdir().unwrap();
-    let Some((name, setup, opts)) = spinner_container("dlctr", Mechanism::Deadline, bundle.path()) else { return };
-    let before = snapshot();
-    let dir = tempfile::tempdir().unwrap();
-    let opts = ApplyOptions { state_dir: StateDir::new(dir.path()), ..opts };
-    let applied = apply_setup(&setup, &opts).expect("apply");
-    let _cleanup = ResetOnDrop::new(dir.path());
-    let id = applied.workloads[0].container.clone().unwrap();
-    let pid = applied.workloads[0].pids[0].pid;
+    let Some(spinner) = apply_spinner("dlctr", Mechanism::Deadline) else { return };
+    let AppliedSpinner { name, id, pid, before, dir, .. } = &spinner;
+    let pid = *pid;
     assert_partition(&name);
     assert_eq!(cgroup_of(pid), format!("/{}/{name}/{id}", parent_name()));
     assert_eq!(read(group(&name).cpuset.join(&id).join("cpuset.cpus")), "1");
