@@ -12,8 +12,6 @@ mod plot;
 mod reserve;
 mod validate;
 
-use std::io;
-
 pub use experiment::{mechanism_label, parse_mechanism, Shape, ValidationExperiment};
 pub use plot::write_svg;
 pub use reserve::HostLauncher;
@@ -24,12 +22,6 @@ pub use validate::{
 
 #[derive(Debug, thiserror::Error)]
 pub enum ValidationError {
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: io::Error,
-    },
     #[error("{0}")]
     Invalid(String),
     #[error("the model refuses this point: {0}")]
@@ -39,7 +31,8 @@ pub enum ValidationError {
     Located(rtslice_yaml::Errors),
     #[error("reservation: {0}")]
     Reservation(String),
-    /// The load generator (client, namespaces, server) failed; its message says what to do.
+    /// The load generator (client, namespaces, server: starting it too) failed; its message says
+    /// what to do.
     #[error(transparent)]
     Loadgen(#[from] rtslice_loadgen::LoadgenError),
     /// A system call or /proc read failed (the message names it and what to do).
@@ -48,8 +41,3 @@ pub enum ValidationError {
 }
 
 pub type Result<T> = std::result::Result<T, ValidationError>;
-
-fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> ValidationError {
-    let what = what.into();
-    move |source| ValidationError::Io { what, source }
-}

@@ -87,7 +87,7 @@ impl Launcher for HostLauncher {
         }
         let state_dir = PathBuf::from(format!("/run/rtslice-loadgen/{}", self.tag));
         std::fs::create_dir_all(&state_dir)
-            .map_err(super::io_err(format!("cannot create the state directory {}", state_dir.display())))?;
+            .map_err(|e| ValidationError::Reservation(format!("cannot create the state directory {}: {e}", state_dir.display())))?;
         let opts = ApplyOptions { mechanism: Some(mechanism), ..ApplyOptions::with_state_dir(&state_dir) };
         // Right after an earlier reservation was reset (the previous run or test), the kernel may
         // still refuse SCHED_DEADLINE admission (EBUSY) or RT budget: root domains are rebuilt and

@@ -15,7 +15,7 @@ use rtslice_host::Mechanism;
 use super::experiment::{mechanism_label, ValidationExperiment, Shape};
 use rtslice_loadgen::netns::{NetnsPair, Shaping};
 use rtslice_loadgen::stats::RttSummary;
-use super::{io_err, Result, ValidationError};
+use super::{Result, ValidationError};
 
 /// Port the server listens on inside its namespace (the namespace is ours alone).
 pub const SERVER_PORT: u16 = 7013;
@@ -91,7 +91,7 @@ pub fn spawn(command: &[String]) -> Result<Child> {
         .args(args)
         .stdin(Stdio::null())
         .spawn()
-        .map_err(io_err(format!("cannot start the loadgen server `{}`", command.join(" "))))
+        .map_err(|source| rtslice_loadgen::LoadgenError::Io { what: format!("cannot start the loadgen server `{}`", command.join(" ")), source }.into())
 }
 
 pub struct ValidateOptions {

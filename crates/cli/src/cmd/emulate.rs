@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rtslice_emu::{Calibration, Class, Config, EmuError, Profile, SchedMode, EmuSummary};
 
-use super::EXIT_FAILURE;
+use super::{invalid, EXIT_FAILURE};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -68,10 +68,6 @@ pub struct Args {
     json: super::Json,
     #[command(flatten)]
     quiet: super::Quiet,
-}
-
-fn invalid(msg: impl std::fmt::Display) -> anyhow::Result<ExitCode> {
-    super::invalid(msg)
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {

@@ -302,12 +302,12 @@ fn run_predict(a: PredictArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let p = &out.prediction;
-    println!("model:        {}", p.model);
-    println!(
-        "reservation:  Q = {} every P = {} (Q/P = {:.4}); μQ/P = {:.1}/s, ρ = λ/(μQ/P) = {:.4}",
-        fmt_s(reservation.runtime_s),
-        fmt_s(reservation.period_s),
-        p.bandwidth, p.effective_rate, p.utilization
+    print_head(
+        &p.model,
+        "reservation: ",
+        reservation.runtime_s,
+        reservation.period_s,
+        format_args!("(Q/P = {:.4}); μQ/P = {:.1}/s, ρ = λ/(μQ/P) = {:.4}", p.bandwidth, p.effective_rate, p.utilization),
     );
     println!("server:       mean {}", us(p.server_mean_s));
     if p.network_mean_s > 0.0 {
@@ -338,6 +338,13 @@ fn run_predict(a: PredictArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The first two lines of `predict`'s and `size`'s reports: the model, then `label Q = … every P = …`
+/// and what each adds about the reservation.
+fn print_head(model: &impl std::fmt::Display, label: &str, runtime_s: f64, period_s: f64, detail: std::fmt::Arguments) {
+    println!("model:        {model}");
+    println!("{label} Q = {} every P = {} {detail}", fmt_s(runtime_s), fmt_s(period_s));
+}
+
 fn run_size(a: SizeArgs) -> anyhow::Result<ExitCode> {
     if let Err(e) = check_reservation(None, a.inputs.period) {
         return super::invalid(e);
@@ -356,13 +363,12 @@ fn run_size(a: SizeArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&sizing)?);
     } else {
         let p = &sizing.prediction;
-        println!("model:        {}", p.model);
-        println!(
-            "smallest reservation: Q = {} every P = {} (Q/P = {:.4}; exact minimum {:.6})",
-            fmt_s(sizing.runtime_s),
-            fmt_s(sizing.period_s),
-            sizing.bandwidth,
-            sizing.min_bandwidth
+        print_head(
+            &p.model,
+            "smallest reservation:",
+            sizing.runtime_s,
+            sizing.period_s,
+            format_args!("(Q/P = {:.4}; exact minimum {:.6})", sizing.bandwidth, sizing.min_bandwidth),
         );
         println!("predicted:    mean {}, p{} {}", us(p.mean_s), p.phi * 100.0, us(p.percentile_s));
         println!(

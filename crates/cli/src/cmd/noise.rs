@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use rtslice_noise::{Noise, NoiseError, NoiseKind, NoiseReport, NoiseSpec, RtPolicy};
 
-use super::{EXIT_FAILURE, EXIT_INVALID};
+use super::{invalid, EXIT_FAILURE, EXIT_INVALID};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -53,10 +53,6 @@ pub struct Args {
     json: super::Json,
     #[command(flatten)]
     quiet: super::Quiet,
-}
-
-fn invalid(msg: impl std::fmt::Display) -> anyhow::Result<ExitCode> {
-    super::invalid(msg)
 }
 
 fn cpus(s: &str) -> Result<Vec<usize>, String> {
