@@ -286,9 +286,8 @@ fn journal_root_affinities(txn: &mut Txn, ctx: &Ctx) -> StepResult<()> {
     Ok(())
 }
 
-/// The debugfs file of the scheduler's feature flags: reads as the whole list ("... NO_HRTICK ..."),
-/// takes one flag per write ("HRTICK" or "NO_HRTICK").
-pub const SCHED_FEATURES: &str = "/sys/kernel/debug/sched/features";
+// Defined next to doctor's reading of it: doctor is below apply (prepare asks it about the host).
+pub use crate::doctor::SCHED_FEATURES;
 
 fn hrtick(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<()> {
     if !ctx.opts.hrtick {

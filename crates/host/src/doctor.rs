@@ -72,6 +72,10 @@ fn finding(topic: &str, level: Level, detail: impl Into<String>, fix: impl Into<
     Finding { topic: topic.into(), level, detail: detail.into(), fix: fix.into() }
 }
 
+/// The debugfs file of the scheduler's feature flags: reads as the whole list ("... NO_HRTICK ..."),
+/// takes one flag per write ("HRTICK" or "NO_HRTICK").
+pub const SCHED_FEATURES: &str = "/sys/kernel/debug/sched/features";
+
 pub fn online_cpus() -> CpuList {
     fsio::read_trim("/sys/devices/system/cpu/online").ok().and_then(|s| CpuList::parse(&s).ok()).unwrap_or_else(|| {
         CpuList::from_cpus(0..rtslice_sys::procfs::online_cpu_count())
@@ -392,7 +396,7 @@ pub fn doctor() -> HostReport {
     ));
 
     // HRTICK / HRTICK_DL: high-resolution enforcement of CFS slices and deadline runtimes.
-    match std::fs::read_to_string(crate::apply::SCHED_FEATURES) {
+    match std::fs::read_to_string(SCHED_FEATURES) {
         Ok(list) => {
             let state = |f: &str| {
                 let flags: Vec<&str> = list.split_whitespace().collect();
@@ -419,7 +423,7 @@ pub fn doctor() -> HostReport {
         Err(e) => f.push(finding(
             "hrtick",
             Level::Info,
-            format!("scheduler features unreadable ({}: {e}; debugfs not mounted or locked down)", crate::apply::SCHED_FEATURES),
+            format!("scheduler features unreadable ({}: {e}; debugfs not mounted or locked down)", SCHED_FEATURES),
             "",
         )),
     }
