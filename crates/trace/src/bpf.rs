@@ -232,4 +232,13 @@ mod tests {
         assert_eq!(at::RECURSION_MISSES, std::mem::offset_of!(bpf_prog_info, recursion_misses));
         assert!(at::SIZE >= std::mem::size_of::<bpf_prog_info>());
     }
+
+    /// hist.rs's hand copies of rtlat.h's histogram sizes are the BPF program's, as the skeleton's
+    /// generated types carry them.
+    #[test]
+    fn hist_constants_match_the_bpf_layout() {
+        let h = super::types::hist::default();
+        assert_eq!(h.log2_us.len(), crate::hist::LOG2_SLOTS);
+        assert_eq!(h.fine.len(), crate::hist::FINE_SLOTS);
+    }
 }

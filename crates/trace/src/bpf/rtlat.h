@@ -1,5 +1,7 @@
-/* Shared between rtlat.bpf.c and the Rust reader (src/bpf_layout.rs mirrors these constants and
- * structs byte for byte; a unit test checks the sizes). */
+/* Shared between rtlat.bpf.c and the Rust reader: src/bpf.rs reads the structs through the types
+ * libbpf-cargo generates into the skeleton from this program's BTF; src/hist.rs copies the histogram
+ * constants, and the unit test `hist_constants_match_the_bpf_layout` (src/bpf.rs) fails when the
+ * two drift apart. */
 #ifndef RTLAT_H
 #define RTLAT_H
 
