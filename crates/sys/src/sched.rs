@@ -171,6 +171,13 @@ pub fn get_attr(tid: i32) -> io::Result<SchedAttr> {
     get_kernel_attr(tid).map(|k| SchedAttr::from_kernel(&k))
 }
 
+/// A thread's numeric policy as the kernel reports it, with its [`SchedAttr`]: policies newer than
+/// [`SchedAttr`] knows (SCHED_EXT, 7, on 6.12+ kernels) read as `Other` there, so a report that
+/// must name them looks at the number.
+pub fn get_policy_and_attr(tid: i32) -> io::Result<(u32, SchedAttr)> {
+    get_kernel_attr(tid).map(|k| (k.sched_policy, SchedAttr::from_kernel(&k)))
+}
+
 fn get_kernel_attr(tid: i32) -> io::Result<KernelSchedAttr> {
     let mut k = KernelSchedAttr::default();
     // SAFETY: the kernel writes at most the size passed (that of `k`) into `k`, which lives across the call.
@@ -319,6 +326,7 @@ mod class_tests {
     fn own_class_is_read_back() {
         let info = get_attr(gettid()).unwrap();
         assert!(matches!(info, SchedAttr::Other { .. }));
+        assert_eq!(get_policy_and_attr(gettid()).unwrap(), (SCHED_OTHER, info));
         assert_eq!(SchedClass::from_raw(SCHED_OTHER), Some(SchedClass::Other));
         assert_eq!(SchedClass::from_raw(SCHED_DEADLINE), None);
         assert!(get_attr(i32::MAX >> 2).is_err());

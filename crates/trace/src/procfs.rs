@@ -15,8 +15,9 @@ pub(crate) fn threads_of(pid: u32) -> Vec<(u32, u32)> {
 /// "SCHED_OTHER", "SCHED_FIFO/50", "SCHED_DEADLINE", … or "exited".
 pub(crate) fn policy(tid: u32) -> String {
     let Ok(tid) = i32::try_from(tid) else { return "exited".into() };
-    let Ok(attr) = sched::get_attr(tid) else { return "exited".into() };
+    let Ok((number, attr)) = sched::get_policy_and_attr(tid) else { return "exited".into() };
     match attr {
+        SchedAttr::Other { .. } if number != sched::SCHED_OTHER => format!("policy {number}"),
         SchedAttr::Other { .. } | SchedAttr::Batch { .. } | SchedAttr::Idle => attr.name().into(),
         SchedAttr::Fifo { priority } | SchedAttr::Rr { priority } => format!("{}/{priority}", attr.name()),
         SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns, .. } => {
