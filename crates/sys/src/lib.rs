@@ -22,6 +22,7 @@
 //! - [`probe`]: what the kernel offers: online CPU count, hardware performance counters.
 //! - [`SysError`]: the one error type, naming the call or path, the errno and what to do.
 //! - [`signal`]: process-wide signal dispositions (SIGPIPE's default for a command-line tool).
+//! - [`topology`]: SMT siblings, last-level-cache groups, NUMA nodes of CPUs and of network devices.
 
 pub mod bpf;
 pub mod cpulist;
@@ -40,5 +41,6 @@ pub mod sched;
 pub mod signal;
 pub mod thread;
 pub mod time;
+pub mod topology;
 
 pub use error::{Result, SysError};
