@@ -29,6 +29,8 @@ enum Command {
     Status(cmd::status::Args),
     /// Undo everything rtslice applied, also after a crash
     Reset(cmd::reset::Args),
+    /// Tune the host for real-time work (governor, C-states, IRQ/workqueue CPUs, THP, hugepages), reversibly
+    Tune(cmd::tune::Args),
     /// Keep applied workloads in policy: give threads born later their rules
     Agent(cmd::agent::Args),
     /// Per-thread scheduling latency, switches, CPU, IRQs and counters
@@ -69,6 +71,7 @@ fn main() -> ExitCode {
         Command::Apply(a) => cmd::apply::run(a),
         Command::Status(a) => cmd::status::run(a),
         Command::Reset(a) => cmd::reset::run(a),
+        Command::Tune(a) => cmd::tune::run(a),
         Command::Agent(a) => cmd::agent::run(a),
         Command::Trace(a) => cmd::trace::run(a),
         Command::Emulate(a) => cmd::emulate::run(a),

@@ -57,6 +57,23 @@ pub struct HostReport {
     pub topology: Vec<CpuTopo>,
     pub fair_server: FairServers,
     pub irqbalance_pids: Vec<i32>,
+    /// CPUs irqbalance leaves alone (IRQBALANCE_BANNED_CPULIST / IRQBALANCE_BANNED_CPUS from its
+    /// environment or /etc/default/irqbalance); `None` when none is configured.
+    #[serde(default)]
+    pub irqbalance_banned: Option<CpuList>,
+    /// The kernel is PREEMPT_RT.
+    #[serde(default)]
+    pub preempt_rt: bool,
+    /// CPUs doctor treats as reserved for real-time work: boot-isolated ones and those of the
+    /// workloads applied in the default state directory.
+    #[serde(default)]
+    pub reserved: CpuList,
+    /// NUMA nodes with their CPUs.
+    #[serde(default)]
+    pub numa_nodes: Vec<(u32, CpuList)>,
+    /// Network interfaces with the NUMA node of their device (`None`: virtual, or one node).
+    #[serde(default)]
+    pub nics: Vec<(String, Option<u32>)>,
     pub runc: Option<(PathBuf, String)>,
     pub crun: Option<(PathBuf, String)>,
     pub findings: Vec<Finding>,
@@ -234,6 +251,12 @@ fn tool_version(name: &str) -> Option<(PathBuf, String)> {
 
 /// Builds the report. Never fails: what cannot be read becomes a finding.
 pub fn doctor() -> HostReport {
+    doctor_for(None)
+}
+
+/// The report with the SMT, irqbalance, NUMA and tuning checks judged against `reserved` CPUs
+/// (`None`: the boot-isolated CPUs and those of the applied workloads).
+pub fn doctor_for(reserved: Option<&CpuList>) -> HostReport {
     let mut f = Vec::new();
     let kernel = fsio::read_trim("/proc/sys/kernel/osrelease").unwrap_or_default();
     let config = kernel_config();
@@ -383,6 +406,7 @@ pub fn doctor() -> HostReport {
     ));
 
     let preemption = preemption(&config);
+    let preempt_rt = preemption.starts_with("full real-time");
     let weak = preemption.starts_with("none") || preemption.starts_with("voluntary");
     f.push(finding(
         "preemption",
@@ -393,6 +417,13 @@ pub fn doctor() -> HostReport {
         } else {
             ""
         },
+    ));
+
+    f.push(finding(
+        "preempt_rt",
+        if preempt_rt { Level::Ok } else { Level::Info },
+        if preempt_rt { "PREEMPT_RT kernel: interrupt handlers and most kernel code are preemptible" } else { "not a PREEMPT_RT kernel" },
+        if preempt_rt { "" } else { "for µs-scale worst cases install a PREEMPT_RT kernel (Debian: linux-image-rt-amd64)" },
     ));
 
     // HRTICK / HRTICK_DL: high-resolution enforcement of CFS slices and deadline runtimes.
@@ -453,16 +484,26 @@ pub fn doctor() -> HostReport {
     }
 
     let irqbalance_pids = crate::irq::pids_named("irqbalance");
-    f.push(finding(
-        "irqbalance",
-        if irqbalance_pids.is_empty() { Level::Ok } else { Level::Warn },
-        if irqbalance_pids.is_empty() { "not running".to_string() } else { format!("running (pid {:?})", irqbalance_pids) },
-        if irqbalance_pids.is_empty() {
-            ""
-        } else {
-            "irqbalance moves IRQs back: set IRQBALANCE_BANNED_CPULIST=<reserved cpus> in /etc/default/irqbalance and restart it"
-        },
-    ));
+    let irqbalance_banned = irqbalance_banned(&irqbalance_pids);
+    let reserved = reserved.cloned().unwrap_or_else(|| reserved_cpus(&isolated));
+    f.push(irqbalance_finding(&irqbalance_pids, irqbalance_banned.as_ref(), &reserved));
+
+    // Locality: SMT siblings of reserved CPUs, NUMA nodes of CPUs and NICs.
+    let root = Path::new("/");
+    let cpu_ids: Vec<u32> = cpus.iter().collect();
+    let topo_sys = rtslice_sys::topology::topology(root, &cpu_ids);
+    f.push(smt_finding(&topo_sys, &reserved));
+    let numa_nodes: Vec<(u32, CpuList)> =
+        rtslice_sys::topology::numa_nodes(root).into_iter().map(|(n, c)| (n, CpuList::from_cpus(c))).collect();
+    let nics: Vec<(String, Option<u32>)> = rtslice_sys::topology::nic_locality(root)
+        .into_iter()
+        .filter(|n| n.device.is_some())
+        .map(|n| (n.name, n.node))
+        .collect();
+    f.push(numa_finding(&numa_nodes, &nics, &reserved));
+
+    // Run-time tuning (what `rtslice tune` sets), judged against the reserved CPUs.
+    f.extend(tuning_findings(&cpus, &reserved));
 
     // Observability.
     let tracefs = std::fs::read_to_string("/proc/mounts").map(|m| m.contains(" tracefs ")).unwrap_or(false);
@@ -555,10 +596,198 @@ pub fn doctor() -> HostReport {
         topology: topo,
         fair_server,
         irqbalance_pids,
+        irqbalance_banned,
+        preempt_rt,
+        reserved,
+        numa_nodes,
+        nics,
         runc,
         crun,
         findings: f,
     }
+}
+
+/// Reserved CPUs as far as doctor can know them without a spec: boot-isolated CPUs plus the CPUs of
+/// the workloads applied in the default state directory (housekeeping CPUs excluded).
+fn reserved_cpus(isolated: &CpuList) -> CpuList {
+    let applied = crate::journal::StateDir::default()
+        .load()
+        .ok()
+        .flatten()
+        .and_then(|s| s.record)
+        .map(|r| {
+            let all = r.workloads.iter().fold(CpuList::new(), |a, w| a.union(&w.cpus));
+            all.difference(&r.setup.housekeeping)
+        })
+        .unwrap_or_default();
+    isolated.union(&applied)
+}
+
+/// irqbalance's banned CPUs: the running daemon's environment first (what it actually uses), then
+/// /etc/default/irqbalance (what it will use when restarted). IRQBALANCE_BANNED_CPULIST (1.8+) wins
+/// over the older hex mask IRQBALANCE_BANNED_CPUS, as in irqbalance itself.
+fn irqbalance_banned(pids: &[i32]) -> Option<CpuList> {
+    let from_vars = |vars: Vec<(String, String)>| -> Option<CpuList> {
+        let get = |k: &str| vars.iter().rev().find(|(n, _)| n == k).map(|(_, v)| v.trim_matches('"').to_string());
+        if let Some(l) = get("IRQBALANCE_BANNED_CPULIST").filter(|v| !v.is_empty()) {
+            return CpuList::parse(&l).ok();
+        }
+        get("IRQBALANCE_BANNED_CPUS").filter(|v| !v.is_empty()).and_then(|m| CpuList::parse_mask(&m).ok())
+    };
+    for pid in pids {
+        if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) {
+            let vars = env
+                .split(|b| *b == 0)
+                .filter_map(|kv| std::str::from_utf8(kv).ok()?.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+                .collect();
+            if let Some(b) = from_vars(vars) {
+                return Some(b);
+            }
+        }
+    }
+    let text = std::fs::read_to_string("/etc/default/irqbalance").ok()?;
+    from_vars(parse_env_file(&text))
+}
+
+/// `KEY=value` lines of a shell-style defaults file (comments and blank lines skipped).
+fn parse_env_file(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.strip_prefix("export ").unwrap_or(l).split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches(['"', '\'']).to_string()))
+        .collect()
+}
+
+fn irqbalance_finding(pids: &[i32], banned: Option<&CpuList>, reserved: &CpuList) -> Finding {
+    let banned_text = banned.map(|b| format!("banned CPUs [{b}]")).unwrap_or_else(|| "no banned CPUs configured".into());
+    if pids.is_empty() {
+        return finding("irqbalance", Level::Ok, format!("not running ({banned_text})"), "");
+    }
+    let exposed = banned.map(|b| reserved.difference(b)).unwrap_or_else(|| reserved.clone());
+    if reserved.is_empty() {
+        return finding(
+            "irqbalance",
+            Level::Warn,
+            format!("running (pid {pids:?}), {banned_text}"),
+            "irqbalance moves IRQs back: set IRQBALANCE_BANNED_CPULIST=<reserved cpus> in /etc/default/irqbalance and restart it",
+        );
+    }
+    if exposed.is_empty() {
+        return finding("irqbalance", Level::Ok, format!("running (pid {pids:?}), {banned_text}: every reserved CPU is banned"), "");
+    }
+    finding(
+        "irqbalance",
+        Level::Warn,
+        format!("running (pid {pids:?}), {banned_text}: it may move IRQs onto reserved CPUs [{exposed}]"),
+        format!(
+            "set IRQBALANCE_BANNED_CPULIST={} in /etc/default/irqbalance and restart irqbalance",
+            banned.map(|b| b.union(reserved)).unwrap_or_else(|| reserved.clone())
+        ),
+    )
+}
+
+fn smt_finding(topo: &[rtslice_sys::topology::CpuTopology], reserved: &CpuList) -> Finding {
+    let shared: Vec<String> = topo
+        .iter()
+        .filter(|t| reserved.contains(t.cpu))
+        .flat_map(|t| t.smt_siblings.iter().filter(|s| **s != t.cpu && !reserved.contains(**s)).map(move |s| format!("{}~{s}", t.cpu)))
+        .collect();
+    if reserved.is_empty() {
+        return finding("smt-siblings", Level::Info, "no reserved CPUs known (no isolcpus, nothing applied)", "");
+    }
+    if shared.is_empty() {
+        return finding("smt-siblings", Level::Ok, format!("reserved CPUs [{reserved}] hold whole cores (no sibling outside them)"), "");
+    }
+    finding(
+        "smt-siblings",
+        Level::Warn,
+        format!("reserved CPU~sibling pairs whose sibling is not reserved: {}", shared.join(", ")),
+        "a sibling's work slows the reserved thread through the shared core: give reserved work whole cores (both siblings in the node's CPUs minus housekeeping) or keep the siblings idle",
+    )
+}
+
+fn numa_finding(nodes: &[(u32, CpuList)], nics: &[(String, Option<u32>)], reserved: &CpuList) -> Finding {
+    let node_text = nodes.iter().map(|(n, c)| format!("node{n} [{c}]")).collect::<Vec<_>>().join(", ");
+    let nic_text = if nics.is_empty() {
+        "no NIC with a device".to_string()
+    } else {
+        nics.iter()
+            .map(|(name, node)| format!("{name}: {}", node.map(|n| format!("node{n}")).unwrap_or_else(|| "no node".into())))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let spans: Vec<u32> = nodes.iter().filter(|(_, c)| !c.intersection(reserved).is_empty()).map(|(n, _)| *n).collect();
+    let level = if spans.len() > 1 { Level::Info } else { Level::Ok };
+    finding(
+        "numa",
+        level,
+        format!("{} NUMA node(s): {node_text}; NICs: {nic_text}", nodes.len()),
+        if spans.len() > 1 {
+            "reserved CPUs span several NUMA nodes: keep each latency-critical workload's CPUs on the node of its NIC"
+        } else {
+            ""
+        },
+    )
+}
+
+/// What `rtslice tune` would change, judged against the reserved CPUs (or the raw values when none
+/// is known).
+fn tuning_findings(online: &CpuList, reserved: &CpuList) -> Vec<Finding> {
+    let housekeeping = online.difference(reserved);
+    if reserved.is_empty() || housekeeping.is_empty() {
+        let read = |p: &str| fsio::read_trim(p).unwrap_or_else(|_| "absent".into());
+        return vec![finding(
+            "tuning",
+            Level::Info,
+            format!(
+                "no reserved CPUs known; timer_migration {}, default IRQ affinity {}, workqueue cpumask {}, watchdog CPUs {}, THP {}",
+                read("/proc/sys/kernel/timer_migration"),
+                read("/proc/irq/default_smp_affinity"),
+                read("/sys/devices/virtual/workqueue/cpumask"),
+                read("/proc/sys/kernel/watchdog_cpumask"),
+                read("/sys/kernel/mm/transparent_hugepage/enabled"),
+            ),
+            "",
+        )];
+    }
+    let req = crate::tune::TuneRequest::new(reserved.clone(), housekeeping.clone());
+    let plan = match crate::tune::plan_tuning(&req) {
+        Ok(p) => p,
+        Err(e) => return vec![finding("tuning", Level::Info, format!("cannot judge the tuning: {e}"), "")],
+    };
+    let fix = format!("rtslice tune --reserved {reserved} --housekeeping {housekeeping} --apply (reset undoes it)");
+    let mut out = Vec::new();
+    for knob in crate::tune::Knob::ALL {
+        let writes: Vec<&crate::tune::KnobWrite> = plan.writes.iter().filter(|w| w.knob == knob).collect();
+        let absent: Vec<&str> = plan.absent.iter().filter(|a| a.knob == knob).map(|a| a.reason.as_str()).collect();
+        if writes.is_empty() && absent.is_empty() {
+            continue;
+        }
+        let off: Vec<String> = writes.iter().filter(|w| w.needed()).map(|w| format!("{} is {:?} (tune: {:?})", w.path.display(), w.current, w.wanted)).collect();
+        let mut detail = if off.is_empty() && !writes.is_empty() { "as tune sets it".to_string() } else { off.join("; ") };
+        if !absent.is_empty() {
+            if !detail.is_empty() {
+                detail.push_str("; ");
+            }
+            detail.push_str(&absent.join("; "));
+        }
+        // IRQs and unbound work landing on reserved CPUs interfere now; the rest is a missed gain.
+        let level = match knob {
+            crate::tune::Knob::IrqDefaultAffinity | crate::tune::Knob::WorkqueueCpumask if !off.is_empty() => Level::Warn,
+            _ if !off.is_empty() || !absent.is_empty() => Level::Info,
+            _ => Level::Ok,
+        };
+        out.push(finding(&format!("tune:{knob}"), level, detail, if off.is_empty() { String::new() } else { fix.clone() }));
+    }
+    let add = plan.cmdline_to_add();
+    out.push(finding(
+        "boot-params",
+        if add.is_empty() { Level::Ok } else { Level::Info },
+        if add.is_empty() { "booted with isolcpus/nohz_full/rcu_nocbs for the reserved CPUs".to_string() } else { format!("not booted with: {add}") },
+        if add.is_empty() { String::new() } else { format!("add to the kernel command line (a reboot applies it): {add}") },
+    ));
+    out
 }
 
 #[cfg(test)]
@@ -576,5 +805,30 @@ mod tests {
             assert!(!p.fix.is_empty() || p.topic == "rt-bandwidth", "{p:?}");
         }
         serde_json::to_string(&r).unwrap();
+    }
+
+    #[test]
+    fn irqbalance_defaults_file_and_banned_cpus() {
+        let vars = parse_env_file("# comment\nIRQBALANCE_ONESHOT=\nexport IRQBALANCE_BANNED_CPULIST=\"2-5\"\n IRQBALANCE_BANNED_CPUS=f0\n");
+        assert!(vars.contains(&("IRQBALANCE_BANNED_CPULIST".into(), "2-5".into())));
+        assert!(vars.contains(&("IRQBALANCE_BANNED_CPUS".into(), "f0".into())));
+        let reserved = CpuList::parse("2-3").unwrap();
+        let banned = CpuList::parse("3").unwrap();
+        let f = irqbalance_finding(&[42], Some(&banned), &reserved);
+        assert_eq!(f.level, Level::Warn);
+        assert!(f.detail.contains("reserved CPUs [2]"), "{f:?}");
+        assert!(f.fix.contains("IRQBALANCE_BANNED_CPULIST=2-3"), "{f:?}");
+        assert_eq!(irqbalance_finding(&[42], Some(&CpuList::parse("2-7").unwrap()), &reserved).level, Level::Ok);
+        assert_eq!(irqbalance_finding(&[], None, &reserved).level, Level::Ok);
+    }
+
+    #[test]
+    fn smt_siblings_outside_the_reserved_cpus_are_named() {
+        let t = |cpu, sib: Vec<u32>| rtslice_sys::topology::CpuTopology { cpu, core_id: None, package: None, node: None, smt_siblings: sib, llc: vec![] };
+        let topo = vec![t(0, vec![0, 2]), t(1, vec![1, 3]), t(2, vec![0, 2]), t(3, vec![1, 3])];
+        let f = smt_finding(&topo, &CpuList::parse("2-3").unwrap());
+        assert_eq!(f.level, Level::Warn);
+        assert!(f.detail.contains("2~0") && f.detail.contains("3~1"), "{f:?}");
+        assert_eq!(smt_finding(&topo, &CpuList::parse("1,3").unwrap()).level, Level::Ok);
     }
 }

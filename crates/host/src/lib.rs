@@ -9,6 +9,8 @@
 //! - `launch`: commands, attached processes, OCI containers (runc) and the agent.
 //! - `apply`: the transaction steps; `txn` and `journal`: the journal of replaced values.
 //! - `status`, `reset`, [`doctor`]: drift, undo, what the host offers.
+//! - [`tune`]: reversible host tuning (governor, C-states, IRQ/workqueue/watchdog CPUs, THP,
+//!   hugepages) in a journal of its own, and the kernel command line that completes it.
 //! - [`sched`], [`rules`], [`cgroup`], [`irq`], [`oci`]: per-thread scheduling, the thread-rule engine
 //!   (shared with the agent), cgroup layouts, IRQ/RPS/XPS files, OCI configs.
 
@@ -32,6 +34,7 @@ pub mod sched;
 mod setup;
 mod status;
 mod txn;
+pub mod tune;
 
 pub use apply::{apply_setup, Applied, ApplyOptions, SCHED_FEATURES};
 pub use cgroup::workload_pids;

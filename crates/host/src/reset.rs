@@ -38,7 +38,26 @@ pub struct ResetReport {
     pub nothing_applied: bool,
 }
 
+/// Undoes the apply journal, then the host tuning's (`rtslice tune`, kept in a journal of its own
+/// under the same directory so workloads can be reset while the host stays tuned).
 pub fn reset(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
+    let applied = reset_journal(dir, opts)?;
+    let tuning = crate::tune::tuning_state_dir(dir);
+    // Only when a tuning journal exists: locking would otherwise leave an empty directory behind.
+    if !tuning.file().exists() {
+        return Ok(applied);
+    }
+    let tuned = reset_journal(&tuning, opts)?;
+    Ok(ResetReport {
+        undone: applied.undone + tuned.undone,
+        stopped: applied.stopped,
+        terminated: applied.terminated,
+        killed: applied.killed,
+        nothing_applied: applied.nothing_applied && tuned.nothing_applied,
+    })
+}
+
+fn reset_journal(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
     let _lock = dir.lock()?;
     let Some(mut state) = dir.load()? else {
         remove_agent_files(dir);

@@ -24,6 +24,7 @@
 //! - [`fs`]: mounting and lazily unmounting pseudo file systems.
 //! - [`SysError`]: the one error type, naming the call or path, the errno and what to do.
 //! - [`signal`]: process-wide signal dispositions (SIGPIPE's default for a command-line tool).
+//! - [`topology`]: SMT siblings, last-level-cache groups, NUMA nodes of CPUs and of network devices.
 
 pub mod bpf;
 pub mod cpulist;
@@ -41,5 +42,6 @@ pub mod sched;
 pub mod signal;
 pub mod thread;
 pub mod time;
+pub mod topology;
 
 pub use error::{Result, SysError};

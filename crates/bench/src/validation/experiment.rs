@@ -36,7 +36,7 @@ use super::{Result, ValidationError};
 pub fn parse_mechanism(s: &str) -> Result<Mechanism> {
     match s.parse::<Mechanism>() {
         Ok(m @ (Mechanism::Deadline | Mechanism::RtGroup | Mechanism::None)) => Ok(m),
-        _ => Err(ValidationError::Invalid(format!("mechanism `{s}` is not one of deadline, rt-group, none"))),
+        _ => Err(ValidationError::Invalid(format!("mechanism `{s}` is not one of deadline, rt-group (or rt_group), none"))),
     }
 }
 
@@ -281,6 +281,15 @@ mod tests {
         assert_eq!(e.samples, 10_000);
         assert_eq!(e.protocol, Protocol::Udp);
         assert_eq!(e.compute_dist(Duration::from_millis(1)).mean(), Duration::from_micros(500));
+    }
+
+    #[test]
+    fn both_spellings_of_rt_group_are_accepted() {
+        // `rtslice doctor` and `apply --mechanism` print rt_group; the shipped files say rt-group.
+        for spelling in ["rt-group", "rt_group"] {
+            let e = ValidationExperiment::parse(&GOOD.replace("rt-group", spelling), "t.yaml").unwrap();
+            assert_eq!(e.mechanism, Mechanism::RtGroup, "{spelling}");
+        }
     }
 
     #[test]

@@ -9,10 +9,18 @@ pub struct Args {
     /// Exit with 1 when a warning or missing feature is found
     #[arg(long)]
     strict: bool,
+    /// Judge SMT siblings, irqbalance, NUMA and the host tuning against these reserved CPUs
+    /// (default: the boot-isolated CPUs and those of the applied workloads)
+    #[arg(long, value_name = "CPUS")]
+    reserved: Option<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let report = rtslice_host::doctor();
+    let reserved = match args.reserved.as_deref().map(rtslice_host::CpuList::parse).transpose() {
+        Ok(r) => r,
+        Err(e) => return super::invalid(format_args!("--reserved: {e}; write a CPU list such as 2-15")),
+    };
+    let report = rtslice_host::doctor::doctor_for(reserved.as_ref());
     if args.json.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

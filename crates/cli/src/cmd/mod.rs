@@ -28,6 +28,7 @@ pub mod plan;
 pub mod reset;
 pub mod status;
 pub mod trace;
+pub mod tune;
 
 /// Prints an error with the one prefix all of rtslice's errors carry.
 pub fn error(msg: impl Display) {
