@@ -9,13 +9,28 @@ use std::time::Duration;
 use rtslice_trace::{ContinuousTrace, ThreadCounts};
 
 /// A shell that forks a `sleep` every 10 ms: wake-ups in a parent and in processes born later.
-fn sleeper_loop() -> Child {
-    Command::new("sh").args(["-c", "while :; do sleep 0.01; done"]).spawn().expect("spawn sh")
+/// Killed when dropped (also when an assertion fails).
+struct Sleeper(Child);
+
+impl Sleeper {
+    fn id(&self) -> u32 {
+        self.0.id()
+    }
 }
 
-fn stop(mut child: Child) {
-    let _ = child.kill();
-    let _ = child.wait();
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn sleeper_loop() -> Sleeper {
+    Sleeper(Command::new("sh").args(["-c", "while :; do sleep 0.01; done"]).spawn().expect("spawn sh"))
+}
+
+fn stop(child: Sleeper) {
+    drop(child);
 }
 
 /// A v1 cpuset/cpu hierarchy, else the v2 mount.

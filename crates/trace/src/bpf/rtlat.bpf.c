@@ -302,9 +302,10 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 				st->migrations++;
 			st->last_cpu = cpu;
 			st->oncpu_since = now;
-			/* Threads are often named after they start (pthread_setname_np): refresh the name now
-			 * and then (user space reads /proc for live threads; this is for exited ones). */
-			if ((st->slices & 255) == 1)
+			/* Threads are often named after they start (pthread_setname_np, exec): refresh the name
+			 * in each of the first slices and then now and then (user space reads /proc for live
+			 * threads; this is for exited ones, e.g. a short-lived process named at exec). */
+			if (st->slices <= 4 || (st->slices & 255) == 1)
 				BPF_CORE_READ_STR_INTO(&st->comm, next, comm);
 		}
 	}
