@@ -164,8 +164,10 @@ fn measure(cond: Cond, pp: &PingPong, n: u64) -> Option<Sample> {
                 c.args(["-e", BPFTRACE_RUNQLAT]);
                 c
             } else {
-                let mut c = Command::new(RUNQLAT);
-                c.args(["-L", "-p", &std::process::id().to_string()]);
+                // runqlat's stdout is block-buffered into a pipe: line buffering (coreutils' stdbuf)
+                // lets its "Tracing …" line through as soon as it is attached.
+                let mut c = Command::new("stdbuf");
+                c.args(["-oL", RUNQLAT, "-L", "-p", &std::process::id().to_string()]);
                 c
             };
             let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().ok()?;
