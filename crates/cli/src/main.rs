@@ -35,6 +35,9 @@ enum Command {
     Agent(cmd::agent::Args),
     /// Per-thread scheduling latency, switches, CPU, IRQs and counters
     Trace(cmd::trace::Args),
+    /// The Prometheus view of the node: serve /metrics for the applied workloads
+    #[command(subcommand)]
+    Metrics(cmd::metrics::Command),
     /// A virtualized base station that computes for real
     Emulate(cmd::emulate::Args),
     /// Real interference generators
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Command::Tune(a) => cmd::tune::run(a),
         Command::Agent(a) => cmd::agent::run(a),
         Command::Trace(a) => cmd::trace::run(a),
+        Command::Metrics(c) => cmd::metrics::run(c),
         Command::Emulate(a) => cmd::emulate::run(a),
         Command::Noise(a) => cmd::noise::run(a),
         Command::Model(c) => cmd::model::run(c),

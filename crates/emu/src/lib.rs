@@ -8,6 +8,8 @@
 //!
 //! Library use: `rtslice_emu::run(Config::new(Profile::OaiLte)) -> Result<EmuSummary, EmuError>`.
 //! Process use: `rtslice emulate --json ...` prints the same `EmuSummary` as one JSON object.
+//! With `RTSLICE_REPORT_SOCKET` set, the run also reports its SLI counters to the node once a second
+//! (docs/metrics.md).
 
 pub mod calib;
 pub mod chain;
@@ -15,11 +17,13 @@ pub mod ldpc;
 pub mod os;
 pub mod phy;
 pub mod profile;
+mod report;
 mod runner;
 
 pub use calib::{Calibration, CostBreakdown, LdpcPoint, TtiWork};
 pub use os::Class;
 pub use profile::{Defaults, Profile, ThreadRole, ThreadSpec};
+pub use report::{SliCounters, REPORT_SOCKET_ENV};
 pub use runner::{run, Config, Misses, SchedMode, EmuSummary, ThreadReport, UserPlane, UserPlaneReport};
 
 #[derive(Debug, thiserror::Error)]

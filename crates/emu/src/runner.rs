@@ -68,6 +68,18 @@ struct Totals {
     wake_us: Vec<f32>,
 }
 
+impl Totals {
+    /// The counters of the report channel (docs/metrics.md).
+    fn sli(&self) -> crate::report::SliCounters {
+        crate::report::SliCounters {
+            deadline_misses: self.missed,
+            ttis: self.ttis,
+            throughput_bits: self.ul_bits + self.dl_bits,
+            nacks: self.nacks,
+        }
+    }
+}
+
 struct Collector {
     budget_ns: u64,
     tbs: u64,
@@ -531,6 +543,13 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
     };
     barrier.wait();
 
+    let reporter = match crate::report::Reporter::from_env() {
+        Ok(r) => r,
+        Err(e) => {
+            warnings.push(e);
+            None
+        }
+    };
     let start_cpu = clock::process_cpu_ns();
     let start = clock::monotonic_ns();
     let mut col = Collector::new(budget_ns, tbs);
@@ -554,6 +573,9 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
         if now >= next_line {
             second += 1;
             series.push((col.window.ul_bits + col.window.dl_bits) as f64);
+            if let Some(r) = &reporter {
+                r.send(&col.total.sli());
+            }
             if cfg.live {
                 eprintln!("{}", live_line(second, &mut col.window, tti_ns));
             }
@@ -563,6 +585,9 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
     }
     for h in handles {
         let _ = h.join();
+    }
+    if let Some(r) = &reporter {
+        r.send(&col.total.sli());
     }
     let elapsed_s = (clock::monotonic_ns() - start) as f64 / 1e9;
     let cpu_total = (clock::process_cpu_ns() - start_cpu) as f64 / 1e9;

@@ -1,9 +1,12 @@
 //! Overhead of tracing on a context-switch-heavy workload: a pipe ping-pong between two threads pinned
 //! to one CPU (every round trip is two context switches and two wake-ups), measured with no tracer,
 //! with rtslice's BPF tracer (the library as `rtslice trace` uses it, reading snapshots every second),
-//! and with a bpftrace script equivalent to runqlat with per-thread histograms. Conditions are
-//! interleaved (A B C, B C A, C A B, …) and compared as ratios of the median per-switch cost; the
-//! tracers' own CPU use is reported too. Needs root; prints why it skips otherwise.
+//! with libbpf-tools' `runqlat -L -p PID` (Debian package libbpf-tools: per-thread histograms of the
+//! same process, the reference for a small, exact tracer), and with a bpftrace script equivalent to
+//! runqlat. Conditions are interleaved (A B C D, B C D A, …) and compared as ratios of the median
+//! per-switch cost; each tracer's added cost per switch (over no tracer) is also given as a ratio to
+//! runqlat's (issue 13's goal: ≤ 1.0). The tracers' own CPU use is reported too. Needs root; prints
+//! why it skips otherwise.
 //!
 //!     cargo bench -p rtslice-trace --bench overhead [-- ROUNDS ROUND_TRIPS]
 
@@ -102,8 +105,11 @@ fn proc_cpu_ns(pid: u32) -> u64 {
 enum Cond {
     None,
     Rtslice,
+    Runqlat,
     Bpftrace,
 }
+
+const RUNQLAT: &str = "/usr/sbin/runqlat";
 
 struct Sample {
     ns_per_switch: f64,
@@ -152,17 +158,24 @@ fn measure(cond: Cond, pp: &PingPong, n: u64) -> Option<Sample> {
                 wall_ns: wall,
             })
         }
-        Cond::Bpftrace => {
-            let mut child = Command::new("bpftrace")
-                .args(["-e", BPFTRACE_RUNQLAT])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .ok()?;
+        Cond::Bpftrace | Cond::Runqlat => {
+            let mut cmd = if cond == Cond::Bpftrace {
+                let mut c = Command::new("bpftrace");
+                c.args(["-e", BPFTRACE_RUNQLAT]);
+                c
+            } else {
+                // runqlat's stdout is block-buffered into a pipe: line buffering (coreutils' stdbuf)
+                // lets its "Tracing …" line through as soon as it is attached.
+                let mut c = Command::new("stdbuf");
+                c.args(["-oL", RUNQLAT, "-L", "-p", &std::process::id().to_string()]);
+                c
+            };
+            let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().ok()?;
             let mut out = BufReader::new(child.stdout.take().unwrap());
             let mut line = String::new();
-            // bpftrace prints "Attaching N probes..." once its programs are attached.
-            while out.read_line(&mut line).ok()? > 0 && !line.contains("Attaching") {
+            // bpftrace prints "Attaching N probes...", runqlat "Tracing run queue latency..." once
+            // their programs are attached.
+            while out.read_line(&mut line).ok()? > 0 && !line.contains("Attaching") && !line.contains("Tracing") {
                 line.clear();
             }
             std::thread::sleep(Duration::from_millis(200));
@@ -201,6 +214,11 @@ fn main() {
     pp.run(20_000); // warm-up
     let have_bpftrace = Command::new("bpftrace").arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
     let mut conds = vec![Cond::None, Cond::Rtslice];
+    if std::path::Path::new(RUNQLAT).exists() {
+        conds.push(Cond::Runqlat);
+    } else {
+        eprintln!("{RUNQLAT} not installed (Debian package libbpf-tools): no comparison with runqlat");
+    }
     if have_bpftrace {
         conds.push(Cond::Bpftrace);
     } else {
@@ -217,19 +235,34 @@ fn main() {
         }
     }
     let base = median(&mut results[0].1.iter().map(|s| s.ns_per_switch).collect::<Vec<_>>());
-    println!("* user-space CPU while measuring: rtslice = snapshot reads (loading excluded), bpftrace = its process");
+    println!("* user-space CPU while measuring: rtslice = snapshot reads (loading excluded), runqlat and bpftrace = their process");
     println!("pipe ping-pong on CPU {cpu}, {rounds} interleaved rounds of {n} round trips ({} switches each)", 2 * n);
-    println!("{:<10} {:>12} {:>8} {:>22} {:>18}", "tracer", "ns/switch", "ratio", "tracer user CPU %*", "BPF ns/switch");
+    let medians: Vec<(Cond, f64)> =
+        results.iter().map(|(c, s)| (*c, median(&mut s.iter().map(|s| s.ns_per_switch).collect::<Vec<_>>()))).collect();
+    let runqlat_added = medians.iter().find(|(c, _)| *c == Cond::Runqlat).map(|(_, m)| m - base);
+    println!(
+        "{:<10} {:>12} {:>8} {:>10} {:>14} {:>22} {:>18}",
+        "tracer", "ns/switch", "ratio", "added ns", "vs runqlat", "tracer user CPU %*", "BPF ns/switch"
+    );
     for (c, samples) in &mut results {
         let med = median(&mut samples.iter().map(|s| s.ns_per_switch).collect::<Vec<_>>());
+        let added = med - base;
+        // Added cost relative to runqlat's added cost (noise can make either negative: say so).
+        let vs_runqlat = match runqlat_added {
+            Some(r) if *c != Cond::None && r > 0.0 => format!("{:.2}", added / r),
+            Some(_) if *c != Cond::None => "n/a (noise)".to_string(),
+            _ => "-".to_string(),
+        };
         let cpu_pct = median(&mut samples.iter().map(|s| 100.0 * s.tracer_cpu_ns as f64 / s.wall_ns as f64).collect::<Vec<_>>());
         let bpf = samples.iter().filter_map(|s| s.bpf_ns).map(|b| b as f64 / (2 * n) as f64).collect::<Vec<_>>();
         let bpf = if bpf.is_empty() { "-".to_string() } else { format!("{:.0}", median(&mut bpf.clone())) };
         println!(
-            "{:<10} {:>12.0} {:>8.3} {:>22} {:>18}",
+            "{:<10} {:>12.0} {:>8.3} {:>10.0} {:>14} {:>22} {:>18}",
             format!("{c:?}").to_lowercase(),
             med,
             med / base,
+            added,
+            vs_runqlat,
             if *c == Cond::None { "-".into() } else { format!("{cpu_pct:.2}") },
             bpf
         );

@@ -12,12 +12,15 @@ use crate::TraceError;
 
 const FILTER_PIDS: u32 = 1;
 const FILTER_CGROUP: u32 = 2;
+const FILTER_CGROUP_SET: u32 = 3;
 
 /// What the kernel filter selects.
 pub(crate) enum Filter {
     Pids { tgids: Vec<u32>, tids: Vec<u32> },
     /// cgroup inode id and which hierarchy (CG_* of rtlat.h).
     Cgroup { id: u64, ctrl: u32 },
+    /// A set of cgroups of one hierarchy, empty at start, changed with `add_cgroup`/`remove_cgroup`.
+    CgroupSet { ctrl: u32 },
 }
 
 /// Raw per-thread counters as the BPF program keeps them.
@@ -117,6 +120,10 @@ impl BpfTracer {
                     rodata.cg_id = *id;
                     rodata.cg_ctrl = *ctrl;
                 }
+                Filter::CgroupSet { ctrl } => {
+                    rodata.filter_mode = FILTER_CGROUP_SET;
+                    rodata.cg_ctrl = *ctrl;
+                }
             }
             let p = &mut open.progs;
             for prog in [&mut p.wakeup_btf, &mut p.wakeup_new_btf, &mut p.switch_btf] {
@@ -168,6 +175,56 @@ impl BpfTracer {
                 .map_err(|e| TraceError::Bpf(format!("add tgid {t} to the filter: {e}")))?;
         }
         Ok(())
+    }
+
+    /// Removes processes from the kernel filter (their threads' statistics stay until `forget`).
+    pub fn remove_tgids(&self, tgids: &[u32]) -> Result<(), TraceError> {
+        for t in tgids {
+            match self.skel.maps.filter_tgids.delete(&t.to_ne_bytes()) {
+                Ok(()) => {}
+                Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => {}
+                Err(e) => return Err(TraceError::Bpf(format!("remove tgid {t} from the filter: {e}"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts following a cgroup (and its descendants) of a `Filter::CgroupSet` program.
+    pub fn add_cgroup(&mut self, id: u64) -> Result<(), TraceError> {
+        self.skel
+            .maps
+            .filter_cgroups
+            .update(&id.to_ne_bytes(), &[1], MapFlags::ANY)
+            .map_err(|e| TraceError::Bpf(format!("add cgroup id {id} to the filter: {e} (at most 1024 cgroups)")))?;
+        self.sync_cgroup_set_size();
+        Ok(())
+    }
+
+    /// Stops following a cgroup; its threads' statistics stay until `forget`.
+    pub fn remove_cgroup(&mut self, id: u64) -> Result<(), TraceError> {
+        match self.skel.maps.filter_cgroups.delete(&id.to_ne_bytes()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => {}
+            Err(e) => return Err(TraceError::Bpf(format!("remove cgroup id {id} from the filter: {e}"))),
+        }
+        self.sync_cgroup_set_size();
+        Ok(())
+    }
+
+    /// The program skips the hierarchy walk while the set is empty; it learns the size from .bss.
+    fn sync_cgroup_set_size(&mut self) {
+        let n = self.skel.maps.filter_cgroups.keys().count() as u32;
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            // The .bss map is mmapped and shared with the programs: an aligned u32 store, which
+            // they see as the old or the new size (either only costs or saves a walk).
+            bss.cgroup_set_size = n;
+        }
+    }
+
+    /// Drops a thread's statistics from the map (an exited thread: its entry would otherwise hold
+    /// one of the map's slots for ever).
+    pub fn forget(&self, tid: u32) {
+        let _ = self.skel.maps.stats.delete(&tid.to_ne_bytes());
     }
 
     pub fn read(&self) -> Vec<RawThread> {

@@ -10,10 +10,14 @@
 //! # Ok::<(), rtslice_trace::TraceError>(())
 //! ```
 //!
+//! For a long-running service, [`ContinuousTrace`] keeps the program loaded and follows a set of
+//! cgroups that changes while it runs.
+//!
 //! Latency comes from a CO-RE BPF program (src/bpf/rtlat.bpf.c) when it can be loaded; otherwise,
 //! unless [`Mode::Bpf`] was asked for, from /proc schedstat totals, labelled [`Source::Schedstat`].
 
 mod bpf;
+mod continuous;
 pub mod hist;
 pub mod host;
 pub mod perf;
@@ -32,6 +36,7 @@ use std::time::Instant;
 
 use rtslice_sys::time::{monotonic_ns, thread_cpu_ns};
 
+pub use continuous::{ContinuousTrace, LatencyCounts, ThreadCounts, TracerHealth};
 pub use host::{HostReport, Measurement};
 pub use perf::HwReport;
 pub use procfs::{schedstat, SchedStat};
@@ -258,6 +263,15 @@ impl TraceSession {
         if let Backend::Bpf(t) = &self.backend {
             let tgids = pids.iter().map(|&p| procfs::tgid_of(p).ok_or(TraceError::NoSuchProcess(p))).collect::<Result<Vec<_>, _>>()?;
             t.add_tgids(&tgids)?;
+        }
+        Ok(())
+    }
+
+    /// Removes processes from a PID-filtered BPF session (e.g. workloads that were removed); their
+    /// threads' totals stay in the report.
+    pub fn remove_pids(&self, pids: &[u32]) -> Result<(), TraceError> {
+        if let Backend::Bpf(t) = &self.backend {
+            t.remove_tgids(pids)?;
         }
         Ok(())
     }

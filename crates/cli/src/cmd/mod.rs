@@ -22,6 +22,7 @@ pub mod emulate;
 pub mod generate;
 pub mod import;
 pub mod loadgen;
+pub mod metrics;
 pub mod model;
 pub mod noise;
 pub mod plan;

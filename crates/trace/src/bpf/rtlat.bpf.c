@@ -44,6 +44,19 @@ struct {
 	__type(value, __u8);
 } filter_tids SEC(".maps");
 
+/* FILTER_CGROUP_SET: cgroup ids (kernfs inode numbers) of the cg_ctrl hierarchy whose threads, and
+ * their descendants', are traced. User space adds and removes entries while the program runs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, __u8);
+} filter_cgroups SEC(".maps");
+
+/* FILTER_CGROUP_SET: entries in filter_cgroups (kept by user space), so an empty set costs one load
+ * per event instead of a walk up the hierarchy. */
+__u32 cgroup_set_size = 0;
+
 /* Per thread: counters, histograms and the start of the current wait (no separate start map: one
  * lookup per event). ~9.5 KiB per thread: allocated on first use, not preallocated. */
 struct {
@@ -121,10 +134,12 @@ static __always_inline int subsys_index(void)
 	return -1;
 }
 
-/* The task's cgroup in the configured hierarchy, or any ancestor of it, is the target cgroup. */
-static __always_inline bool in_cgroup(struct task_struct *t)
+/* The id of the task's cgroup in the configured hierarchy, or of its nearest ancestor, that is the
+ * target cgroup (FILTER_CGROUP) or in the set (FILTER_CGROUP_SET); 0 when none is. */
+static __always_inline __u64 in_cgroup(struct task_struct *t)
 {
 	struct cgroup *cg;
+	__u64 id;
 
 	if (cg_ctrl == CG_V2) {
 		cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
@@ -134,26 +149,32 @@ static __always_inline bool in_cgroup(struct task_struct *t)
 		int idx = subsys_index();
 
 		if (idx < 0 || idx >= CGROUP_SUBSYS_COUNT || !cs)
-			return false;
+			return 0;
 		bpf_core_read(&css, sizeof(css), &cs->subsys[idx]);
 		if (!css)
-			return false;
+			return 0;
 		cg = BPF_CORE_READ(css, cgroup);
 	}
 	for (int i = 0; i < MAX_CG_DEPTH; i++) {
 		if (!cg)
-			return false;
-		if (BPF_CORE_READ(cg, kn, id) == cg_id)
-			return true;
+			return 0;
+		id = BPF_CORE_READ(cg, kn, id);
+		if (filter_mode == FILTER_CGROUP_SET) {
+			if (bpf_map_lookup_elem(&filter_cgroups, &id))
+				return id;
+		} else if (id == cg_id) {
+			return id;
+		}
 		cg = BPF_CORE_READ(cg, self.parent, cgroup);
 	}
-	return false;
+	return 0;
 }
 
-static __always_inline bool traced(struct task_struct *t)
+/* Nonzero when the task is traced: for the cgroup filters the matching cgroup's id, else 1. */
+static __always_inline __u64 traced(struct task_struct *t)
 {
 	if (filter_mode == FILTER_ALL)
-		return true;
+		return 1;
 	if (filter_mode == FILTER_PIDS) {
 		__u32 tgid = BPF_CORE_READ(t, tgid);
 		__u32 tid = BPF_CORE_READ(t, pid);
@@ -161,17 +182,23 @@ static __always_inline bool traced(struct task_struct *t)
 		return (have_tgids && bpf_map_lookup_elem(&filter_tgids, &tgid)) ||
 		       (have_tids && bpf_map_lookup_elem(&filter_tids, &tid));
 	}
+	if (filter_mode == FILTER_CGROUP_SET && !cgroup_set_size)
+		return 0;
 	return in_cgroup(t);
 }
 
-static __always_inline struct tstats *stats_of(struct task_struct *t, __u32 tid)
+static __always_inline struct tstats *stats_of(struct task_struct *t, __u32 tid, __u64 cgroup)
 {
 	struct tstats *st = bpf_map_lookup_elem(&stats, &tid);
 	__u32 zkey = 0;
 	long err;
 
-	if (st)
+	if (st) {
+		/* A thread moved to another traced cgroup is attributed to the new one from now on. */
+		if (filter_mode == FILTER_CGROUP_SET && st->cgroup != cgroup)
+			st->cgroup = cgroup;
 		return st;
+	}
 	st = bpf_map_lookup_elem(&zero, &zkey);
 	if (!st)
 		return NULL;
@@ -184,6 +211,7 @@ static __always_inline struct tstats *stats_of(struct task_struct *t, __u32 tid)
 	if (st) {
 		st->last_cpu = (__u32)-1;
 		st->tgid = BPF_CORE_READ(t, tgid);
+		st->cgroup = filter_mode == FILTER_CGROUP_SET ? cgroup : 0;
 		BPF_CORE_READ_STR_INTO(&st->comm, t, comm);
 	}
 	return st;
@@ -220,10 +248,11 @@ static __always_inline void record(struct tstats *st, __u32 kind, __u64 delta_ns
 static __always_inline int on_wakeup(struct task_struct *p)
 {
 	struct tstats *st;
+	__u64 key = traced(p);
 
-	if (!traced(p))
+	if (!key)
 		return 0;
-	st = stats_of(p, BPF_CORE_READ(p, pid));
+	st = stats_of(p, BPF_CORE_READ(p, pid), key);
 	/* Only a task not already waiting starts a wait: a wake-up of a task still queued after a
 	 * preemption (ttwu_runnable) does not restart it. A task woken while running (it had not yet
 	 * blocked) gets a start that its next switch-out replaces or clears. */
@@ -239,9 +268,11 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 	__u64 now = bpf_ktime_get_ns();
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct tstats *st;
+	__u64 key;
 
-	if (traced(prev)) {
-		st = stats_of(prev, BPF_CORE_READ(prev, pid));
+	key = traced(prev);
+	if (key) {
+		st = stats_of(prev, BPF_CORE_READ(prev, pid), key);
 		if (st) {
 			if (st->oncpu_since) {
 				st->oncpu_ns += now - st->oncpu_since;
@@ -259,8 +290,9 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 		}
 	}
 
-	if (traced(next)) {
-		st = stats_of(next, BPF_CORE_READ(next, pid));
+	key = traced(next);
+	if (key) {
+		st = stats_of(next, BPF_CORE_READ(next, pid), key);
 		if (st) {
 			if (st->wait_since && now > st->wait_since)
 				record(st, st->wait_kind, now - st->wait_since);
@@ -270,9 +302,10 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 				st->migrations++;
 			st->last_cpu = cpu;
 			st->oncpu_since = now;
-			/* Threads are often named after they start (pthread_setname_np): refresh the name now
-			 * and then (user space reads /proc for live threads; this is for exited ones). */
-			if ((st->slices & 255) == 1)
+			/* Threads are often named after they start (pthread_setname_np, exec): refresh the name
+			 * in each of the first slices and then now and then (user space reads /proc for live
+			 * threads; this is for exited ones, e.g. a short-lived process named at exec). */
+			if (st->slices <= 4 || (st->slices & 255) == 1)
 				BPF_CORE_READ_STR_INTO(&st->comm, next, comm);
 		}
 	}

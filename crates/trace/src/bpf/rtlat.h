@@ -21,6 +21,8 @@
 #define FILTER_ALL 0
 #define FILTER_PIDS 1
 #define FILTER_CGROUP 2
+/* A set of cgroups in one hierarchy (map filter_cgroups), changed while the program runs. */
+#define FILTER_CGROUP_SET 3
 
 /* cg_ctrl values: which cgroup hierarchy the cgroup filter looks at */
 #define CG_V2 0
@@ -51,6 +53,9 @@ struct tstats {
 	__u32 last_cpu;
 	__u32 tgid;
 	__u32 pad;
+	/* FILTER_CGROUP_SET: the id of the filter cgroup the thread was last seen in (its own or the
+	 * nearest ancestor in the set), so user space can attribute threads that exited. 0 otherwise. */
+	__u64 cgroup;
 	char comm[16];
 };
 

@@ -1,0 +1,165 @@
+//! Continuous tracing on the real kernel (root; CI runs as root): the program stays loaded while
+//! the set of followed cgroups changes, reads are cumulative per thread, exited threads are reported
+//! once and then forgotten.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use rtslice_trace::{ContinuousTrace, ThreadCounts};
+
+/// A shell that forks a `sleep` every 10 ms: wake-ups in a parent and in processes born later.
+/// Killed when dropped (also when an assertion fails).
+struct Sleeper(Child);
+
+impl Sleeper {
+    fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn sleeper_loop() -> Sleeper {
+    Sleeper(Command::new("sh").args(["-c", "while :; do sleep 0.01; done"]).spawn().expect("spawn sh"))
+}
+
+fn stop(child: Sleeper) {
+    drop(child);
+}
+
+/// A v1 cpuset/cpu hierarchy, else the v2 mount.
+fn cgroup_mount() -> PathBuf {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let mut v2 = None;
+    for line in mountinfo.lines() {
+        let Some((left, right)) = line.split_once(" - ") else { continue };
+        let mnt = left.split_whitespace().nth(4).unwrap_or("");
+        let mut r = right.split_whitespace();
+        let (fstype, _, opts) = (r.next().unwrap_or(""), r.next(), r.next().unwrap_or(""));
+        if fstype == "cgroup" && opts.split(',').any(|o| o == "cpuset") {
+            return PathBuf::from(mnt);
+        }
+        if fstype == "cgroup2" {
+            v2 = Some(PathBuf::from(mnt));
+        }
+    }
+    v2.expect("a cgroup hierarchy")
+}
+
+struct TempCgroup(PathBuf);
+
+impl TempCgroup {
+    fn new(mount: &Path, name: &str) -> TempCgroup {
+        let dir = mount.join(format!("rtslice-continuous-{name}-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        if mount.join("cpuset.cpus").exists() {
+            for f in ["cpuset.cpus", "cpuset.mems"] {
+                std::fs::write(dir.join(f), std::fs::read_to_string(mount.join(f)).unwrap().trim()).unwrap();
+            }
+        }
+        TempCgroup(dir)
+    }
+
+    fn enter(&self, pid: u32) {
+        std::fs::write(self.0.join("cgroup.procs"), pid.to_string()).unwrap();
+    }
+}
+
+impl Drop for TempCgroup {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("warning: could not remove {}", self.0.display());
+    }
+}
+
+fn window() {
+    std::thread::sleep(Duration::from_millis(rtslice_testkit::timing_bound("trace window ms", 1000.0, 10000.0) as u64));
+}
+
+fn thread(read: &[ThreadCounts], tid: u32) -> Option<&ThreadCounts> {
+    read.iter().find(|t| t.tid == tid)
+}
+
+#[test]
+fn cgroups_are_added_and_removed_while_the_program_stays_loaded() {
+    rtslice_testkit::root_or_skip!();
+    let _lock = rtslice_testkit::KernelLock::acquire();
+    let mount = cgroup_mount();
+    let (a, b) = (TempCgroup::new(&mount, "a"), TempCgroup::new(&mount, "b"));
+    let (child_a, child_b) = (sleeper_loop(), sleeper_loop());
+    a.enter(child_a.id());
+    b.enter(child_b.id());
+
+    let mut trace = ContinuousTrace::start(&mount, false).expect("continuous BPF tracer");
+    // Nothing followed yet: nothing traced.
+    window();
+    assert!(trace.read().is_empty(), "an empty cgroup set traced threads");
+
+    let id_a = trace.add_cgroup(&a.0).unwrap();
+    window();
+    let first = trace.read();
+    let sh_a = thread(&first, child_a.id()).expect("the shell in cgroup a");
+    assert_eq!(sh_a.cgroup_id, id_a);
+    // Each loop iteration is a fork+exec: slow on a loaded machine, so only a few are required.
+    assert!(sh_a.wakeup.events >= 3, "shell a woke {} times", sh_a.wakeup.events);
+    assert_eq!(sh_a.wakeup.events, sh_a.wakeup.fine.iter().map(|b| b.count).sum::<u64>());
+    assert!(thread(&first, child_b.id()).is_none(), "cgroup b is not followed yet");
+    assert!(first.iter().all(|t| t.cgroup_id == id_a));
+    // The `sleep` processes forked by shell a exited: each is reported once, then forgotten.
+    let exited: Vec<u32> = first.iter().filter(|t| t.exited).map(|t| t.tid).collect();
+    assert!(exited.len() >= 2, "only {} exited children reported", exited.len());
+
+    // Add b without reloading; then stop following a.
+    let id_b = trace.add_cgroup(&b.0).unwrap();
+    assert_ne!(id_a, id_b);
+    window();
+    let second = trace.read();
+    let sh_b = thread(&second, child_b.id()).expect("the shell in cgroup b, followed after the start");
+    assert_eq!(sh_b.cgroup_id, id_b);
+    assert!(sh_b.wakeup.events >= 3, "shell b woke {} times", sh_b.wakeup.events);
+    let a2 = thread(&second, child_a.id()).unwrap();
+    assert!(a2.wakeup.events > sh_a.wakeup.events, "reads are cumulative and a is still followed");
+    // (pid_max is in the millions: a tid is not reused within a second.)
+    assert!(exited.iter().all(|tid| thread(&second, *tid).is_none()), "exited threads were reported again");
+
+    trace.remove_cgroup(&a.0).unwrap();
+    // Events in flight when the filter changed may still land: take the baseline after a pause.
+    std::thread::sleep(Duration::from_millis(50));
+    let a_after_removal = thread(&trace.read(), child_a.id()).unwrap().wakeup.events;
+    window();
+    let third = trace.read();
+    assert_eq!(thread(&third, child_a.id()).unwrap().wakeup.events, a_after_removal, "cgroup a was removed but still traced");
+    assert!(thread(&third, child_b.id()).unwrap().wakeup.events > sh_b.wakeup.events);
+
+    // Another hierarchy is refused with a reason.
+    if mount.ends_with("cpuset") {
+        if let Some(other) = ["/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids"].iter().map(Path::new).find(|p| p.exists()) {
+            let e = trace.add_cgroup(other).expect_err("another hierarchy");
+            assert!(e.to_string().contains("another cgroup hierarchy"), "{e}");
+        }
+    }
+    let h = trace.health();
+    assert_eq!(h.cgroups, 1);
+    assert_eq!(h.lost_threads, 0);
+    assert!(h.reads >= 4);
+
+    // The shell exits: reported once as exited, then gone.
+    let shell_b = child_b.id();
+    stop(child_b);
+    let last = trace.read();
+    assert!(thread(&last, shell_b).unwrap().exited);
+    assert!(thread(&trace.read(), shell_b).is_none());
+    stop(child_a);
+    drop(trace);
+}
