@@ -28,7 +28,7 @@ mod sizing;
 pub use accuracy::{mape, rmse, Accuracy};
 pub use periodic::{
     analyze, size_periodic, Analysis, Enforcement, ExecutionTime, PeriodicPrediction, PeriodicSizing,
-    PeriodicTarget, PeriodicTask,
+    PeriodicTarget, PeriodicTask, Profile, ProfileExecution,
 };
 pub use sizing::{size, Sizing, Target};
 

@@ -37,7 +37,7 @@
 //!
 //! Pure: no I/O, no clocks. Times in seconds at the interface, grid units inside.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{positive, ModelError, Reservation, Result};
 
@@ -706,6 +706,78 @@ pub fn default_periods(task_period_s: f64, resolution_s: f64) -> Vec<f64> {
         .map(|k| task_period_s / k)
         .filter(|&p| exact_units("period", p, resolution_s).is_ok())
         .collect()
+}
+
+/// A workload's execution demand per period, as a profile file (`rtslice profile` writes one from the
+/// tracer; a spec may also give it inline): the task period, the relative deadline, and the execution
+/// time either as quantiles or as a histogram of measured values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub period_s: f64,
+    pub deadline_s: f64,
+    pub execution: ProfileExecution,
+}
+
+/// The execution time of a [`Profile`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProfileExecution {
+    /// Stated quantiles (seconds); `max_s` is required, the others optional.
+    Quantiles {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        min_s: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        p50_s: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        p90_s: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        p99_s: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        p999_s: Option<f64>,
+        max_s: f64,
+    },
+    /// Measured values with how often each occurred: `[value_s, count]`.
+    Histogram(Vec<(f64, f64)>),
+}
+
+/// Values spread over each segment between stated quantiles.
+const QUANTILE_BINS: usize = 32;
+
+impl Profile {
+    /// The periodic task this profile describes.
+    pub fn task(&self) -> Result<PeriodicTask> {
+        positive("profile period", self.period_s)?;
+        positive("profile deadline", self.deadline_s)?;
+        let execution = match &self.execution {
+            ProfileExecution::Quantiles { min_s, p50_s, p90_s, p99_s, p999_s, max_s } => {
+                let q: Vec<(f64, f64)> = [(0.0, *min_s), (0.5, *p50_s), (0.9, *p90_s), (0.99, *p99_s), (0.999, *p999_s)]
+                    .into_iter()
+                    .filter_map(|(p, v)| v.map(|v| (p, v)))
+                    .chain(std::iter::once((1.0, *max_s)))
+                    .collect();
+                ExecutionTime::from_quantiles(&q, QUANTILE_BINS)?
+            }
+            ProfileExecution::Histogram(h) => ExecutionTime::from_weights(h)?,
+        };
+        Ok(PeriodicTask { period_s: self.period_s, deadline_s: self.deadline_s, execution })
+    }
+
+    /// A profile from measured execution times per period (a histogram on a `resolution_s` grid,
+    /// values rounded up to it).
+    pub fn from_samples(period_s: f64, deadline_s: f64, samples_s: &[f64], resolution_s: f64) -> Result<Profile> {
+        positive("resolution", resolution_s)?;
+        ExecutionTime::from_samples(samples_s)?;
+        let mut bins: std::collections::BTreeMap<usize, f64> = std::collections::BTreeMap::new();
+        for &v in samples_s {
+            *bins.entry(ceil_units(v, resolution_s)).or_insert(0.0) += 1.0;
+        }
+        Ok(Profile {
+            period_s,
+            deadline_s,
+            execution: ProfileExecution::Histogram(bins.into_iter().map(|(u, n)| (u as f64 * resolution_s, n)).collect()),
+        })
+    }
 }
 
 #[cfg(test)]

@@ -207,3 +207,38 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn profiles_round_trip_and_describe_the_task() {
+    let p = Profile {
+        period_s: 1e-3,
+        deadline_s: 3e-3,
+        execution: ProfileExecution::Quantiles {
+            min_s: None,
+            p50_s: Some(300e-6),
+            p90_s: None,
+            p99_s: Some(450e-6),
+            p999_s: None,
+            max_s: 700e-6,
+        },
+    };
+    let json = serde_json::to_string(&p).unwrap();
+    assert_eq!(serde_json::from_str::<Profile>(&json).unwrap(), p);
+    let t = p.task().unwrap();
+    assert!((t.execution.max() - 700e-6).abs() < 1e-15);
+    assert!(t.execution.quantile(0.5) >= 300e-6 - 1e-15);
+    // Measured samples become a histogram on the grid (rounded up), with their counts.
+    let h = Profile::from_samples(1e-3, 3e-3, &[101e-6, 100e-6, 250e-6], 10e-6).unwrap();
+    match &h.execution {
+        ProfileExecution::Histogram(b) => {
+            assert_eq!(b.len(), 3);
+            assert!((b[0].0 - 100e-6).abs() < 1e-15 && b[0].1 == 1.0);
+            assert!((b[1].0 - 110e-6).abs() < 1e-15 && b[1].1 == 1.0);
+        }
+        other => panic!("{other:?}"),
+    }
+    let t = h.task().unwrap();
+    assert!((t.execution.mean() - (100e-6 + 110e-6 + 250e-6) / 3.0).abs() < 1e-12);
+    assert!(Profile { period_s: 0.0, ..p.clone() }.task().is_err());
+    assert!(serde_json::from_str::<Profile>(r#"{"period_s":1e-3,"deadline_s":3e-3,"execution":{"quantiles":{"p50_s":1e-4}}}"#).is_err());
+}
