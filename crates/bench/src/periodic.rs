@@ -128,6 +128,10 @@ pub struct PointResult {
     pub miss_ratio_factor: Option<f64>,
     /// `1 − (1 − predicted)(1 − floor)`: the model's misses and the host's floor, taken as independent.
     pub predicted_with_floor_miss: f64,
+    /// Extension: the model with the host's stalls (measured per period in the floor runs) as lost
+    /// supply (`PeriodicTask::with_host_stalls`). None: unstable that way.
+    pub predicted_with_stalls: Option<PeriodicPrediction>,
+    pub with_stalls_factor: Option<f64>,
     pub with_floor_factor: Option<f64>,
     /// As `miss_ratio_factor`, for the job-only profile.
     pub job_only_miss_ratio_factor: Option<f64>,
@@ -356,11 +360,17 @@ pub fn validate_periodic(
     }
     let mut runs: Vec<Jobs> = vec![Jobs::default(); points.len()];
     let mut floor_runs = Jobs::default();
+    let mut stalls: Vec<f64> = Vec::new();
     for round in 0..cfg.rounds {
         progress(&format!("round {}/{}: floor (SCHED_FIFO, no reservation)", round + 1, cfg.rounds));
         let j = run_jobs(cfg, SchedAttr::Fifo { priority: 10 }, cfg.jobs, cfg.seed.wrapping_add(round as u64 * 1000 + 999))?;
         floor_runs.resp.extend(j.resp);
         floor_runs.exec.extend(j.exec);
+        // Per period, the time the job was ready but not running: the host's stalls.
+        for (k, t) in j.times.iter().enumerate() {
+            let ready = if k > 0 { t[0].max(j.times[k - 1][2]) } else { t[0] };
+            stalls.push((t[2].saturating_sub(ready) as f64 * 1e-9 - j.exec[k]).max(0.0));
+        }
         for (i, &(q, p)) in points.iter().enumerate() {
             progress(&format!("round {}/{}: Q = {:.0} µs, P = {:.0} µs", round + 1, cfg.rounds, q * 1e6, p * 1e6));
             let attr = SchedAttr::Deadline {
@@ -393,6 +403,13 @@ pub fn validate_periodic(
         };
         let exact = analyze(&task, &r, &a_exact).map(|x| x.miss_ratio).unwrap_or(1.0);
         let job_only = analyze(&job_only_task, &r, &a_tick).ok();
+        let with_stalls = task
+            .with_host_stalls(&stalls, q / p, cfg.resolution_s)
+            .ok()
+            .and_then(|t| analyze(&t, &r, &a_tick).ok());
+        let stall_factor = with_stalls
+            .as_ref()
+            .and_then(|w| (w.miss_ratio > 0.0 && m.miss_ratio > 0.0).then(|| w.miss_ratio / m.miss_ratio));
         let own = ExecutionTime::from_samples(&runs[i].cycle)
             .ok()
             .and_then(|d| analyze(&PeriodicTask { execution: d, ..task.clone() }, &r, &a_tick).ok())
@@ -417,6 +434,8 @@ pub fn validate_periodic(
             miss_ratio_factor: factor,
             job_only_miss_ratio_factor: job_only_factor,
             predicted_with_floor_miss: with_floor,
+            predicted_with_stalls: with_stalls,
+            with_stalls_factor: stall_factor,
             with_floor_factor: floor_factor,
         });
     }
@@ -457,14 +476,14 @@ impl PeriodicReport {
             us(self.floor.max_s)
         ));
         t.push_str(
-            "| Q (µs) | P (µs) | util. | jobs | miss measured | miss predicted | factor | predicted ⊕ floor | factor | exact enforcement | own run's CPU | jobs' CPU only | factor | p50 meas. / pred. / jobs only (µs) | p99 meas. / pred. / jobs only (µs) | p99.9 meas. / pred. / jobs only (µs) |\n\
-             |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+            "| Q (µs) | P (µs) | util. | jobs | miss measured | miss predicted | factor | predicted ⊕ floor | factor | model + host stalls | factor | exact enforcement | own run's CPU | jobs' CPU only | factor | p50 meas. / pred. / jobs only (µs) | p99 meas. / pred. / jobs only (µs) | p99.9 meas. / pred. / jobs only (µs) |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         );
         for p in &self.points {
             let w = p.predicted_job_only.as_ref();
             let wq = |f: fn(&PeriodicPrediction) -> Option<f64>| w.map_or("unstable".to_string(), |w| opt_us(f(w)));
             t.push_str(&format!(
-                "| {} | {} | {:.3} | {} | {:.2e} ({}) | {:.2e} | {} | {:.2e} | {} | {:.2e} | {} | {} | {} | {} / {} / {} | {} / {} / {} | {} / {} / {} |\n",
+                "| {} | {} | {:.3} | {} | {:.2e} ({}) | {:.2e} | {} | {:.2e} | {} | {} | {} | {:.2e} | {} | {} | {} | {} / {} / {} | {} / {} / {} | {} / {} / {} |\n",
                 us(p.runtime_s),
                 us(p.period_s),
                 p.utilization,
@@ -475,6 +494,8 @@ impl PeriodicReport {
                 p.miss_ratio_factor.map_or("–".into(), |f| format!("{f:.2}")),
                 p.predicted_with_floor_miss,
                 p.with_floor_factor.map_or("–".into(), |f| format!("{f:.2}")),
+                p.predicted_with_stalls.as_ref().map_or("unstable".into(), |w| format!("{:.2e}", w.miss_ratio)),
+                p.with_stalls_factor.map_or("–".into(), |f| format!("{f:.2}")),
                 p.predicted_exact_miss,
                 p.predicted_own_miss.map_or("–".into(), |m| format!("{m:.2e}")),
                 w.map_or("unstable".into(), |w| format!("{:.2e}", w.miss_ratio)),

@@ -187,6 +187,41 @@ pub struct PeriodicTask {
     pub execution: ExecutionTime,
 }
 
+impl PeriodicTask {
+    /// Extension (host stalls): the task as a reservation of bandwidth `Q/P` sees it when the host
+    /// takes the CPU away for `stall_s` per period (samples, zeros included: a hypervisor
+    /// descheduling the vCPU, a non-preemptible kernel section of another task). A stall is lost
+    /// supply, not demand the budget is charged for; in the fluid view a stall of `s` removes `s·Q/P`
+    /// of budget, so each job's demand grows by that much: `c' = c + s·Q/P` (the convolution of the
+    /// two distributions, stall values binned to `resolution_s`). Without a reservation the same stall
+    /// is drained at the CPU's full spare rate; under a tight one at `1 − utilization` only, which is
+    /// why host stalls hurt reserved tasks far more than their floor suggests.
+    pub fn with_host_stalls(&self, stall_s: &[f64], bandwidth: f64, resolution_s: f64) -> Result<PeriodicTask> {
+        positive("resolution", resolution_s)?;
+        positive("bandwidth Q/P", bandwidth)?;
+        if stall_s.is_empty() {
+            return Err(ModelError::BadDistribution("no host-stall samples given".into()));
+        }
+        let mut bins: std::collections::BTreeMap<usize, f64> = std::collections::BTreeMap::new();
+        for &s in stall_s {
+            if !(s.is_finite() && s >= 0.0) {
+                return Err(ModelError::BadDistribution(format!("host stall {s} s is negative or not finite")));
+            }
+            *bins.entry((s * bandwidth / resolution_s).round() as usize).or_insert(0.0) += 1.0;
+        }
+        let n = stall_s.len() as f64;
+        let mut out: std::collections::BTreeMap<u64, f64> = std::collections::BTreeMap::new();
+        for &(c, pc) in self.execution.points() {
+            for (&b, &cnt) in &bins {
+                let v = c + b as f64 * resolution_s;
+                *out.entry(v.to_bits()).or_insert(0.0) += pc * cnt / n;
+            }
+        }
+        let pts: Vec<(f64, f64)> = out.into_iter().map(|(bits, p)| (f64::from_bits(bits), p)).collect();
+        Ok(PeriodicTask { execution: ExecutionTime::from_weights(&pts)?, ..self.clone() })
+    }
+}
+
 /// How the kernel enforces the budget.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]

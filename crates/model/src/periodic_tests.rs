@@ -242,3 +242,18 @@ fn profiles_round_trip_and_describe_the_task() {
     assert!(Profile { period_s: 0.0, ..p.clone() }.task().is_err());
     assert!(serde_json::from_str::<Profile>(r#"{"period_s":1e-3,"deadline_s":3e-3,"execution":{"quantiles":{"p50_s":1e-4}}}"#).is_err());
 }
+
+#[test]
+fn host_stalls_add_lost_supply_to_the_demand() {
+    let t = task(100, 300, &[(40, 1.0)]);
+    // Half the periods see no stall, half a 20-unit stall; at Q/P = 0.5 that is 10 units of budget.
+    let s = t.with_host_stalls(&[0.0, 20.0 * G], 0.5, G).unwrap();
+    let pts = s.execution.points();
+    assert_eq!(pts.len(), 2);
+    assert!((pts[0].0 - 40.0 * G).abs() < 1e-12 && (pts[0].1 - 0.5).abs() < 1e-12);
+    assert!((pts[1].0 - 50.0 * G).abs() < 1e-12 && (pts[1].1 - 0.5).abs() < 1e-12);
+    // No stalls at all: the task is unchanged.
+    assert_eq!(t.with_host_stalls(&[0.0, 0.0], 0.5, G).unwrap().execution, t.execution);
+    assert!(t.with_host_stalls(&[], 0.5, G).is_err());
+    assert!(t.with_host_stalls(&[-1e-6], 0.5, G).is_err());
+}
