@@ -364,13 +364,13 @@ pub fn validate_periodic(
     for round in 0..cfg.rounds {
         progress(&format!("round {}/{}: floor (SCHED_FIFO, no reservation)", round + 1, cfg.rounds));
         let j = run_jobs(cfg, SchedAttr::Fifo { priority: 10 }, cfg.jobs, cfg.seed.wrapping_add(round as u64 * 1000 + 999))?;
-        floor_runs.resp.extend(j.resp);
-        floor_runs.exec.extend(j.exec);
         // Per period, the time the job was ready but not running: the host's stalls.
         for (k, t) in j.times.iter().enumerate() {
             let ready = if k > 0 { t[0].max(j.times[k - 1][2]) } else { t[0] };
             stalls.push((t[2].saturating_sub(ready) as f64 * 1e-9 - j.exec[k]).max(0.0));
         }
+        floor_runs.resp.extend(j.resp);
+        floor_runs.exec.extend(j.exec);
         for (i, &(q, p)) in points.iter().enumerate() {
             progress(&format!("round {}/{}: Q = {:.0} µs, P = {:.0} µs", round + 1, cfg.rounds, q * 1e6, p * 1e6));
             let attr = SchedAttr::Deadline {
