@@ -2,6 +2,10 @@
 //! every period `P` (study B, Cucinotta et al., IEEE TCC 2023), its inverse (sizing), and the
 //! accuracy measures used to check it against measurements.
 //!
+//! [`periodic`]: a periodic real-time task (a vBS: one job per TTI, a measured execution-time
+//! distribution, a relative deadline) under its own CBS / SCHED_DEADLINE reservation — miss ratio,
+//! response-time distribution, and the smallest reservation meeting a miss-ratio or percentile target.
+//!
 //! Pure: no I/O, no clocks. All times are in seconds, rates in requests per second, bandwidth
 //! `Q/P` as a fraction of one CPU.
 //!
