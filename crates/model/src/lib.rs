@@ -2,6 +2,10 @@
 //! every period `P` (study B, Cucinotta et al., IEEE TCC 2023), its inverse (sizing), and the
 //! accuracy measures used to check it against measurements.
 //!
+//! [`periodic`]: a periodic real-time task (a vBS: one job per TTI, a measured execution-time
+//! distribution, a relative deadline) under its own CBS / SCHED_DEADLINE reservation — miss ratio,
+//! response-time distribution, and the smallest reservation meeting a miss-ratio or percentile target.
+//!
 //! Pure: no I/O, no clocks. All times are in seconds, rates in requests per second, bandwidth
 //! `Q/P` as a fraction of one CPU.
 //!
@@ -22,9 +26,14 @@
 use serde::Serialize;
 
 mod accuracy;
+pub mod periodic;
 mod sizing;
 
 pub use accuracy::{mape, rmse, Accuracy};
+pub use periodic::{
+    analyze, size_periodic, Analysis, Enforcement, ExecutionTime, PeriodicPrediction, PeriodicSizing,
+    PeriodicTarget, PeriodicTask, Profile, ProfileExecution,
+};
 pub use sizing::{size, Sizing, Target};
 
 /// An input outside the model's domain. Every variant names the violated condition and what to change.
@@ -62,6 +71,36 @@ pub enum ModelError {
     CapOutOfRange(f64),
     #[error("sweep needs at least 2 steps and FROM < TO (got {from} to {to} in {steps} steps)")]
     BadSweep { from: f64, to: f64, steps: usize },
+    #[error("execution-time distribution: {0}")]
+    BadDistribution(String),
+    #[error(
+        "{name} = {value_s} s is not a whole multiple of the model's time grid ({resolution_s} s); \
+         round it to the grid or choose a finer resolution"
+    )]
+    OffGrid { name: &'static str, value_s: f64, resolution_s: f64 },
+    #[error(
+        "reservation period P = {period_s} s does not divide the task period T = {task_period_s} s; \
+         the periodic model needs T = N·P (choose P = T, T/2, T/4, …)"
+    )]
+    PeriodNotDivisor { task_period_s: f64, period_s: f64 },
+    #[error(
+        "unstable reservation: the task needs {mean_execution_s} s per period on average but the \
+         reservation supplies {supply_s} s (utilization {utilization:.4} ≥ 1), so its backlog grows \
+         without bound; give it a runtime above {min_runtime_s} s per reservation period"
+    )]
+    UnstablePeriodic { utilization: f64, mean_execution_s: f64, supply_s: f64, min_runtime_s: f64 },
+    #[error(
+        "the backlog chain would need about {states} states at a {resolution_s} s grid (utilization \
+         {utilization:.4}, too close to 1): use a coarser resolution or a larger runtime"
+    )]
+    StateSpaceTooLarge { states: f64, resolution_s: f64, utilization: f64 },
+    #[error("{0}")]
+    BadTarget(String),
+    #[error(
+        "no candidate reservation meets {target}, not even a whole period of runtime (Q = P); \
+         relax the target, lengthen the deadline or reduce the execution time"
+    )]
+    PeriodicTargetUnreachable { target: String },
 }
 
 pub type Result<T> = std::result::Result<T, ModelError>;

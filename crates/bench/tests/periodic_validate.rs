@@ -1,0 +1,79 @@
+//! Root: the periodic-task model against real SCHED_DEADLINE reservations (`rtslice_bench::periodic`).
+//! The quick test checks the path end to end; the full sweep behind `--ignored` writes the table
+//! that docs/model.md reports.
+
+use rtslice_bench::periodic::{validate_periodic, PeriodicValidation};
+
+#[test]
+fn quick_periodic_validation_under_sched_deadline() {
+    rtslice_testkit::root_or_skip!();
+    let _lock = rtslice_testkit::KernelLock::acquire(); // real deadline reservations, timing
+    let cfg = PeriodicValidation {
+        profile_jobs: 1500,
+        jobs: 1500,
+        rounds: 1,
+        periods_s: vec![1e-3],
+        demand_multiples: vec![1.1, 2.0],
+        ..PeriodicValidation::default_sweep()
+    };
+    let report = validate_periodic(&cfg, &mut |l| eprintln!("{l}")).unwrap();
+    eprintln!("{}", report.table());
+    assert_eq!(report.points.len(), 2, "both reservations are stable by the profile");
+    let (tight, loose) = (&report.points[0], &report.points[1]);
+    for p in &report.points {
+        assert_eq!(p.measured.jobs, 1500);
+        // The jobs do the same work as the profile: the execution time agrees within 2x (noisy VM).
+        let ratio = p.measured.mean_exec_s / report.profile_mean_s;
+        assert!((0.5..2.0).contains(&ratio), "mean execution {ratio}x the profile's");
+        // Exact enforcement never predicts fewer misses than the tick's credit.
+        assert!(p.predicted_exact_miss + 1e-12 >= p.predicted.miss_ratio);
+        assert!(p.measured.p50_s >= 0.5 * report.profile_p50_s);
+    }
+    // Half the bandwidth of the loose reservation, nearly all of it used: jobs wait for budget, so
+    // the median response grows (the median, not the tail: this VM's stalls of several ms reach
+    // any job, reserved or not).
+    assert!(tight.utilization > 0.85 && loose.utilization < 0.6);
+    assert!(
+        tight.measured.p50_s > loose.measured.p50_s * 1.3,
+        "median response under Q = {:.0} µs: {} s, under Q = {:.0} µs: {} s",
+        tight.runtime_s * 1e6,
+        tight.measured.p50_s,
+        loose.runtime_s * 1e6,
+        loose.measured.p50_s
+    );
+    // And the model sees the same: the tight reservation's predicted median is above the loose one's.
+    assert!(tight.predicted.p50_s > loose.predicted.p50_s);
+}
+
+/// `cargo test -p rtslice-bench --release --test periodic_validate -- --ignored --nocapture`:
+/// the sweep of docs/model.md ("Periodic tasks: validation"), written to
+/// crates/bench/validation/results/periodic.{md,json}.
+#[test]
+#[ignore = "about 3 minutes of real-time measurement; run by hand for docs/model.md"]
+fn periodic_validation_sweep() {
+    rtslice_testkit::root_or_skip!();
+    let _lock = rtslice_testkit::KernelLock::acquire();
+    let cfg = PeriodicValidation::default_sweep();
+    let report = validate_periodic(&cfg, &mut |l| eprintln!("{l}")).unwrap();
+    let table = report.table();
+    println!("{table}");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("validation/results");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("periodic.md"), &table).unwrap();
+    // The predicted response distributions are long; the percentiles next to them stay.
+    let mut json = serde_json::to_value(&report).unwrap();
+    strip(&mut json, "response");
+    std::fs::write(dir.join("periodic.json"), serde_json::to_string_pretty(&json).unwrap()).unwrap();
+}
+
+fn strip(v: &mut serde_json::Value, key: &str) {
+    match v {
+        serde_json::Value::Object(m) => {
+            m.remove(key);
+            m.values_mut().for_each(|x| strip(x, key));
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| strip(x, key)),
+        _ => {}
+    }
+}
+
