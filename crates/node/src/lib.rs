@@ -19,5 +19,5 @@ pub use api::{router, App, BODY_LIMIT};
 pub use client::{request, request_blocking, Reply};
 pub use error::{NodeError, Result};
 pub use openapi::document as openapi_document;
-pub use server::{read_token, run, DaemonOptions, DEFAULT_SOCKET};
+pub use server::{read_token, run, run_until, DaemonOptions, DEFAULT_SOCKET};
 pub use service::{Entry, Event, Outcome, Phase, Resize, Service, ServiceOptions};

@@ -63,6 +63,19 @@ async fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener> {
 
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn run(opts: DaemonOptions) -> Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| NodeError::State(format!("cannot watch SIGTERM: {e}")))?;
+    run_until(opts, async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    })
+    .await
+}
+
+/// Runs the daemon until `stop` completes (tests; `run` stops on signals).
+pub async fn run_until(opts: DaemonOptions, stop: impl std::future::Future<Output = ()>) -> Result<()> {
     let token = match (&opts.listen, &opts.token_file) {
         (Some(_), Some(f)) => Some(Arc::new(read_token(f)?)),
         (Some(addr), None) => {
@@ -105,12 +118,7 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
             }
         })
     };
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| NodeError::State(format!("cannot watch SIGTERM: {e}")))?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
+    stop.await;
     tracing::info!("stopping");
     watcher.abort();
     let _ = stop_tx.send(true);
