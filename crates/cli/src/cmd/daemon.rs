@@ -73,7 +73,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         token_file: args.token_file,
         reset_on_exit: args.reset_on_exit,
     };
-    tracing_subscriber::fmt().with_target(false).with_writer(std::io::stderr).init();
+    use std::io::IsTerminal;
+    // Colours only for a person watching; a journal or log file gets plain text.
+    tracing_subscriber::fmt().with_target(false).with_ansi(std::io::stderr().is_terminal()).with_writer(std::io::stderr).init();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match rt.block_on(rtslice_node::run(opts)) {
         Ok(()) => Ok(ExitCode::SUCCESS),

@@ -30,7 +30,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "{:<24} {:<8} {:>4} {:<8} {:<16} {:>5}  {}",
             w["name"].as_str().unwrap_or("?"),
             w["phase"].as_str().unwrap_or("?"),
-            w["generation"],
+            w["generation"].as_u64().unwrap_or(0),
             w["cpus"].as_str().unwrap_or(""),
             pids.join(","),
             drift,
