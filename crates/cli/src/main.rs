@@ -33,6 +33,18 @@ enum Command {
     Tune(cmd::tune::Args),
     /// Keep applied workloads in policy: give threads born later their rules
     Agent(cmd::agent::Args),
+    /// The node service: admit, resize and remove workloads one at a time, with an HTTP API
+    Daemon(cmd::daemon::Args),
+    /// Deploy workloads through the daemon (each admitted on its own; exit 1 if any is pending)
+    Deploy(cmd::deploy::Args),
+    /// Remove a workload the daemon runs
+    Remove(cmd::remove::Args),
+    /// Resize a workload the daemon runs, in place
+    Resize(cmd::resize::Args),
+    /// The daemon's workloads
+    List(cmd::list::Args),
+    /// One of the daemon's workloads
+    Get(cmd::get::Args),
     /// Per-thread scheduling latency, switches, CPU, IRQs and counters
     Trace(cmd::trace::Args),
     /// The Prometheus view of the node: serve /metrics for the applied workloads
@@ -76,6 +88,12 @@ fn main() -> ExitCode {
         Command::Reset(a) => cmd::reset::run(a),
         Command::Tune(a) => cmd::tune::run(a),
         Command::Agent(a) => cmd::agent::run(a),
+        Command::Daemon(a) => cmd::daemon::run(a),
+        Command::Deploy(a) => cmd::deploy::run(a),
+        Command::Remove(a) => cmd::remove::run(a),
+        Command::Resize(a) => cmd::resize::run(a),
+        Command::List(a) => cmd::list::run(a),
+        Command::Get(a) => cmd::get::run(a),
         Command::Trace(a) => cmd::trace::run(a),
         Command::Metrics(c) => cmd::metrics::run(c),
         Command::Emulate(a) => cmd::emulate::run(a),

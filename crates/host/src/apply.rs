@@ -94,6 +94,12 @@ pub fn apply_with_facts(setup: &Setup, opts: &ApplyOptions, facts: &HostFacts) -
         }
     }
     let _lock = opts.state_dir.lock()?;
+    if crate::node::node_active(&opts.state_dir) {
+        return Err(rejected(format!(
+            "{} holds a node (the `rtslice daemon`'s workloads); deploy through it, or reset the node first",
+            opts.state_dir.path.join("node").display()
+        )));
+    }
     if let Some(existing) = opts.state_dir.load()? {
         if !existing.changes.is_empty() {
             return Err(rejected(format!(
@@ -418,12 +424,17 @@ fn irqs_and_nets(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<()> {
 }
 
 fn rules_for_workload(txn: &mut Txn, p: &Prepared, ctx: &Ctx) -> Result<()> {
+    let _ = ctx;
+    workload_rules(txn, p)
+}
+
+/// The thread rules of one prepared workload, for the threads its cgroup holds now (journaled).
+pub(crate) fn workload_rules(txn: &mut Txn, p: &Prepared) -> Result<()> {
     let wide = if p.ws.wide_affinity { Some(p.ws.cpus.clone()) } else { None };
     let rules = CompiledRules::new(&p.ws.threads, wide).map_err(HostError::Invalid)?;
     if rules.is_empty() {
         return Ok(());
     }
-    let _ = ctx;
     let threads = crate::rules::workload_threads(&p.group.cpuset);
     let names: Vec<(i32, String)> = threads.iter().map(|(_, tid, comm)| (*tid, comm.clone())).collect();
     // A SCHED_DEADLINE rule's budget is split over every thread it matches; threads the agent already

@@ -8,6 +8,8 @@
 //! - `ops`: pure generation of the cgroup directories and writes.
 //! - `launch`: commands, attached processes, OCI containers (runc) and the agent.
 //! - `apply`: the transaction steps; `txn` and `journal`: the journal of replaced values.
+//! - `node`: the node service's host side — a base applied once, then one journal segment per
+//!   workload, deployed, resized and removed one at a time ([`Node`]).
 //! - `status`, `reset`, [`doctor`]: drift, undo, what the host offers.
 //! - [`tune`]: reversible host tuning (governor, C-states, IRQ/workqueue/watchdog CPUs, THP,
 //!   hugepages) in a journal of its own, and the kernel command line that completes it.
@@ -24,6 +26,7 @@ mod fsio;
 pub mod irq;
 mod journal;
 mod launch;
+mod node;
 pub mod oci;
 mod ops;
 mod prepare;
@@ -44,6 +47,7 @@ pub use error::{HostError, Result};
 pub use from_plan::{apply, setup_from_plan, OciDefaults};
 pub use journal::{StateDir, DEFAULT_STATE_DIR};
 pub use launch::AgentCommand;
+pub use node::{node_active, Node, NodeBase, NodeOptions, Opened, Removed};
 pub use prepare::HostFacts;
 pub use record::{AppliedRecord, Mechanism, WorkloadRecord};
 pub use reset::{reset, ResetOptions, ResetReport};

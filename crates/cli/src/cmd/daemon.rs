@@ -1,0 +1,85 @@
+//! `rtslice daemon`: the node service — owns the node's workloads, admits them one at a time and
+//! serves the HTTP API (docs/api.md) on a unix socket, optionally on TCP with a bearer token.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use super::{invalid, MechanismArg};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Unix socket to serve on (mode 0600: root only)
+    #[arg(long, env = "RTSLICE_SOCKET", default_value = rtslice_node::DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    #[arg(long, default_value = rtslice_host::DEFAULT_STATE_DIR)]
+    pub state_dir: PathBuf,
+    /// Also serve on this TCP address (needs --token-file)
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// File holding the bearer token TCP clients must send (mode 0600, at least 16 characters)
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// A spec whose `node:` section (housekeeping CPUs, cap, fit policy) the node uses
+    #[arg(long, value_name = "FILE")]
+    pub node: Option<PathBuf>,
+    /// Reservation mechanism (default: HCBS, else RT groups, else SCHED_DEADLINE)
+    #[arg(long, value_enum)]
+    pub mechanism: Option<MechanismArg>,
+    /// SIGTERM → SIGKILL delay for removed workloads, in seconds
+    #[arg(long, default_value_t = 5.0)]
+    pub grace: f64,
+    /// Stop every workload and undo the node when the daemon exits (default: they keep running and
+    /// the next daemon re-adopts them)
+    #[arg(long)]
+    pub reset_on_exit: bool,
+    /// Print the API's OpenAPI document and exit
+    #[arg(long)]
+    pub openapi: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.openapi {
+        println!("{}", serde_json::to_string_pretty(&rtslice_node::openapi_document())?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let node = match &args.node {
+        Some(f) => {
+            let text = match std::fs::read(f) {
+                Ok(t) => t,
+                Err(e) => return invalid(format_args!("{}: {e}", f.display())),
+            };
+            let file = f.display().to_string();
+            match rtslice_spec::utf8_text(&text, &file).and_then(|t| rtslice_spec::parse(t, &file)) {
+                Ok(s) => s.node,
+                Err(e) => return invalid(e),
+            }
+        }
+        None => rtslice_spec::Node::default(),
+    };
+    if !(args.grace.is_finite() && args.grace >= 0.0) {
+        return invalid("--grace must be a number of seconds ≥ 0");
+    }
+    let opts = rtslice_node::DaemonOptions {
+        service: rtslice_node::ServiceOptions {
+            state_dir: args.state_dir,
+            node,
+            mechanism: args.mechanism.map(Into::into),
+            grace: Duration::from_secs_f64(args.grace),
+        },
+        socket: args.socket,
+        listen: args.listen,
+        token_file: args.token_file,
+        reset_on_exit: args.reset_on_exit,
+    };
+    use std::io::IsTerminal;
+    // Colours only for a person watching; a journal or log file gets plain text.
+    tracing_subscriber::fmt().with_target(false).with_ansi(std::io::stderr().is_terminal()).with_writer(std::io::stderr).init();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    match rt.block_on(rtslice_node::run(opts)) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e @ rtslice_node::NodeError::Invalid(_)) => invalid(e),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,0 +1,23 @@
+//! rtslice-node: the node service — live desired state, one writer, the HTTP API.
+//!
+//! - `service`: the desired state (running and pending workloads), admission through the live
+//!   planner (`rtslice_plan::Planner`, running workloads pinned where they are), every change one
+//!   transaction of the host's [`rtslice_host::Node`], recovery after a crash or a reboot, events.
+//! - `api`: the `/v1` resources (axum), errors as JSON, body limit, bearer token on TCP.
+//! - `server`: `rtslice daemon` — unix socket (0600) and optional TCP listener, reaping, signals.
+//! - `client`: requests over the unix socket (the CLI).
+//! - `openapi`: the OpenAPI document (`GET /v1/openapi.json`, checked in as docs/openapi.json).
+
+mod api;
+mod client;
+mod error;
+mod openapi;
+mod server;
+mod service;
+
+pub use api::{router, App, BODY_LIMIT};
+pub use client::{request, request_blocking, Reply};
+pub use error::{NodeError, Result};
+pub use openapi::document as openapi_document;
+pub use server::{read_token, run, run_until, DaemonOptions, DEFAULT_SOCKET};
+pub use service::{Entry, Event, Outcome, Phase, Resize, Service, ServiceOptions};

@@ -1,0 +1,140 @@
+//! `rtslice daemon`: the service on a unix socket (mode 0600: root only) and optionally on TCP
+//! with a bearer token; reaps the processes it launched and notices when they exit.
+
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::api::{router, App};
+use crate::error::{NodeError, Result};
+use crate::service::{Service, ServiceOptions};
+
+pub const DEFAULT_SOCKET: &str = "/run/rtslice/api.sock";
+
+#[derive(Clone, Debug)]
+pub struct DaemonOptions {
+    pub service: ServiceOptions,
+    pub socket: PathBuf,
+    /// TCP address; needs `token_file`.
+    pub listen: Option<SocketAddr>,
+    pub token_file: Option<PathBuf>,
+    /// Stop every workload and undo the node when the daemon exits (CI, tests); by default the
+    /// workloads keep running and the next daemon re-adopts them.
+    pub reset_on_exit: bool,
+}
+
+/// Reads the bearer token: the file must be private (no group/other permissions) and non-empty.
+pub fn read_token(path: &Path) -> Result<String> {
+    let meta = std::fs::metadata(path).map_err(|e| NodeError::Invalid(format!("token file {}: {e}", path.display())))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(NodeError::Invalid(format!(
+            "token file {} is readable by others (mode {:o}); chmod 600 it",
+            path.display(),
+            meta.permissions().mode() & 0o777
+        )));
+    }
+    let token = std::fs::read_to_string(path).map_err(|e| NodeError::Invalid(format!("token file {}: {e}", path.display())))?;
+    let token = token.trim().to_string();
+    if token.len() < 16 {
+        return Err(NodeError::Invalid(format!("token file {}: the token must be at least 16 characters", path.display())));
+    }
+    Ok(token)
+}
+
+/// Binds the unix socket: refuses when another daemon answers on it, replaces a stale one, 0600.
+async fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener> {
+    if path.exists() {
+        if tokio::net::UnixStream::connect(path).await.is_ok() {
+            return Err(NodeError::Conflict(format!("another rtslice daemon listens on {}", path.display())));
+        }
+        std::fs::remove_file(path).map_err(|e| NodeError::State(format!("cannot remove the stale socket {}: {e}", path.display())))?;
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| NodeError::State(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    let l = tokio::net::UnixListener::bind(path).map_err(|e| NodeError::State(format!("cannot bind {}: {e}", path.display())))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| NodeError::State(format!("cannot chmod {}: {e}", path.display())))?;
+    Ok(l)
+}
+
+/// Runs the daemon until SIGTERM or SIGINT.
+pub async fn run(opts: DaemonOptions) -> Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| NodeError::State(format!("cannot watch SIGTERM: {e}")))?;
+    run_until(opts, async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    })
+    .await
+}
+
+/// Runs the daemon until `stop` completes (tests; `run` stops on signals).
+pub async fn run_until(opts: DaemonOptions, stop: impl std::future::Future<Output = ()>) -> Result<()> {
+    let token = match (&opts.listen, &opts.token_file) {
+        (Some(_), Some(f)) => Some(Arc::new(read_token(f)?)),
+        (Some(addr), None) => {
+            return Err(NodeError::Invalid(format!("--listen {addr} needs --token-file: TCP requests must carry a bearer token")))
+        }
+        (None, _) => None,
+    };
+    let unix = bind_socket(&opts.socket).await?;
+    let tcp = match opts.listen {
+        Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|e| NodeError::State(format!("cannot listen on {addr}: {e}")))?),
+        None => None,
+    };
+    let so = opts.service.clone();
+    let service = tokio::task::spawn_blocking(move || Service::open(so)).await.map_err(|e| NodeError::State(e.to_string()))??;
+    tracing::info!(socket = %opts.socket.display(), mechanism = %service.mechanism(), "rtslice daemon ready");
+    let app = Arc::new(App { service: Mutex::new(Some(service)) });
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let shutdown = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let unix_srv = tokio::spawn(axum::serve(unix, router(app.clone(), None)).with_graceful_shutdown(shutdown(stop_rx.clone())).into_future());
+    let tcp_srv = tcp.map(|l| {
+        tokio::spawn(axum::serve(l, router(app.clone(), token.clone())).with_graceful_shutdown(shutdown(stop_rx.clone())).into_future())
+    });
+    let watcher = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let app = app.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    // Under the service's lock: no operation is waiting for a child of its own then.
+                    let mut guard = app.service.lock().unwrap_or_else(|p| p.into_inner());
+                    reap_children();
+                    if let Some(s) = guard.as_mut() {
+                        s.check_exits();
+                    }
+                })
+                .await;
+            }
+        })
+    };
+    stop.await;
+    tracing::info!("stopping");
+    watcher.abort();
+    let _ = stop_tx.send(true);
+    let _ = unix_srv.await;
+    if let Some(t) = tcp_srv {
+        let _ = t.await;
+    }
+    let _ = std::fs::remove_file(&opts.socket);
+    let svc = app.service.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let (true, Some(svc)) = (opts.reset_on_exit, svc) {
+        tokio::task::spawn_blocking(move || svc.reset()).await.map_err(|e| NodeError::State(e.to_string()))??;
+    }
+    Ok(())
+}
+
+/// Reaps exited children (launched workloads are the daemon's children until it restarts).
+fn reap_children() {
+    while let Ok(Some(_)) = rustix::process::waitpid(None, rustix::process::WaitOptions::NOHANG) {}
+}
