@@ -338,17 +338,22 @@ fn plan_prints_exactly_what_apply_writes_for_every_example_that_fits() {
             let applied = apply(&plan, OciDefaults::default(), &opts).unwrap_or_else(|e| panic!("{name} {mech}: plan admitted it, apply refused: {e}"));
             let _cleanup = ResetOnDrop::new(dir.path());
             assert_eq!(applied.mechanism, k.mechanism, "{name}: apply used the plan's mechanism");
+            // The driven backend's paths (v1 here, v2 in the kernel matrix's guests).
             if let Some(us) = k.parent_runtime_us {
-                assert_eq!(read("/sys/fs/cgroup/cpu/rtslice/cpu.rt_runtime_us"), us.to_string(), "{name} parent budget");
+                assert_eq!(read(backend().parent().cpu.join("cpu.rt_runtime_us")), us.to_string(), "{name} parent budget");
             }
             for (kw, rec) in k.workloads.iter().zip(&applied.workloads) {
                 assert_eq!(kw.name, rec.name);
-                let cs = format!("/sys/fs/cgroup/cpuset/rtslice/{}", kw.name);
-                assert_eq!(read(format!("{cs}/cpuset.cpu_exclusive")) == "1", kw.partition, "{name} {}: partition", kw.name);
+                let g = group(&kw.name);
+                let partition = if is_v2() {
+                    matches!(read(g.cpuset.join("cpuset.cpus.partition")).as_str(), "root" | "isolated")
+                } else {
+                    read(g.cpuset.join("cpuset.cpu_exclusive")) == "1"
+                };
+                assert_eq!(partition, kw.partition, "{name} {}: partition", kw.name);
                 if let Some(b) = kw.group_budget {
-                    let cg = format!("/sys/fs/cgroup/cpu/rtslice/{}", kw.name);
-                    assert_eq!(read(format!("{cg}/cpu.rt_runtime_us")), b.runtime_us.to_string(), "{name} {}", kw.name);
-                    assert_eq!(read(format!("{cg}/cpu.rt_period_us")), b.period_us.to_string(), "{name} {}", kw.name);
+                    assert_eq!(read(g.cpu.join("cpu.rt_runtime_us")), b.runtime_us.to_string(), "{name} {}", kw.name);
+                    assert_eq!(read(g.cpu.join("cpu.rt_period_us")), b.period_us.to_string(), "{name} {}", kw.name);
                 }
                 // Every thread: the first matching rule's parameters, a shared DEADLINE runtime split
                 // over the threads the rule matches.
