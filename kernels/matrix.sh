@@ -24,15 +24,24 @@ T0=$(date +%s)
 say() { echo "kernels: $*"; }
 die() { echo "kernels: error: $*" >&2; echo "kernels: 0 passed, 1 failed"; exit 1; }
 
-[ "$(id -u)" -eq 0 ] || die "the matrix runs as root (qemu's 9p export of / and the native kernel tests); run: sudo make test-kernels"
+if [ "$(id -u)" -ne 0 ]; then
+  # Like the kernel tests and the package test: without root, skip and say why (CI runs as root).
+  say "skipped: the matrix needs root (qemu exports / over 9p, row host changes kernel state); run: sudo make test-kernels"
+  exit 0
+fi
+# What the matrix itself runs (`make deps` installs them too); a fresh machine's apt lists may be
+# empty, so update them once when something is missing.
+apt_updated=""
+apt_update() { [ -n "$apt_updated" ] || { apt_updated=1; say "apt-get update"; apt-get update -q >/dev/null; }; }
 missing=""
-for p in qemu-system-x86 busybox-static xz-utils; do
+for p in qemu-system-x86 busybox-static xz-utils python3; do
   dpkg-query -W -f='${Status}\n' $p 2>/dev/null | grep -q '^install ok installed' || missing="$missing $p"
 done
 if [ -n "$missing" ]; then
   say "installing$missing"
+  apt_update
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing >/dev/null \
-    || die "cannot install$missing (apt-get update first?)"
+    || die "cannot install$missing (see apt-get's output: sudo apt-get install$missing)"
 fi
 
 # ---- the matrix definition -------------------------------------------------------------------------
@@ -53,6 +62,11 @@ declare -A KDIR
 fetch_kernel() {  # alias -> sets KDIR[alias] to the extracted package (boot/, lib/modules/)
   local alias=$1 pattern=${KPATTERN[$1]} pkg ver dir
   pkg=$(apt-cache search --names-only "$pattern" 2>/dev/null | awk '{print $1}' | sort -V | tail -1)
+  if [ -z "$pkg" ]; then
+    # apt knows no such package: a fresh machine's empty lists, or old ones; update once and retry.
+    apt_update || say "apt-get update failed"
+    pkg=$(apt-cache search --names-only "$pattern" 2>/dev/null | awk '{print $1}' | sort -V | tail -1)
+  fi
   if [ -n "$pkg" ]; then
     ver=$(apt-cache show --no-all-versions "$pkg" 2>/dev/null | awk '/^Version:/{print $2; exit}')
     dir="$CACHE/${pkg}_${ver}"
