@@ -6,7 +6,7 @@
 #
 # Environment: CARGO (default: cargo on PATH), CARGO_TARGET_DIR, RTSLICE_KERNELS_CACHE (default
 # /var/cache/rtslice-kernels), RTSLICE_KERNELS_GUESTS (space-separated subset of guest names, "host"
-# included), RTSLICE_KERNELS_PARALLEL (guests booted at once, default 1),
+# included), RTSLICE_KERNELS_PARALLEL (guests booted at once, default 3),
 # RTSLICE_KERNELS_GUEST_TIMEOUT (seconds per guest, default 600), RTSLICE_KERNELS_NATIVE_TIMEOUT
 # (row host, default 3600: it may queue for the KernelLock), RTSLICE_KERNELS_MEM (default 2G),
 # RTSLICE_KERNELS_SCRIPT (a shell script each guest runs instead of the tests, to investigate;
