@@ -114,7 +114,12 @@ fn cgroup_target_follows_processes_born_later_and_nothing_else() {
     assert!(born_later.len() >= 10, "only {} processes born later were traced", born_later.len());
     // Every process born later ran and exited inside the session (stop_and_drain), so each has had
     // its switch-ins counted; a 0 would be a lost event.
-    let unseen: Vec<_> = born_later.iter().filter(|t| t.slices == 0).map(|t| (t.tid, t.name.clone())).collect();
+    // With each one: whether it is alive now and where (a diagnosis for a failure, not an excuse).
+    let unseen: Vec<_> = born_later
+        .iter()
+        .filter(|t| t.slices == 0)
+        .map(|t| (t.tid, t.name.clone(), std::fs::read_to_string(format!("/proc/{}/cgroup", t.tid)).unwrap_or_else(|_| "exited".into())))
+        .collect();
     assert!(unseen.is_empty(), "processes born later with 0 slices: {unseen:?}; lost: {:?}", report.lost);
     assert_eq!(report.lost.threads, 0, "the stats map lost threads");
     assert_eq!(report.source, Source::Bpf);
