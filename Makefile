@@ -52,7 +52,7 @@ release: deps
 # matrix (`make test-kernels`, issue 11: cgroup v2, PREEMPT_RT, 4-8 CPUs are what edge servers run and
 # this host is not); fails if any of the three failed, and runs each even when an earlier one failed.
 # The matrix reuses the binaries `cargo test` just built and caches the kernels it downloads, so it
-# adds ~9-11 min (534-679 s measured, docs/host.md "kernels"). Without root both the package test and the
+# adds ~9-20 min (534-1198 s measured, docs/host.md "kernels"). Without root both the package test and the
 # matrix skip with a message, like the kernel tests themselves.
 test: deps
 	@rc=0; $(CARGO) test --workspace --no-fail-fast || rc=$$?; \
