@@ -234,6 +234,8 @@ for g in "${GUESTS[@]}" host; do
   else what="$(basename "${KDIR[${GKERNEL[$g]}]}" | sed 's/^linux-image-//; s/-unsigned_.*//'), ${GCPUS[$g]} vCPUs, cgroup v2${GEXTRA[$g]:+, ${GEXTRA[$g]}}"; fi
   why=""
   if [ -f "$res/killed" ]; then why=$(cat "$res/killed")
+  elif [ ! -f "$res/done" ] && grep -aq 'Kernel panic' "$res/console.log" 2>/dev/null; then
+    why="the guest kernel panicked ($(grep -a -m1 -E 'Oops|BUG:' "$res/console.log" | sed 's/^\[[ 0-9.]*\] //')) during $(grep -a 'rtslice-kernels: start ' "$res/console.log" | tail -1 | sed 's/.*start //') (see $res/console.log)"
   elif [ ! -f "$res/done" ]; then why="the guest stopped before finishing its tests (see $res/console.log)"
   elif [ "${ok:-0}" -eq 0 ]; then why="no test passed"
   fi
