@@ -175,6 +175,13 @@ run_guest() {
   [ -n "${RTSLICE_KERNELS_SCRIPT:-}" ] && cp "$RTSLICE_KERNELS_SCRIPT" "$res/script.sh"
   vmlinuz=$(ls "$dir"/root/boot/vmlinuz-* | head -1)
   t0=$(date +%s)
+  # qemu 7.2's multi-threaded TCG occasionally executes a stale int3 while the guest kernel patches its
+  # own text (static keys, text_poke_bp): the guest dies with "Oops: int3" in whatever code it was
+  # running (seen in 2 of 7 matrix runs, always on the 8-vCPU row, never natively). That is the
+  # emulator's race, not rtslice's, so such a guest is booted once more from scratch; the retry is
+  # printed on its result line and the first console is kept. Any other failure is never retried.
+  local attempt
+  for attempt in 1 2; do
   timeout --foreground -k 10 "$GUEST_TIMEOUT" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "${GCPUS[$g]}" -m "$MEM" \
     -nographic -no-reboot -kernel "$vmlinuz" -initrd "$dir/initramfs.cpio.gz" \
     -append "console=ttyS0 panic=-1 rtslice.guest=$g rtslice.script=$HERE/guest.sh ${GEXTRA[$g]}" \
@@ -182,6 +189,14 @@ run_guest() {
     -virtfs "local,path=$res,mount_tag=results,security_model=none" \
     </dev/null >"$res/console.log" 2>&1
   rc=$?
+  if [ "$attempt" -eq 1 ] && [ ! -f "$res/done" ] && grep -aq 'Oops: int3' "$res/console.log"; then
+    mv "$res/console.log" "$res/console.int3.log"
+    [ -f "$res/results.txt" ] && mv "$res/results.txt" "$res/results.int3.txt"
+    echo "retried once after qemu's TCG int3 race during $(grep -a 'rtslice-kernels: start ' "$res/console.int3.log" | tail -1 | sed 's/.*start //') (first console: $res/console.int3.log)" >"$res/retried"
+    continue
+  fi
+  break
+  done
   echo $(( $(date +%s) - t0 )) >"$res/seconds"
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
     last=$(grep -a 'rtslice-kernels: start ' "$res/console.log" | tail -1 | sed 's/.*start //')
@@ -240,7 +255,7 @@ for g in "${GUESTS[@]}" host; do
   elif [ "${ok:-0}" -eq 0 ]; then why="no test passed"
   fi
   if [ -z "$why" ] && [ "$nbad" -eq 0 ]; then verdict=PASS; passed=$((passed + 1)); else verdict=FAIL; failed=$((failed + 1)); fi
-  echo "kernels: $verdict $g ($what): ${ok:-0} ok, ${skipped:-0} skipped, ${ignored:-0} ignored, $nbad failed in $(cat "$res/seconds" 2>/dev/null || echo ?)s${bad:+ — failed: $bad}${why:+ — $why}"
+  echo "kernels: $verdict $g ($what): ${ok:-0} ok, ${skipped:-0} skipped, ${ignored:-0} ignored, $nbad failed in $(cat "$res/seconds" 2>/dev/null || echo ?)s${bad:+ — failed: $bad}${why:+ — $why}$([ -f "$res/retried" ] && echo " — $(cat "$res/retried")")"
 done
 say "matrix wall time $(( $(date +%s) - T0 ))s; logs in $OUT/<guest>/"
 echo "kernels: $passed passed, $failed failed"
