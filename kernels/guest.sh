@@ -43,8 +43,10 @@ while read -r label bin; do
     elif grep -q 'SKIPPED' "$log"; then st=skipped
     else st=ok
     fi
-    echo "$st $id" >>"$R/results.txt"
-    say "$st $id"
+    # A test may skip only a part (one mechanism, one kernel feature): keep its reasons on the line.
+    why=$(grep -o 'SKIPPED.*' "$log" | head -3 | tr '\n' ';' | sed 's/;$//')
+    echo "$st $id${why:+ ($why)}" >>"$R/results.txt"
+    say "$st $id${why:+ ($why)}"
     [ "$st" = FAILED ] || [ "$st" = TIMEOUT ] && tail -n 25 "$log" | sed 's/^/    | /'
   done
 done <"$R/tests.list"

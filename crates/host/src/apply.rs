@@ -274,22 +274,25 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
 /// the top cpuset's tasks to the possible CPUs minus partitions). Found by the kernels matrix
 /// (guest rt-8cpu-iso): after apply + reset, kernel threads and user processes ran on 4-7 again.
 /// Journal each such thread's affinity unchanged, so rollback and reset put the boot isolation back.
+/// Unbound kernel threads are among them (the kernel moves them too); per-CPU kthreads are not (the
+/// kernel skips them, and they carry PF_NO_SETAFFINITY like every workqueue worker). All in one
+/// change: kernel workers come and go, and a journal whose length varied with them made the position
+/// of every later change differ between two applies of the same setup on the same host.
 fn journal_root_affinities(txn: &mut Txn, ctx: &Ctx) -> StepResult<()> {
     let Backend::V2 { root } = &ctx.facts.backend else { return Ok(()) };
     let isolated = crate::fsio::read_trim("/sys/devices/system/cpu/isolated").unwrap_or_default();
     if isolated.is_empty() || !ctx.prepared.iter().any(|p| p.partition) {
         return Ok(());
     }
-    for tid in crate::cgroup::read_pids(&root.join("cgroup.threads")) {
+    let threads: Vec<(ProcRef, CpuList)> = crate::cgroup::read_pids(&root.join("cgroup.threads"))
+        .into_iter()
         // The kernel owns the affinity of threads flagged PF_NO_SETAFFINITY (per-CPU kthreads,
-        // workqueue rescuers): user space can neither set nor restore it.
-        if crate::sched::no_setaffinity(tid) {
-            continue;
-        }
-        let (Some(thread), Ok(cur)) = (ProcRef::of(tid), crate::sched::get_affinity(tid)) else { continue };
-        step(format!("journal the affinity of thread {tid}"), txn.record(Change::Affinity { thread, old: cur.clone(), new: cur }))?;
-    }
-    Ok(())
+        // workqueue workers and rescuers): user space can neither set nor restore it.
+        .filter(|&tid| !crate::sched::no_setaffinity(tid))
+        // A thread that exited since the read needs no restore.
+        .filter_map(|tid| Some((ProcRef::of(tid)?, crate::sched::get_affinity(tid).ok()?)))
+        .collect();
+    step("journal the affinities of the root cgroup's threads", txn.record(Change::RootAffinities { threads }))
 }
 
 // Defined next to doctor's reading of it: doctor is below apply (prepare asks it about the host).

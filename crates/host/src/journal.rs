@@ -36,6 +36,11 @@ pub enum Change {
     Sched { thread: ProcRef, old: SchedAttr, new: SchedAttr },
     /// A thread's CPU affinity changed.
     Affinity { thread: ProcRef, old: CpuList, new: CpuList },
+    /// The affinities of the root cgroup's threads, kept as they were (cgroup v2 with boot isolation:
+    /// the kernel resets them whenever a partition is created or removed). One change for all of
+    /// them, so the journal does not grow or shrink with the kernel workers that come and go; undo
+    /// restores the threads still alive.
+    RootAffinities { threads: Vec<(ProcRef, CpuList)> },
     /// A filesystem was mounted (debugfs for fair_server).
     Mounted { target: PathBuf },
     /// A process rtslice launched (leader of its own session); undo stops its session gracefully
@@ -62,6 +67,7 @@ impl Change {
             Change::MovedProcesses { procs, to, .. } => format!("moved {} processes into {}", procs.len(), to.display()),
             Change::Sched { thread, old, new } => format!("thread {}: {old} -> {new}", thread.pid),
             Change::Affinity { thread, old, new } => format!("thread {} affinity {old} -> {new}", thread.pid),
+            Change::RootAffinities { threads } => format!("affinity of {} root-cgroup threads kept", threads.len()),
             Change::Mounted { target } => format!("mounted {}", target.display()),
             Change::Launched { proc, what, .. } => format!("launched {what} (pid {})", proc.pid),
             Change::Container { id, .. } => format!("runc container {id}"),

@@ -66,6 +66,8 @@ impl HostFacts {
             dl_server: self.dl_server,
             hz,
             hrtick,
+            // prepare: v2 refuses partitions holding boot-isolated CPUs (boot_isolated_without_partition).
+            no_partition_cpus: if self.backend.is_v1() { Vec::new() } else { self.boot_isolated.iter().collect() },
         }
     }
 }
@@ -561,6 +563,7 @@ mod plan_agrees_with_apply {
                 dl_server: facts.dl_server,
                 hz: Some(250),
                 hrtick: false,
+                no_partition_cpus: Vec::new(),
             };
             let mut plan = rtslice_plan::plan_for_kernel(&spec, &NodeFacts::with_cpus(4), &kernel, requested);
             let k = plan.kernel.clone().expect("plan_for_kernel carries the kernel plan");

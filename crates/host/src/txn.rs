@@ -259,6 +259,20 @@ pub fn undo(change: &Change, ctx: &mut Undo) -> Result<()> {
                 Ok(())
             }
         }
+        Change::RootAffinities { threads } => {
+            // Threads that exited meanwhile need nothing; the others are all tried before reporting.
+            let failed: Vec<String> = threads
+                .iter()
+                .filter(|(thread, _)| thread.alive())
+                .filter_map(|(thread, cpus)| ignore_gone(sched::set_affinity(thread.pid, cpus)).err())
+                .map(|e| e.to_string())
+                .collect();
+            if failed.is_empty() {
+                Ok(())
+            } else {
+                Err(HostError::other(format!("restoring root-cgroup thread affinities: {}", failed.join("; "))))
+            }
+        }
         Change::Mounted { target } => match rtslice_sys::fs::unmount_detach(target) {
             // EINVAL: no longer a mount point (someone unmounted it already).
             Err(e) if e.raw_os_error() != Some(libc::EINVAL) => {

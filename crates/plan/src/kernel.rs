@@ -76,6 +76,10 @@ pub struct KernelFacts {
     pub hz: Option<u32>,
     /// Budgets are enforced by a high-resolution timer (sched feature HRTICK/HRTICK_DL), not at ticks.
     pub hrtick: bool,
+    /// CPUs no cpuset partition may hold: cgroup v2 with boot isolation (`isolcpus=domain`), where the
+    /// kernel refuses such a partition; apply gives a workload there a plain cpuset. Empty elsewhere.
+    #[serde(default)]
+    pub no_partition_cpus: Vec<u32>,
 }
 
 /// The kernel parameters `apply` writes for a plan under one mechanism.
@@ -427,7 +431,14 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
         }
     }
     plan.warnings.extend(warnings);
-    plan.kernel = Some(kernel_plan(&plan, mech, kernel.rt_cap.unwrap_or(1.0)));
+    let mut k = kernel_plan(&plan, mech, kernel.rt_cap.unwrap_or(1.0));
+    for kw in k.workloads.iter_mut() {
+        // As apply: a workload on CPUs no partition may hold gets a plain cpuset.
+        if plan.workloads.iter().any(|w| w.name == kw.name && w.cpus.iter().any(|c| kernel.no_partition_cpus.contains(c))) {
+            kw.partition = false;
+        }
+    }
+    plan.kernel = Some(k);
     plan
 }
 

@@ -18,6 +18,27 @@ fn stop(mut child: Child) {
     let _ = child.wait();
 }
 
+/// Stops the loop and waits until every process it forked has exited. The tracer creates a thread's
+/// record at its first wake-up (sched_wakeup_new) and counts a slice at each switch-in, so a `sleep`
+/// forked just before the session ends is in the report with 0 slices until it first runs; under full
+/// emulation (matrix guests, other guests competing for the host's CPUs) that wait can outlast the
+/// session. Ending the session only once the cgroup is empty means each process born in the window had
+/// its first slice inside it. The cgroup lists no zombies (they leave cgroup.procs at exit).
+fn stop_and_drain(child: Child, cgroup: &std::path::Path) {
+    stop(child);
+    let procs = cgroup.join("cgroup.procs");
+    let bound = Duration::from_millis(rtslice_testkit::timing_bound("cgroup drain ms", 5000.0, 60000.0) as u64);
+    let t0 = std::time::Instant::now();
+    loop {
+        let left = std::fs::read_to_string(&procs).unwrap_or_default();
+        if left.trim().is_empty() {
+            return;
+        }
+        assert!(t0.elapsed() < bound, "processes still in {} after {bound:?}: {}", cgroup.display(), left.trim());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// A v1 hierarchy the filter supports, else the v2 mount: (mount point, is v1).
 fn cgroup_mount() -> Option<PathBuf> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
@@ -74,9 +95,14 @@ fn cgroup_target_follows_processes_born_later_and_nothing_else() {
     // Under emulation (matrix guests) each fork+exec of `sleep` takes far longer: watch longer so
     // the counts below still mean "followed every process", not "the CPU was fast".
     std::thread::sleep(Duration::from_millis(rtslice_testkit::timing_bound("trace window ms", 600.0, 10000.0) as u64));
-    let report = session.finish();
     let shell = child.id();
-    stop(child);
+    // What the report would have said had the session ended here (the test's old end): processes
+    // woken but not yet switched in show 0 slices. Printed for the matrix's logs.
+    let at_window_end = session.snapshot();
+    let not_yet_run = at_window_end.threads.iter().filter(|t| t.tgid != shell && t.slices == 0).count();
+    eprintln!("at the window's end {not_yet_run} of the processes born later had not run yet");
+    stop_and_drain(child, &dir);
+    let report = session.finish();
     drop(cg);
 
     let me = std::process::id();
@@ -86,7 +112,16 @@ fn cgroup_target_follows_processes_born_later_and_nothing_else() {
     // Each `sleep` is a new process forked after the session started, inside the cgroup.
     let born_later: Vec<_> = report.threads.iter().filter(|t| t.tgid != shell).collect();
     assert!(born_later.len() >= 10, "only {} processes born later were traced", born_later.len());
-    assert!(born_later.iter().all(|t| t.slices > 0));
+    // Every process born later ran and exited inside the session (stop_and_drain), so each has had
+    // its switch-ins counted; a 0 would be a lost event.
+    // With each one: whether it is alive now and where (a diagnosis for a failure, not an excuse).
+    let unseen: Vec<_> = born_later
+        .iter()
+        .filter(|t| t.slices == 0)
+        .map(|t| (t.tid, t.name.clone(), std::fs::read_to_string(format!("/proc/{}/cgroup", t.tid)).unwrap_or_else(|_| "exited".into())))
+        .collect();
+    assert!(unseen.is_empty(), "processes born later with 0 slices: {unseen:?}; lost: {:?}", report.lost);
+    assert_eq!(report.lost.threads, 0, "the stats map lost threads");
     assert_eq!(report.source, Source::Bpf);
 }
 
