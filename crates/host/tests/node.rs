@@ -142,7 +142,7 @@ fn view(n: &str) -> BTreeMap<String, String> {
         }
     }
     for pid in rtslice_host::workload_pids(&g.cpuset) {
-        for tid in rtslice_sys::proc_ref::threads(pid) {
+        for tid in rtslice_host::sched::threads_of(pid) {
             let policy = rtslice_host::sched::get_attr(tid).map(|p| format!("{p:?}")).unwrap_or_default();
             let aff = rtslice_host::sched::get_affinity(tid).map(|c| c.to_string()).unwrap_or_default();
             m.insert(format!("thread {pid}/{tid}"), format!("{policy} [{aff}]"));
