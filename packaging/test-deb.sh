@@ -13,8 +13,13 @@ if dpkg-query -W -f='${Status}' rtslice 2>/dev/null | grep -q 'install ok instal
   exit 1
 fi
 
-list=$(mktemp)
-trap 'rm -f "$list"; dpkg --purge rtslice >/dev/null 2>&1 || true' EXIT
+list=$(mktemp) before=$(mktemp)
+trap 'rm -f "$list" "$before"; dpkg --purge rtslice >/dev/null 2>&1 || true' EXIT
+# The paths of the package that exist before it is installed (/lib, a symlink on merged-/usr systems;
+# /usr/share/man) are the system's, not the package's: purge must leave them.
+dpkg-deb --fsys-tarfile "$deb" | tar -t | sed 's#^\./#/#; s#/$##' | while read -r path; do
+  if [ -n "$path" ] && { [ -e "$path" ] || [ -L "$path" ]; }; then echo "$path"; fi
+done > "$before"
 
 dpkg -i "$deb"
 dpkg -L rtslice > "$list"
@@ -35,6 +40,7 @@ dpkg --purge rtslice
 left=0
 while read -r path; do
   [ "$path" = "/." ] && continue
+  grep -qxF "$path" "$before" && continue
   if [ -e "$path" ] || [ -L "$path" ]; then
     # A directory still owned by another package (/usr/bin, /usr/share/man/man1) is not ours to remove.
     if [ -d "$path" ] && [ ! -L "$path" ] && dpkg -S "$path" >/dev/null 2>&1; then continue; fi
