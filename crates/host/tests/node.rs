@@ -98,6 +98,28 @@ fn opts(dir: &Path) -> NodeOptions {
     NodeOptions { grace: Duration::from_secs(2), ..NodeOptions::with_state_dir(dir) }
 }
 
+/// What every node test starts from, in drop order: the node reset even when the test panics (the
+/// test's own `Node` is dropped first), its state directory removed, then the kernel lock released.
+struct Fixture {
+    _cleanup: ResetNodeOnDrop,
+    dir: tempfile::TempDir,
+    before: BTreeMap<String, String>,
+    _lock: KernelLock,
+}
+
+impl Fixture {
+    /// `None` (with the reason printed by `usable`) where the node's mechanisms are not available.
+    fn start() -> Option<Fixture> {
+        if !usable() {
+            return None;
+        }
+        let lock = KernelLock::acquire();
+        let before = snapshot();
+        let dir = tempfile::tempdir().unwrap();
+        Some(Fixture { _cleanup: ResetNodeOnDrop(dir.path().into()), dir, before, _lock: lock })
+    }
+}
+
 /// Resets the node even when a test panics (opened anew: the test's `Node` is dropped first).
 struct ResetNodeOnDrop(PathBuf);
 
@@ -203,14 +225,9 @@ fn assert_consistent(node: &Node) {
 #[test]
 fn workloads_come_and_go_one_at_a_time_and_the_others_never_notice() {
     root_or_skip!();
-    if !usable() {
-        return;
-    }
-    let _lock = KernelLock::acquire();
-    let before = snapshot();
-    let dir = tempfile::tempdir().unwrap();
-    let _cleanup = ResetNodeOnDrop(dir.path().into());
-    let (node, opened) = Node::open(opts(dir.path())).expect("open the node");
+    let Some(fx) = Fixture::start() else { return };
+    let (before, dir) = (&fx.before, fx.dir.path());
+    let (node, opened) = Node::open(opts(dir)).expect("open the node");
     assert!(opened.created);
     assert_eq!(node.base().mechanism, Mechanism::RtGroup);
 
@@ -266,20 +283,15 @@ fn workloads_come_and_go_one_at_a_time_and_the_others_never_notice() {
 
     node.reset().expect("reset the node");
     assert!(launched_processes().is_empty());
-    assert_same(&before, &snapshot());
+    assert_same(before, &snapshot());
 }
 
 #[test]
 fn a_fault_at_any_step_of_deploy_resize_or_remove_rolls_back_that_operation_only() {
     root_or_skip!();
-    if !usable() {
-        return;
-    }
-    let _lock = KernelLock::acquire();
-    let before = snapshot();
-    let dir = tempfile::tempdir().unwrap();
-    let _cleanup = ResetNodeOnDrop(dir.path().into());
-    let (mut node, _) = Node::open(opts(dir.path())).expect("open the node");
+    let Some(fx) = Fixture::start() else { return };
+    let (before, dir) = (&fx.before, fx.dir.path());
+    let (mut node, _) = Node::open(opts(dir)).expect("open the node");
     node.deploy(&reserved("a", "0", 200)).expect("deploy a");
     node.deploy(&dedicated(&node, "b", "1")).expect("deploy b");
     let base_line = snapshot();
@@ -351,7 +363,7 @@ fn a_fault_at_any_step_of_deploy_resize_or_remove_rolls_back_that_operation_only
     }
     assert_consistent(&node);
     node.reset().expect("reset");
-    assert_same(&before, &snapshot());
+    assert_same(before, &snapshot());
 }
 
 /// Helper role for the crash test: open the node and run a scripted sequence of operations for
@@ -379,13 +391,8 @@ fn helper_node_operations_role() {
 #[test]
 fn kill_9_at_random_points_then_the_node_recovers_without_drift_orphans_or_leaks() {
     root_or_skip!();
-    if !usable() {
-        return;
-    }
-    let _lock = KernelLock::acquire();
-    let before = snapshot();
-    let dir = tempfile::tempdir().unwrap();
-    let _cleanup = ResetNodeOnDrop(dir.path().into());
+    let Some(fx) = Fixture::start() else { return };
+    let (before, dir) = (&fx.before, fx.dir.path());
     let mut seed: u64 = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
     eprintln!("seed {seed}");
     let mut recovered = Vec::new();
@@ -398,7 +405,7 @@ fn kill_9_at_random_points_then_the_node_recovers_without_drift_orphans_or_leaks
         let delay = Duration::from_millis(seed % 1200);
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "helper_node_operations_role", "--nocapture"])
-            .env("RTSLICE_NODE_TEST_DIR", dir.path())
+            .env("RTSLICE_NODE_TEST_DIR", dir)
             .env("RTSLICE_NODE_TEST_RUN", run_id().to_string())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -407,7 +414,7 @@ fn kill_9_at_random_points_then_the_node_recovers_without_drift_orphans_or_leaks
         std::thread::sleep(delay);
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
-        let (node, opened) = Node::open(opts(dir.path())).unwrap_or_else(|e| panic!("round {round}: open after kill -9: {e}"));
+        let (node, opened) = Node::open(opts(dir)).unwrap_or_else(|e| panic!("round {round}: open after kill -9: {e}"));
         assert!(!opened.rebooted);
         assert!(opened.exited.is_empty(), "round {round}: workloads died with the helper: {:?}", opened.exited);
         adopted += opened.adopted.len();
@@ -415,30 +422,25 @@ fn kill_9_at_random_points_then_the_node_recovers_without_drift_orphans_or_leaks
         assert_consistent(&node);
     }
     eprintln!("24 kill -9 rounds: {adopted} workloads re-adopted, {} interrupted operations recovered: {recovered:?}", recovered.len());
-    let (node, _) = Node::open(opts(dir.path())).unwrap();
+    let (node, _) = Node::open(opts(dir)).unwrap();
     node.reset().expect("reset");
     assert!(launched_processes().is_empty());
-    assert_same(&before, &snapshot());
+    assert_same(before, &snapshot());
 }
 
 #[test]
 fn one_shot_apply_and_the_node_refuse_each_other() {
     root_or_skip!();
-    if !usable() {
-        return;
-    }
-    let _lock = KernelLock::acquire();
-    let before = snapshot();
-    let dir = tempfile::tempdir().unwrap();
-    let _cleanup = ResetNodeOnDrop(dir.path().into());
-    let (node, _) = Node::open(opts(dir.path())).expect("open");
+    let Some(fx) = Fixture::start() else { return };
+    let (before, dir) = (&fx.before, fx.dir.path());
+    let (node, _) = Node::open(opts(dir)).expect("open");
     drop(node);
-    let e = apply_setup(&reserved("x", "0", 100), &ApplyOptions::with_state_dir(dir.path())).unwrap_err();
+    let e = apply_setup(&reserved("x", "0", 100), &ApplyOptions::with_state_dir(dir)).unwrap_err();
     assert!(e.to_string().contains("holds a node"), "{e}");
-    let (node, _) = Node::open(opts(dir.path())).expect("open");
+    let (node, _) = Node::open(opts(dir)).expect("open");
     // Two writers on one node: the second is refused while the first holds it (after 3 s).
-    let e = Node::open(opts(dir.path())).err().expect("a second open is refused").to_string();
+    let e = Node::open(opts(dir)).err().expect("a second open is refused").to_string();
     assert!(e.contains("another rtslice"), "{e}");
     node.reset().unwrap();
-    assert_same(&before, &snapshot());
+    assert_same(before, &snapshot());
 }

@@ -68,8 +68,12 @@ async fn body_text(body: Body) -> Result<String, Response> {
         .map_err(|e| error_response(&NodeError::Spec(e.iter().map(|x| x.to_string()).collect())))
 }
 
-fn parse_spec(text: &str) -> Result<rtslice_spec::Spec, NodeError> {
-    rtslice_spec::parse(text, "request body").map_err(|e| NodeError::Spec(e.iter().map(|x| x.to_string()).collect()))
+/// A request body that must be a spec: the size limit and UTF-8 (`body_text`), then the spec's located
+/// errors — as the response to send when it is not one.
+async fn spec_body(body: Body) -> Result<rtslice_spec::Spec, Response> {
+    let text = body_text(body).await?;
+    rtslice_spec::parse(&text, "request body")
+        .map_err(|e| NodeError::Spec(e.iter().map(|x| x.to_string()).collect()).into_response())
 }
 
 async fn node(State(app): State<Shared>) -> Response {
@@ -87,13 +91,9 @@ async fn list(State(app): State<Shared>) -> Response {
 }
 
 async fn deploy(State(app): State<Shared>, body: Body) -> Response {
-    let text = match body_text(body).await {
-        Ok(t) => t,
-        Err(r) => return r,
-    };
-    let spec = match parse_spec(&text) {
+    let spec = match spec_body(body).await {
         Ok(s) => s,
-        Err(e) => return e.into_response(),
+        Err(r) => return r,
     };
     if spec.workloads.is_empty() {
         return NodeError::Invalid("the spec has no workloads to deploy".into()).into_response();
@@ -141,13 +141,9 @@ async fn resize(State(app): State<Shared>, Path(name): Path<String>, body: Body)
 }
 
 async fn plan(State(app): State<Shared>, body: Body) -> Response {
-    let text = match body_text(body).await {
-        Ok(t) => t,
-        Err(r) => return r,
-    };
-    let spec = match parse_spec(&text) {
+    let spec = match spec_body(body).await {
         Ok(s) => s,
-        Err(e) => return e.into_response(),
+        Err(r) => return r,
     };
     match with_service(app, move |s| Ok(s.dry_run(&spec))).await {
         Ok(v) => json_response(200, json!({ "workloads": v })),
