@@ -62,27 +62,18 @@ impl CgroupLayout {
     pub fn from_mountinfo(text: &str) -> CgroupLayout {
         let mut v1 = BTreeMap::new();
         let mut v2 = None;
-        for line in text.lines() {
-            let Some((left, right)) = line.split_once(" - ") else { continue };
-            let mount_point = left.split_whitespace().nth(4).map(unescape_mount);
-            let mut r = right.split_whitespace();
-            let fstype = r.next().unwrap_or("");
-            let _source = r.next();
-            let opts = r.next().unwrap_or("");
-            let Some(mount_point) = mount_point else { continue };
-            match fstype {
-                "cgroup2" if v2.is_none() => v2 = Some(PathBuf::from(mount_point)),
-                "cgroup" => {
-                    for opt in opts.split(',') {
-                        if matches!(opt, "rw" | "ro" | "relatime" | "noexec" | "nosuid" | "nodev" | "clone_children")
-                            || opt.starts_with("release_agent")
-                        {
-                            continue;
-                        }
-                        v1.entry(opt.to_string()).or_insert_with(|| PathBuf::from(&mount_point));
-                    }
+        for m in rtslice_sys::procfs::parse_cgroup_mounts(text) {
+            if m.unified {
+                v2.get_or_insert(m.path);
+                continue;
+            }
+            for opt in &m.options {
+                if matches!(opt.as_str(), "rw" | "ro" | "relatime" | "noexec" | "nosuid" | "nodev" | "clone_children")
+                    || opt.starts_with("release_agent")
+                {
+                    continue;
                 }
-                _ => {}
+                v1.entry(opt.clone()).or_insert_with(|| m.path.clone());
             }
         }
         let mode = match (v1.is_empty(), v2.is_some()) {
@@ -115,10 +106,6 @@ impl CgroupLayout {
              cpuset and cpu hierarchies"
             .into())
     }
-}
-
-fn unescape_mount(s: &str) -> String {
-    s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
 }
 
 /// Paths of one rtslice-owned group in the driven backend.

@@ -2,75 +2,19 @@
 //! it, the continuous tracer following it, the report channel attributing datagrams by the
 //! sender's cgroup, and the exposition over HTTP.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::Duration;
 
+use rtslice_testkit::{cgroup_mount, TempCgroup};
 use rtslice_metrics::{encode, NodeMetrics, Options, ReportChannel, Workload};
 use rtslice_plan::{Mechanism, Reservation};
 
-fn mount(controller: &str) -> Option<PathBuf> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mut v2 = None;
-    for line in mountinfo.lines() {
-        let (left, right) = line.split_once(" - ")?;
-        let mnt = left.split_whitespace().nth(4)?;
-        let mut r = right.split_whitespace();
-        let (fstype, _, opts) = (r.next()?, r.next(), r.next().unwrap_or(""));
-        if fstype == "cgroup" && opts.split(',').any(|o| o == controller) {
-            return Some(PathBuf::from(mnt));
-        }
-        if fstype == "cgroup2" {
-            v2 = Some(PathBuf::from(mnt));
-        }
-    }
-    v2
-}
-
-struct TempCgroup(Vec<PathBuf>);
-
-impl TempCgroup {
-    /// The workload's directories in the cpuset and cpu hierarchies (the same one on v2).
-    fn new(name: &str) -> TempCgroup {
-        let mut dirs = Vec::new();
-        for c in ["cpuset", "cpu"] {
-            let m = mount(c).expect("a cgroup hierarchy");
-            let dir = m.join(format!("rtslice-metrics-{name}-{}", std::process::id()));
-            if dirs.contains(&dir) {
-                continue;
-            }
-            std::fs::create_dir(&dir).unwrap();
-            if m.join("cpuset.cpus").exists() && c == "cpuset" {
-                for f in ["cpuset.cpus", "cpuset.mems"] {
-                    std::fs::write(dir.join(f), std::fs::read_to_string(m.join(f)).unwrap().trim()).unwrap();
-                }
-            }
-            dirs.push(dir);
-        }
-        TempCgroup(dirs)
-    }
-
-    fn cpuset(&self) -> &Path {
-        &self.0[0]
-    }
-
-    fn cpu(&self) -> &Path {
-        self.0.last().unwrap()
-    }
-}
-
-impl Drop for TempCgroup {
-    fn drop(&mut self) {
-        for d in &self.0 {
-            for _ in 0..50 {
-                if std::fs::remove_dir(d).is_ok() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-    }
+/// The workload's directories in the cpuset and cpu hierarchies (the same one on v2).
+fn workload_cgroup(name: &str) -> TempCgroup {
+    let mounts = ["cpuset", "cpu"].map(|c| cgroup_mount(&[c]).expect("a cgroup hierarchy"));
+    TempCgroup::new(&mounts, &format!("metrics-{name}"))
 }
 
 /// A shell in the cgroup(s) that forks a `sleep` every 10 ms, started inside before it forks;
@@ -84,8 +28,13 @@ impl Drop for Sleeper {
     }
 }
 
+/// Shell commands that move the shell itself into every directory of `cg`.
+fn enter_script(cg: &TempCgroup) -> String {
+    cg.dirs().iter().map(|d| format!("echo $$ > {}/cgroup.procs; ", d.display())).collect()
+}
+
 fn sleeper_in(cg: &TempCgroup) -> Sleeper {
-    let enter: String = cg.0.iter().map(|d| format!("echo $$ > {}/cgroup.procs; ", d.display())).collect();
+    let enter = enter_script(cg);
     Sleeper(Command::new("sh").args(["-c", &format!("{enter}while :; do sleep 0.01; done")]).spawn().expect("spawn sh"))
 }
 
@@ -93,7 +42,7 @@ fn sleeper_in(cg: &TempCgroup) -> Sleeper {
 /// alive for a moment after sending (it waits for the end of its input): the node attributes a
 /// report by the sender's cgroup when it reads it, which needs the sender to still exist.
 fn send_from(cg: Option<&TempCgroup>, socket: &Path, payload: &str) {
-    let enter: String = cg.map(|c| c.0.iter().map(|d| format!("echo $$ > {}/cgroup.procs; ", d.display())).collect()).unwrap_or_default();
+    let enter = cg.map(enter_script).unwrap_or_default();
     let status = Command::new("sh")
         .args(["-c", &format!("{enter}(printf '%s' '{payload}'; sleep 0.3) | socat -u - UNIX-SENDTO:{}", socket.display())])
         .status()
@@ -110,13 +59,13 @@ fn sample(text: &str, prefix: &str) -> Option<f64> {
 fn families_follow_a_workload_and_reports_are_attributed_by_cgroup() {
     rtslice_testkit::root_or_skip!();
     let _lock = rtslice_testkit::KernelLock::acquire();
-    let cg = TempCgroup::new("a");
+    let cg = workload_cgroup("a");
     let child = sleeper_in(&cg);
     let metrics = NodeMetrics::new(Options::default());
     let workload = Workload {
         name: "vbs-a".into(),
-        cgroup: cg.cpuset().to_path_buf(),
-        cpu_cgroup: cg.cpu().to_path_buf(),
+        cgroup: cg.dir().to_path_buf(),
+        cpu_cgroup: cg.dirs().last().unwrap().to_path_buf(),
         cpus: vec![0],
         reservation: Some(Reservation::from_micros(300, 1000)),
         mechanism: Mechanism::RtGroup,

@@ -6,7 +6,7 @@
 //! A thread or process that exits between listing and reading is normal: readers of one task
 //! return `None` (or skip it) instead of failing.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use procfs::process::{Process, Task};
 
@@ -407,9 +407,70 @@ pub fn isolated_cpus() -> Result<Vec<u32>> {
     cpu_file("/sys/devices/system/cpu/isolated")
 }
 
+/// A mounted cgroup hierarchy, as /proc/self/mountinfo lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CgroupMount {
+    /// The mount point (mountinfo's octal escapes of space, tab, newline and backslash undone).
+    pub path: PathBuf,
+    /// The unified hierarchy (`cgroup2`) rather than a v1 one.
+    pub unified: bool,
+    /// The super options: on v1 the hierarchy's controllers are among them (`rw,cpuset`).
+    pub options: Vec<String>,
+}
+
+impl CgroupMount {
+    /// A v1 hierarchy with this controller.
+    pub fn has_controller(&self, controller: &str) -> bool {
+        !self.unified && self.options.iter().any(|o| o == controller)
+    }
+}
+
+/// The cgroup mounts in mountinfo text, in its order (a line: `… mount_point … - fstype source
+/// super_options`). Pure, so layouts of other hosts can be parsed in tests.
+pub fn parse_cgroup_mounts(text: &str) -> Vec<CgroupMount> {
+    let unescape = |s: &str| s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\");
+    let mut mounts = Vec::new();
+    for line in text.lines() {
+        let Some((left, right)) = line.split_once(" - ") else { continue };
+        let Some(mount_point) = left.split_whitespace().nth(4) else { continue };
+        let mut r = right.split_whitespace();
+        let unified = match r.next() {
+            Some("cgroup2") => true,
+            Some("cgroup") => false,
+            _ => continue,
+        };
+        let _source = r.next();
+        let options = r.next().unwrap_or("").split(',').filter(|o| !o.is_empty()).map(String::from).collect();
+        mounts.push(CgroupMount { path: PathBuf::from(unescape(mount_point)), unified, options });
+    }
+    mounts
+}
+
+/// This process's cgroup mounts (/proc/self/mountinfo).
+pub fn cgroup_mounts() -> Result<Vec<CgroupMount>> {
+    let path = "/proc/self/mountinfo";
+    Ok(parse_cgroup_mounts(&std::fs::read_to_string(path).map_err(SysError::read(path))?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cgroup_mounts_of_a_hybrid_host_with_an_escaped_path() {
+        let text = "\
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+33 31 0:30 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset
+34 31 0:31 / /sys/fs/cgroup/my\\040tree rw - cgroup2 cgroup2 rw,nsdelegate
+35 22 0:5 / /proc rw - proc proc rw
+";
+        let m = parse_cgroup_mounts(text);
+        assert_eq!(m.len(), 3);
+        assert!(m[0].has_controller("cpu") && !m[0].has_controller("cpuset"));
+        assert_eq!(m[1].path, PathBuf::from("/sys/fs/cgroup/cpuset"));
+        assert!(m[2].unified && !m[2].has_controller("nsdelegate"));
+        assert_eq!(m[2].path, PathBuf::from("/sys/fs/cgroup/my tree"));
+    }
 
     #[test]
     fn reads_our_own_thread() {

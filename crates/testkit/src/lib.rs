@@ -4,6 +4,7 @@
 //! - [`KernelLock`]: a host-wide `flock` so tests that change global kernel state (root cpuset,
 //!   IRQ affinity, RT budgets) or that measure latency never overlap, even across test binaries.
 //! - [`RestoreFile`]: puts a kernel file's old value back on drop, also when the test panics.
+//! - [`cgroup_mount`], [`TempCgroup`]: a scratch cgroup in this host's hierarchies, removed on drop.
 //! - [`in_guest`]: true inside a test guest of the real-kernel matrix (`make test-kernels`), where
 //!   timing means nothing (qemu TCG): the few assertions on latencies or CPU shares relax there.
 
@@ -91,6 +92,77 @@ impl Drop for RestoreFile {
         }
         if let Err(e) = std::fs::write(&self.path, value) {
             eprintln!("warning: could not restore {} to {value:?}: {e}", self.path.display());
+        }
+    }
+}
+
+/// The mount point of the first v1 hierarchy holding any of `controllers`, else of the unified (v2)
+/// hierarchy; `None` when no cgroup filesystem is mounted.
+pub fn cgroup_mount(controllers: &[&str]) -> Option<PathBuf> {
+    let mounts = rtslice_sys::procfs::cgroup_mounts().ok()?;
+    let v1 = mounts.iter().find(|m| controllers.iter().any(|c| m.has_controller(c)));
+    v1.or_else(|| mounts.iter().find(|m| m.unified)).map(|m| m.path.clone())
+}
+
+/// A cgroup directory `rtslice-NAME-PID` created under each of the given hierarchy mount points
+/// (one directory when they are the same, as on v2), removed on drop — also when the test panics.
+pub struct TempCgroup {
+    dirs: Vec<PathBuf>,
+}
+
+impl TempCgroup {
+    pub fn new(mounts: &[PathBuf], name: &str) -> TempCgroup {
+        let mut cg = TempCgroup { dirs: Vec::new() };
+        for mount in mounts {
+            let dir = mount.join(format!("rtslice-{name}-{}", std::process::id()));
+            if cg.dirs.contains(&dir) {
+                continue;
+            }
+            std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+            cg.dirs.push(dir.clone());
+            if mount.join("cpuset.cpus").exists() {
+                // A new v1 cpuset group starts empty: give it the parent's CPUs and memory nodes.
+                for f in ["cpuset.cpus", "cpuset.mems"] {
+                    let parent = std::fs::read_to_string(mount.join(f)).unwrap_or_else(|e| panic!("reading {f}: {e}"));
+                    std::fs::write(dir.join(f), parent.trim()).unwrap_or_else(|e| panic!("writing {}: {e}", dir.join(f).display()));
+                }
+            }
+        }
+        cg
+    }
+
+    /// The directory in the first hierarchy given.
+    pub fn dir(&self) -> &Path {
+        &self.dirs[0]
+    }
+
+    /// One directory per distinct hierarchy, in the order given.
+    pub fn dirs(&self) -> &[PathBuf] {
+        &self.dirs
+    }
+
+    /// Moves a process into the group in every hierarchy.
+    pub fn enter(&self, pid: u32) {
+        for d in &self.dirs {
+            std::fs::write(d.join("cgroup.procs"), pid.to_string()).unwrap_or_else(|e| panic!("moving {pid} into {}: {e}", d.display()));
+        }
+    }
+}
+
+impl Drop for TempCgroup {
+    fn drop(&mut self) {
+        // The kernel empties a group only once its exited tasks are reaped: retry for a second.
+        for d in &self.dirs {
+            let removed = (0..50).any(|_| {
+                let ok = std::fs::remove_dir(d).is_ok();
+                if !ok {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                ok
+            });
+            if !removed {
+                eprintln!("warning: could not remove {}", d.display());
+            }
         }
     }
 }

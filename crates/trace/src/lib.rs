@@ -150,28 +150,21 @@ fn cgroup_filter(path: &Path) -> Result<(u64, u32), TraceError> {
     if !meta.is_dir() {
         return Err(err("not a directory".into()));
     }
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| err(format!("/proc/self/mountinfo: {e}")))?;
+    let mounts = rtslice_sys::procfs::cgroup_mounts().map_err(|e| err(e.to_string()))?;
     // The longest mount point containing the path decides the hierarchy.
-    let mut best: Option<(usize, String, String)> = None;
-    for line in mountinfo.lines() {
-        let Some((left, right)) = line.split_once(" - ") else { continue };
-        let mnt = left.split_whitespace().nth(4).unwrap_or("");
-        let mut r = right.split_whitespace();
-        let (fstype, _src, opts) = (r.next().unwrap_or(""), r.next(), r.next().unwrap_or(""));
-        if (fstype == "cgroup" || fstype == "cgroup2") && canon.starts_with(mnt) && best.as_ref().is_none_or(|b| mnt.len() > b.0) {
-            best = Some((mnt.len(), fstype.to_string(), opts.to_string()));
-        }
-    }
-    let (_, fstype, opts) = best.ok_or_else(|| err("not inside a mounted cgroup hierarchy".into()))?;
-    let ctrl = if fstype == "cgroup2" {
+    let mount = mounts
+        .iter()
+        .filter(|m| canon.starts_with(&m.path))
+        .max_by_key(|m| m.path.as_os_str().len())
+        .ok_or_else(|| err("not inside a mounted cgroup hierarchy".into()))?;
+    let ctrl = if mount.unified {
         0
     } else {
-        let opts: Vec<&str> = opts.split(',').collect();
         V1_CONTROLLERS
             .iter()
-            .find(|(name, _)| opts.contains(name))
+            .find(|(name, _)| mount.has_controller(name))
             .map(|(_, code)| *code)
-            .ok_or_else(|| err(format!("cgroup v1 hierarchy with controllers {opts:?}: the filter follows cpuset, cpu, cpuacct, memory or pids hierarchies; use the workload's directory in one of those")))?
+            .ok_or_else(|| err(format!("cgroup v1 hierarchy with controllers {:?}: the filter follows cpuset, cpu, cpuacct, memory or pids hierarchies; use the workload's directory in one of those", mount.options)))?
     };
     // kernfs inode numbers are the cgroup ids the kernel reports as kn->id.
     Ok((meta.ino(), ctrl))

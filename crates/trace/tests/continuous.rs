@@ -2,10 +2,11 @@
 //! the set of followed cgroups changes, reads are cumulative per thread, exited threads are reported
 //! once and then forgotten.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command};
 use std::time::Duration;
 
+use rtslice_testkit::{cgroup_mount, TempCgroup};
 use rtslice_trace::{ContinuousTrace, ThreadCounts};
 
 /// A shell that forks a `sleep` every 10 ms: wake-ups in a parent and in processes born later.
@@ -33,56 +34,6 @@ fn stop(child: Sleeper) {
     drop(child);
 }
 
-/// A v1 cpuset/cpu hierarchy, else the v2 mount.
-fn cgroup_mount() -> PathBuf {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
-    let mut v2 = None;
-    for line in mountinfo.lines() {
-        let Some((left, right)) = line.split_once(" - ") else { continue };
-        let mnt = left.split_whitespace().nth(4).unwrap_or("");
-        let mut r = right.split_whitespace();
-        let (fstype, _, opts) = (r.next().unwrap_or(""), r.next(), r.next().unwrap_or(""));
-        if fstype == "cgroup" && opts.split(',').any(|o| o == "cpuset") {
-            return PathBuf::from(mnt);
-        }
-        if fstype == "cgroup2" {
-            v2 = Some(PathBuf::from(mnt));
-        }
-    }
-    v2.expect("a cgroup hierarchy")
-}
-
-struct TempCgroup(PathBuf);
-
-impl TempCgroup {
-    fn new(mount: &Path, name: &str) -> TempCgroup {
-        let dir = mount.join(format!("rtslice-continuous-{name}-{}", std::process::id()));
-        std::fs::create_dir(&dir).unwrap();
-        if mount.join("cpuset.cpus").exists() {
-            for f in ["cpuset.cpus", "cpuset.mems"] {
-                std::fs::write(dir.join(f), std::fs::read_to_string(mount.join(f)).unwrap().trim()).unwrap();
-            }
-        }
-        TempCgroup(dir)
-    }
-
-    fn enter(&self, pid: u32) {
-        std::fs::write(self.0.join("cgroup.procs"), pid.to_string()).unwrap();
-    }
-}
-
-impl Drop for TempCgroup {
-    fn drop(&mut self) {
-        for _ in 0..50 {
-            if std::fs::remove_dir(&self.0).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        eprintln!("warning: could not remove {}", self.0.display());
-    }
-}
-
 fn window() {
     std::thread::sleep(Duration::from_millis(rtslice_testkit::timing_bound("trace window ms", 1000.0, 10000.0) as u64));
 }
@@ -95,8 +46,9 @@ fn thread(read: &[ThreadCounts], tid: u32) -> Option<&ThreadCounts> {
 fn cgroups_are_added_and_removed_while_the_program_stays_loaded() {
     rtslice_testkit::root_or_skip!();
     let _lock = rtslice_testkit::KernelLock::acquire();
-    let mount = cgroup_mount();
-    let (a, b) = (TempCgroup::new(&mount, "a"), TempCgroup::new(&mount, "b"));
+    let mount = cgroup_mount(&["cpuset"]).expect("a cgroup hierarchy");
+    let in_mount = [mount.clone()];
+    let (a, b) = (TempCgroup::new(&in_mount, "continuous-a"), TempCgroup::new(&in_mount, "continuous-b"));
     let (child_a, child_b) = (sleeper_loop(), sleeper_loop());
     a.enter(child_a.id());
     b.enter(child_b.id());
@@ -106,7 +58,7 @@ fn cgroups_are_added_and_removed_while_the_program_stays_loaded() {
     window();
     assert!(trace.read().is_empty(), "an empty cgroup set traced threads");
 
-    let id_a = trace.add_cgroup(&a.0).unwrap();
+    let id_a = trace.add_cgroup(a.dir()).unwrap();
     window();
     let first = trace.read();
     let sh_a = thread(&first, child_a.id()).expect("the shell in cgroup a");
@@ -121,7 +73,7 @@ fn cgroups_are_added_and_removed_while_the_program_stays_loaded() {
     assert!(exited.len() >= 2, "only {} exited children reported", exited.len());
 
     // Add b without reloading; then stop following a.
-    let id_b = trace.add_cgroup(&b.0).unwrap();
+    let id_b = trace.add_cgroup(b.dir()).unwrap();
     assert_ne!(id_a, id_b);
     window();
     let second = trace.read();
@@ -133,7 +85,7 @@ fn cgroups_are_added_and_removed_while_the_program_stays_loaded() {
     // (pid_max is in the millions: a tid is not reused within a second.)
     assert!(exited.iter().all(|tid| thread(&second, *tid).is_none()), "exited threads were reported again");
 
-    trace.remove_cgroup(&a.0).unwrap();
+    trace.remove_cgroup(a.dir()).unwrap();
     // Events in flight when the filter changed may still land: take the baseline after a pause.
     std::thread::sleep(Duration::from_millis(50));
     let a_after_removal = thread(&trace.read(), child_a.id()).unwrap().wakeup.events;

@@ -2,10 +2,10 @@
 //! processes born after the start, a PID target sees only its process, raw_tp works like tp_btf,
 //! and the schedstat fallback reports means without histograms.
 
-use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::Duration;
 
+use rtslice_testkit::TempCgroup;
 use rtslice_trace::{Mode, Options, Source, Target, TraceSession};
 
 /// A shell that forks a `sleep` every 10 ms: wake-ups in a parent and in processes born later.
@@ -39,55 +39,15 @@ fn stop_and_drain(child: Child, cgroup: &std::path::Path) {
     }
 }
 
-/// A v1 hierarchy the filter supports, else the v2 mount: (mount point, is v1).
-fn cgroup_mount() -> Option<PathBuf> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mut v2 = None;
-    for line in mountinfo.lines() {
-        let (left, right) = line.split_once(" - ")?;
-        let mnt = left.split_whitespace().nth(4)?;
-        let mut r = right.split_whitespace();
-        let (fstype, _, opts) = (r.next()?, r.next(), r.next().unwrap_or(""));
-        if fstype == "cgroup" && opts.split(',').any(|o| o == "cpu" || o == "cpuset") {
-            return Some(PathBuf::from(mnt));
-        }
-        if fstype == "cgroup2" {
-            v2 = Some(PathBuf::from(mnt));
-        }
-    }
-    v2
-}
-
-struct TempCgroup(PathBuf);
-
-impl Drop for TempCgroup {
-    fn drop(&mut self) {
-        for _ in 0..50 {
-            if std::fs::remove_dir(&self.0).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        eprintln!("warning: could not remove {}", self.0.display());
-    }
-}
-
 #[test]
 fn cgroup_target_follows_processes_born_later_and_nothing_else() {
     rtslice_testkit::root_or_skip!();
     let _lock = rtslice_testkit::KernelLock::acquire();
-    let mount = cgroup_mount().expect("a cgroup hierarchy");
-    let dir = mount.join(format!("rtslice-trace-test-{}", std::process::id()));
-    std::fs::create_dir(&dir).unwrap();
-    let cg = TempCgroup(dir.clone());
-    if mount.join("cpuset.cpus").exists() {
-        // A new v1 cpuset group starts empty: give it the parent's CPUs and memory nodes.
-        for f in ["cpuset.cpus", "cpuset.mems"] {
-            std::fs::write(dir.join(f), std::fs::read_to_string(mount.join(f)).unwrap().trim()).unwrap();
-        }
-    }
+    // A v1 hierarchy the filter supports, else the v2 mount.
+    let cg = TempCgroup::new(&[rtslice_testkit::cgroup_mount(&["cpu", "cpuset"]).expect("a cgroup hierarchy")], "trace-test");
+    let dir = cg.dir().to_path_buf();
     let child = sleeper_loop();
-    std::fs::write(dir.join("cgroup.procs"), child.id().to_string()).unwrap();
+    cg.enter(child.id());
 
     let session =
         TraceSession::start(Target::Cgroup(dir.clone()), Options { mode: Mode::Bpf, hw_counters: false, ..Default::default() })
