@@ -4,10 +4,10 @@ SHELL := /bin/bash
 # System packages: the BPF toolchain, the interference generators and runtimes the loop drives,
 # curl (the node service's API tests drive its unix socket with it), Prometheus (scrapes `rtslice
 # metrics serve` in the metrics test) and libbpf-tools (runqlat, the tracer-overhead benchmark's
-# reference).
+# reference), chromium (the daemon's dashboard test loads the page headless and takes screenshots).
 APT_PACKAGES := clang llvm libelf-dev zlib1g-dev pkg-config make bpftool stress-ng rt-app runc \
                 iperf3 busybox-static socat curl netcat-openbsd iproute2 iputils-ping procps rt-tests \
-                bpftrace util-linux qemu-system-x86 xz-utils prometheus libbpf-tools
+                bpftrace util-linux qemu-system-x86 xz-utils prometheus libbpf-tools chromium
 
 # Find cargo also when `sudo` dropped ~/.cargo/bin from PATH.
 CARGO ?= $(firstword $(shell command -v cargo 2>/dev/null) \

@@ -45,6 +45,8 @@ enum Command {
     List(cmd::list::Args),
     /// One of the daemon's workloads
     Get(cmd::get::Args),
+    /// The daemon's live view in a terminal: CPUs, workloads, latency, misses, throttling, events
+    Top(cmd::top::Args),
     /// Per-thread scheduling latency, switches, CPU, IRQs and counters
     Trace(cmd::trace::Args),
     /// The Prometheus view of the node: serve /metrics for the applied workloads
@@ -94,6 +96,7 @@ fn main() -> ExitCode {
         Command::Resize(a) => cmd::resize::run(a),
         Command::List(a) => cmd::list::run(a),
         Command::Get(a) => cmd::get::run(a),
+        Command::Top(a) => cmd::top::run(a),
         Command::Trace(a) => cmd::trace::run(a),
         Command::Metrics(c) => cmd::metrics::run(c),
         Command::Emulate(a) => cmd::emulate::run(a),

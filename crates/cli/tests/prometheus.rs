@@ -5,27 +5,16 @@
 //! the emulator's own summary (TTIs and deadline misses it reported over the report channel).
 //! Root (CI runs as root); takes the host-wide kernel-test lock.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
+use rtslice_testkit::prom::{free_port, http_get, now_unix, trace_quantile_ns, trace_wakeup_buckets, value_of, wait_for, Proc, Prometheus};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rtslice");
 /// How long `rtslice trace` and the PromQL windows look at the workload.
 const WINDOW_S: u64 = 30;
-
-/// A child process killed when dropped (also when an assertion fails).
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// `rtslice reset` of the test's own state directory when dropped.
 struct Applied(PathBuf);
@@ -41,77 +30,12 @@ impl Drop for Applied {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn percent_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
-        .collect()
-}
-
-/// GET over plain HTTP/1.0 (Prometheus and rtslice on loopback): (status, body).
-fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(30)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw)?;
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    Ok((status, body.to_string()))
-}
-
-/// An instant PromQL query at `time` (unix seconds): the result vector.
-fn promql(port: u16, query: &str, time: f64) -> Vec<Value> {
-    let (status, body) = http_get(port, &format!("/api/v1/query?query={}&time={time:.3}", percent_encode(query))).expect("Prometheus HTTP API");
-    assert_eq!(status, 200, "{query}: {body}");
-    let v: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(v["status"], "success", "{query}: {body}");
-    v["data"]["result"].as_array().cloned().unwrap_or_default()
-}
-
-fn value_of(sample: &Value) -> f64 {
-    sample["value"][1].as_str().and_then(|s| s.parse().ok()).unwrap_or(f64::NAN)
-}
-
-fn now_unix() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64()
-}
-
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !ok() {
-        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// The p-quantile of merged fine buckets ({lo_ns, hi_ns, count}) as `rtslice trace` computes it
-/// (upper bucket edge, rtslice-trace's hist::quantile_ns).
-fn trace_quantile_ns(buckets: &[(u64, u64, u64)], q: f64) -> u64 {
-    let n: u64 = buckets.iter().map(|b| b.2).sum();
-    let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
-    let mut seen = 0;
-    for b in buckets {
-        seen += b.2;
-        if seen >= rank {
-            return b.1 - 1;
-        }
-    }
-    unreachable!()
-}
-
 #[test]
 fn prometheus_scrapes_metrics_that_agree_with_trace_and_the_emulator() {
     if !rtslice_testkit::is_root() {
         eprintln!("skipped: needs root (apply, BPF)");
         return;
     }
-    let prometheus = ["/usr/bin/prometheus", "/usr/local/bin/prometheus"].into_iter().map(Path::new).find(|p| p.exists()).expect(
-        "Prometheus is not installed: `sudo make deps` (or `sudo apt-get install prometheus`) installs Debian's package, which this test runs",
-    );
     let _lock = rtslice_testkit::KernelLock::acquire();
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
@@ -141,7 +65,6 @@ workloads:
     std::fs::write(&spec_path, spec).unwrap();
 
     let metrics_port = free_port();
-    let prom_port = free_port();
     // The metrics server first, so the report socket exists when the emulator starts.
     let server = Proc(
         Command::new(BIN)
@@ -155,25 +78,7 @@ workloads:
     );
     wait_for("rtslice metrics serve", Duration::from_secs(30), || http_get(metrics_port, "/metrics").is_ok_and(|(s, _)| s == 200));
 
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: rtslice\n    static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n"
-        ),
-    )
-    .unwrap();
-    let _prom = Proc(
-        Command::new(prometheus)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("tsdb").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start prometheus"),
-    );
-    wait_for("Prometheus ready", Duration::from_secs(60), || http_get(prom_port, "/-/ready").is_ok_and(|(s, _)| s == 200));
+    let prom = Prometheus::start(dir.path(), &[format!("127.0.0.1:{metrics_port}")]);
 
     let out = Command::new(BIN).args(["apply", "--mechanism", "rt_group", "--state-dir"]).arg(&state).arg(&spec_path).output().unwrap();
     assert!(out.status.success(), "apply: {}", String::from_utf8_lossy(&out.stderr));
@@ -199,24 +104,14 @@ workloads:
     std::thread::sleep(Duration::from_secs(2));
 
     // 1. The query, per series: one finite p99 per thread of the workload that woke up.
-    let per_thread = promql(prom_port, "histogram_quantile(0.99, rate(rtslice_wakeup_latency_seconds_bucket[30s]))", trace_end);
+    let per_thread = prom.query("histogram_quantile(0.99, rate(rtslice_wakeup_latency_seconds_bucket[30s]))", trace_end);
     let vbs: Vec<&Value> = per_thread.iter().filter(|s| s["metric"]["workload"] == "vbs").collect();
     assert!(vbs.iter().filter(|s| value_of(s).is_finite()).count() >= 3, "per-thread p99s: {per_thread:?}");
 
     // 2. The workload's p99 over all its threads: Prometheus vs the trace's fine histogram.
     let q = format!("histogram_quantile(0.99, sum by (le) (rate(rtslice_wakeup_latency_seconds_bucket{{workload=\"vbs\"}}[{WINDOW_S}s])))");
-    let prom_p99_s = value_of(promql(prom_port, &q, trace_end).first().expect("a p99 for the workload"));
-    let mut merged: Vec<(u64, u64, u64)> = Vec::new();
-    // (A thread's wake-up statistics are at the top of its JSON object, `preempt` holds the others.)
-    for t in report["threads"].as_array().unwrap() {
-        for b in t["fine_ns"].as_array().expect("fine_ns in the trace's thread object") {
-            let (lo, hi, n) = (b["lo_ns"].as_u64().unwrap(), b["hi_ns"].as_u64().unwrap(), b["count"].as_u64().unwrap());
-            match merged.binary_search_by_key(&lo, |m| m.0) {
-                Ok(i) => merged[i].2 += n,
-                Err(i) => merged.insert(i, (lo, hi, n)),
-            }
-        }
-    }
+    let prom_p99_s = value_of(prom.query(&q, trace_end).first().expect("a p99 for the workload"));
+    let merged = trace_wakeup_buckets(&report);
     let events: u64 = merged.iter().map(|b| b.2).sum();
     assert!(events >= 10_000, "the trace saw only {events} wake-ups in {WINDOW_S} s");
     let trace_p99_ns = trace_quantile_ns(&merged, 0.99) as f64;
@@ -241,7 +136,7 @@ workloads:
 
     // 3. Wake-up counts over the window agree (same events, counted by two readers of one map).
     let prom_events =
-        value_of(&promql(prom_port, &format!("sum(increase(rtslice_wakeup_latency_seconds_count{{workload=\"vbs\"}}[{WINDOW_S}s]))"), trace_end)[0]);
+        value_of(&prom.query(&format!("sum(increase(rtslice_wakeup_latency_seconds_count{{workload=\"vbs\"}}[{WINDOW_S}s]))"), trace_end)[0]);
     let ratio = prom_events / events as f64;
     eprintln!("wake-ups in the window: Prometheus {prom_events:.0}, rtslice trace {events} (ratio {ratio:.3})");
     // increase() extrapolates the scraped samples to the window's edges; a 1 s scrape interval in
@@ -256,16 +151,16 @@ workloads:
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(&emu_out).unwrap()).unwrap();
     std::thread::sleep(Duration::from_secs(3)); // a scrape after the last report
     let at = now_unix();
-    let ttis = value_of(&promql(prom_port, "rtslice_ttis_total{workload=\"vbs\"}", at)[0]);
-    let misses = value_of(&promql(prom_port, "rtslice_deadline_misses_total{workload=\"vbs\"}", at)[0]);
-    let nacks = value_of(&promql(prom_port, "rtslice_nacks_total{workload=\"vbs\"}", at)[0]);
+    let ttis = value_of(&prom.query("rtslice_ttis_total{workload=\"vbs\"}", at)[0]);
+    let misses = value_of(&prom.query("rtslice_deadline_misses_total{workload=\"vbs\"}", at)[0]);
+    let nacks = value_of(&prom.query("rtslice_nacks_total{workload=\"vbs\"}", at)[0]);
     eprintln!("emulator: {} TTIs, {} misses, {} NACKs; Prometheus: {ttis} TTIs, {misses} misses, {nacks} NACKs", summary["ttis"], summary["deadline_misses"], summary["nacks"]);
     assert_eq!(ttis, summary["ttis"].as_u64().unwrap() as f64);
     assert_eq!(misses, summary["deadline_misses"].as_u64().unwrap() as f64);
     assert_eq!(nacks, summary["nacks"].as_u64().unwrap() as f64);
     let miss_rate_q = format!("rate(rtslice_deadline_misses_total{{workload=\"vbs\"}}[{WINDOW_S}s]) / rate(rtslice_ttis_total{{workload=\"vbs\"}}[{WINDOW_S}s])");
-    let rate = value_of(&promql(prom_port, &miss_rate_q, trace_end)[0]);
-    let tti_rate = value_of(&promql(prom_port, &format!("rate(rtslice_ttis_total{{workload=\"vbs\"}}[{WINDOW_S}s])"), trace_end)[0]);
+    let rate = value_of(&prom.query(&miss_rate_q, trace_end)[0]);
+    let tti_rate = value_of(&prom.query(&format!("rate(rtslice_ttis_total{{workload=\"vbs\"}}[{WINDOW_S}s])"), trace_end)[0]);
     eprintln!("miss rate over the window: {rate:.5} (emulator's whole run: {:.5}); TTIs/s {tti_rate:.1}", misses / ttis.max(1.0));
     assert!(rate.is_finite() && (0.0..=1.0).contains(&rate), "miss rate {rate}");
     // 1 ms TTIs: about 1000 per second, reported once a second.

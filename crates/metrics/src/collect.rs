@@ -82,8 +82,9 @@ impl ThreadTotals {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct SliTotals {
+/// A workload's reported SLI counters (the sum over its senders, exited ones included).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SliTotals {
     pub deadline_misses: Option<u64>,
     pub ttis: Option<u64>,
     pub throughput_bits: Option<u64>,
@@ -105,42 +106,42 @@ impl SliTotals {
 }
 
 #[derive(Clone, Debug, Default)]
-struct Health {
-    collections: u64,
-    collection_errors: u64,
-    last_error: Option<String>,
-    last_collection_s: f64,
-    reports_accepted: u64,
-    reports_invalid: u64,
-    reports_unattributed: u64,
+pub(crate) struct Health {
+    pub collections: u64,
+    pub collection_errors: u64,
+    pub last_error: Option<String>,
+    pub last_collection_s: f64,
+    pub reports_accepted: u64,
+    pub reports_invalid: u64,
+    pub reports_unattributed: u64,
 }
 
-struct ReservationSample {
-    workload: String,
-    mechanism: Mechanism,
-    reservation: Option<Reservation>,
-    cpus: usize,
-    used_s: Option<f64>,
-    throttled: Option<u64>,
-    throttled_s: Option<f64>,
+pub(crate) struct ReservationSample {
+    pub workload: String,
+    pub mechanism: Mechanism,
+    pub reservation: Option<Reservation>,
+    pub cpus: usize,
+    pub used_s: Option<f64>,
+    pub throttled: Option<u64>,
+    pub throttled_s: Option<f64>,
 }
 
-struct CpuSample {
-    cpu: u32,
-    reserved: f64,
-    irqs: u64,
-    softirqs: Vec<(String, u64)>,
+pub(crate) struct CpuSample {
+    pub cpu: u32,
+    pub reserved: f64,
+    pub irqs: u64,
+    pub softirqs: Vec<(String, u64)>,
 }
 
-/// One reading of everything, encoded right after.
-struct Snapshot {
-    threads: BTreeMap<(String, String), ThreadTotals>,
-    reservations: Vec<ReservationSample>,
-    cpus: Vec<CpuSample>,
-    sli: BTreeMap<String, SliTotals>,
-    tracer: Option<TracerHealth>,
-    health: Health,
-    workloads: usize,
+/// One reading of everything, encoded right after (or summarized by [`NodeMetrics::sample`]).
+pub(crate) struct Snapshot {
+    pub threads: BTreeMap<(String, String), ThreadTotals>,
+    pub reservations: Vec<ReservationSample>,
+    pub cpus: Vec<CpuSample>,
+    pub sli: BTreeMap<String, SliTotals>,
+    pub tracer: Option<TracerHealth>,
+    pub health: Health,
+    pub workloads: usize,
 }
 
 struct Inner {
@@ -294,7 +295,7 @@ impl NodeMetrics {
         }
     }
 
-    fn collect(&self) -> Snapshot {
+    pub(crate) fn collect(&self) -> Snapshot {
         let started = Instant::now();
         let mut inner = self.lock();
         let inner = &mut *inner;

@@ -21,11 +21,13 @@ mod collect;
 mod families;
 mod http;
 mod report;
+mod sample;
 
-pub use collect::{NodeMetrics, Options, Workload};
+pub use collect::{NodeMetrics, Options, SliTotals, Workload};
 pub use families::{latency_bounds_ns, LATENCY_BUCKETS_PER_OCTAVE};
 pub use http::{encode, router, serve, CONTENT_TYPE};
 pub use report::{ReportChannel, SliReport, REPORT_SOCKET_ENV};
+pub use sample::{CpuReading, Histogram, NodeSample, WorkloadSample};
 
 use std::path::PathBuf;
 

@@ -21,6 +21,8 @@ pub const BODY_LIMIT: usize = 256 * 1024;
 /// What every handler shares: the one writer behind a lock (requests are serialized).
 pub struct App {
     pub service: Mutex<Option<Service>>,
+    /// Metrics, the report socket and the live views' history (`None`: the daemon observes nothing).
+    pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
 }
 
 type Shared = Arc<App>;
@@ -52,7 +54,12 @@ async fn with_service<T: Send + 'static>(
     tokio::task::spawn_blocking(move || {
         let mut guard = app.service.lock().unwrap_or_else(|p| p.into_inner());
         let svc = guard.as_mut().ok_or_else(|| NodeError::State("the service is shutting down".into()))?;
-        f(svc)
+        let out = f(svc);
+        // The collector follows every change at once (not a second later, with the watcher).
+        if let Some(t) = &app.telemetry {
+            t.sync(svc);
+        }
+        out
     })
     .await
     .map_err(|e| NodeError::State(format!("request handler failed: {e}")))?
@@ -179,7 +186,7 @@ async fn not_found() -> Response {
 
 /// The API's routes. `token`: required as `Authorization: Bearer <token>` on every request (TCP).
 pub fn router(app: Shared, token: Option<Arc<String>>) -> Router {
-    let r = Router::new()
+    let r = crate::dashboard::routes(Router::new())
         .route("/v1/node", get(node))
         .route("/v1/workloads", get(list).post(deploy))
         .route("/v1/workloads/{name}", get(get_one).put(resize).delete(remove))
@@ -187,6 +194,7 @@ pub fn router(app: Shared, token: Option<Arc<String>>) -> Router {
         .route("/v1/events", get(events))
         .route("/v1/openapi.json", get(openapi))
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(app.clone(), crate::dashboard::count_operations))
         .with_state(app);
     match token {
         Some(t) => r.layer(middleware::from_fn_with_state(t, bearer)),
@@ -197,7 +205,12 @@ pub fn router(app: Shared, token: Option<Arc<String>>) -> Router {
 async fn bearer(State(token): State<Arc<String>>, headers: HeaderMap, req: Request, next: Next) -> Response {
     let given = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     // Compared in constant time: the token is the only secret on TCP.
-    let ok = given.is_some_and(|g| g.len() == token.len() && g.bytes().zip(token.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0);
+    let matches = |g: &str| g.len() == token.len() && g.bytes().zip(token.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
+    // A browser (the dashboard) has no header: the cookie, set after `/?token=` matched.
+    let ok = given.is_some_and(matches) || crate::dashboard::cookie_token(&headers).is_some_and(|g| matches(&g));
+    if !ok && crate::dashboard::query_token(&req).is_some_and(|g| matches(&g)) {
+        return crate::dashboard::login(&token);
+    }
     if !ok {
         let mut r = json_response(401, json!({ "error": "a bearer token is required on TCP (Authorization: Bearer <token from --token-file>)", "status": 401 }));
         r.headers_mut().insert(header::WWW_AUTHENTICATE, "Bearer".parse().expect("static header"));

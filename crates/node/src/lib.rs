@@ -6,14 +6,19 @@
 //! - `api`: the `/v1` resources (axum), errors as JSON, body limit, bearer token on TCP.
 //! - `server`: `rtslice daemon` — unix socket (0600) and optional TCP listener, reaping, signals.
 //! - `client`: requests over the unix socket (the CLI).
+//! - `telemetry`: the Prometheus collector following the deployed workloads, the report socket
+//!   they get, the live views' history (`GET /metrics`, `GET /v1/telemetry`).
+//! - `dashboard`: the live dashboard at `/` (one self-contained page) and its access on TCP.
 //! - `openapi`: the OpenAPI document (`GET /v1/openapi.json`, checked in as docs/openapi.json).
 
 mod api;
 mod client;
+mod dashboard;
 mod error;
 mod openapi;
 mod server;
 mod service;
+mod telemetry;
 
 pub use api::{router, App, BODY_LIMIT};
 pub use client::{request, request_blocking, Reply};
@@ -21,3 +26,5 @@ pub use error::{NodeError, Result};
 pub use openapi::document as openapi_document;
 pub use server::{read_token, run, run_until, DaemonOptions, DEFAULT_SOCKET};
 pub use service::{Entry, Event, Outcome, Phase, Resize, Service, ServiceOptions};
+pub use telemetry::{Telemetry, TelemetryOptions};
+pub use dashboard::{PAGE as DASHBOARD_PAGE, TOKEN_COOKIE};

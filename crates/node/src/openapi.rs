@@ -40,6 +40,85 @@ fn responses(success: &[(&str, Value)], errs: &[(&str, &str)]) -> Value {
     Value::Object(m)
 }
 
+/// `GET /v1/telemetry` (the dashboard's and `rtslice top`'s data).
+fn telemetry_path(errs: &[(&str, &str)]) -> Value {
+    json!({ "get": {
+        "summary": "Live measurements of the deployed workloads (the dashboard's and `rtslice top`'s data): one reading of the collector every interval, kept for 10 minutes; for the reading asked for, per workload the wake-up and preemption latency histogram and percentiles (computed as PromQL's histogram_quantile), deadline-miss ratio, TTIs and throughput per second, throttling and budget use over the window before it, cumulative totals, and per-interval series over the minutes before it; per CPU reserved share and IRQ/softirq rates",
+        "parameters": [
+            { "name": "at", "in": "query", "required": false, "schema": { "type": "integer", "minimum": 1 }, "description": "a reading's sequence number (`seq` of an earlier answer); default the latest" },
+            { "name": "window", "in": "query", "required": false, "schema": { "type": "number", "exclusiveMinimum": 0, "default": 10 }, "description": "seconds the rates and percentiles look back" },
+            { "name": "minutes", "in": "query", "required": false, "schema": { "type": "number", "minimum": 0, "default": 5 }, "description": "minutes of per-interval series" }
+        ],
+        "responses": responses(&[("200", ok("the reading", json!({ "$ref": "#/components/schemas/Telemetry" })))], errs)
+    }})
+}
+
+/// `GET /metrics` and the dashboard at `/`.
+fn observe_paths() -> (Value, Value) {
+    let metrics = json!({ "get": {
+        "summary": "Prometheus/OpenMetrics text of every rtslice_* family (docs/metrics.md); also on the plain-HTTP port of `rtslice daemon --metrics-listen`",
+        "responses": {
+            "200": { "description": "OpenMetrics text 1.0", "content": { "application/openmetrics-text": { "schema": { "type": "string" } } } },
+            "401": { "description": "TCP only: missing or wrong bearer token" }
+        }
+    }});
+    let page = json!({ "get": {
+        "summary": "The live dashboard: one self-contained HTML page refreshing itself from /v1/node, /v1/workloads, /v1/telemetry and /v1/events. On TCP, open /?token=TOKEN once: the answer is a redirect to / setting the token in an HttpOnly SameSite=Strict cookie (rtslice_token) that authorizes the page's requests",
+        "parameters": [{ "name": "token", "in": "query", "required": false, "schema": { "type": "string" }, "description": "TCP only: the bearer token, exchanged for the cookie" }],
+        "responses": {
+            "200": { "description": "the page", "content": { "text/html": {} } },
+            "303": { "description": "the token matched: the cookie is set, go to /" },
+            "401": { "description": "TCP only: no or wrong token or cookie" }
+        }
+    }});
+    (metrics, page)
+}
+
+fn latency_schema() -> Value {
+    let opt = json!({ "type": ["number", "null"] });
+    json!({ "type": ["object", "null"], "description": "the window's latencies (null before a second reading)", "properties": {
+        "count": { "type": "integer" }, "mean_s": opt, "p50_s": opt, "p90_s": opt, "p99_s": opt, "p999_s": opt,
+        "buckets": { "type": "array", "items": { "type": "integer" }, "description": "events per bucket of bounds_s (last: +Inf), not cumulative" }
+    }})
+}
+
+fn telemetry_workload_schema() -> Value {
+    let opt = json!({ "type": ["number", "null"] });
+    let series = json!({ "type": "array", "items": { "type": "object", "properties": {
+        "seq": { "type": "integer" }, "time": { "type": "number" }, "wakeup_p99_s": opt,
+        "miss_ratio": opt, "throughput_bps": opt, "throttled_per_s": opt
+    }}});
+    json!({ "type": "object", "properties": {
+        "name": { "type": "string" }, "mechanism": { "type": "string" },
+        "runtime_us": { "type": ["integer", "null"] }, "period_us": { "type": ["integer", "null"] },
+        "cpus": { "type": "array", "items": { "type": "integer" } }, "threads": { "type": "integer" },
+        "totals": { "type": "object", "description": "cumulative counters: wakeups, ttis, deadline_misses, throughput_bits, nacks, throttled, throttled_s, used_s, migrations, voluntary_switches, involuntary_switches (null when not reported)" },
+        "wakeup": { "$ref": "#/components/schemas/Latency" }, "preempt": { "$ref": "#/components/schemas/Latency" },
+        "miss_ratio": opt, "ttis_per_s": opt, "throughput_bps": opt, "throttled_per_s": opt,
+        "budget_used": { "type": ["number", "null"], "description": "CPU used / reserved (runtime/period x CPUs)" },
+        "series": series
+    }})
+}
+
+fn telemetry_schema() -> Value {
+    let opt = json!({ "type": ["number", "null"] });
+    let cpu = json!({ "type": "object", "properties": {
+        "cpu": { "type": "integer" }, "reserved": { "type": "number" }, "irqs_per_s": opt, "softirqs_per_s": opt
+    }});
+    let tracer = json!({ "type": "object", "properties": {
+        "up": { "type": "boolean" }, "error": { "type": ["string", "null"] }, "events": { "type": ["integer", "null"] }, "lost_events": { "type": "integer" }
+    }});
+    json!({ "type": "object", "properties": {
+        "seq": { "type": ["integer", "null"], "description": "the reading's sequence number; null before the first" },
+        "time": { "type": "number", "description": "seconds since the epoch" },
+        "interval_s": { "type": "number" }, "window_s": { "type": ["number", "null"], "description": "the window actually covered" },
+        "samples": { "type": "integer" }, "tracer": tracer,
+        "bounds_s": { "type": "array", "items": { "type": "number" }, "description": "upper bounds of the latency buckets, seconds" },
+        "cpus": { "type": "array", "items": cpu },
+        "workloads": { "type": "array", "items": telemetry_workload_schema() }
+    }})
+}
+
 /// The document.
 pub fn document() -> Value {
     let name = json!([{ "name": "name", "in": "path", "required": true, "schema": { "type": "string" } }]);
@@ -49,6 +128,8 @@ pub fn document() -> Value {
         v.extend_from_slice(common);
         v
     };
+    let telemetry = telemetry_path(&with(&[("400", "bad query"), ("404", "that reading is no longer (or not yet) in the history; or telemetry is off")]));
+    let (metrics, page) = observe_paths();
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -56,7 +137,7 @@ pub fn document() -> Value {
             "version": "v1",
             "description": "One node's real-time CPU reservations: the inventory (O2ims view) and the workloads (O2dms deployments). Served by `rtslice daemon` on a unix socket (root only) and optionally on TCP with a bearer token. See docs/api.md."
         },
-        "security": [{}, { "bearer": [] }],
+        "security": [{}, { "bearer": [] }, { "cookie": [] }],
         "paths": {
             "/v1/node": { "get": {
                 "summary": "Node inventory: CPUs, per-CPU reserved and free bandwidth, mechanism, kernel facts and doctor findings",
@@ -104,13 +185,19 @@ pub fn document() -> Value {
                 "parameters": [{ "name": "since", "in": "query", "required": false, "schema": { "type": "integer", "minimum": 0 }, "description": "only events with a larger sequence number" }],
                 "responses": responses(&[("200", ok("events, oldest first", json!({ "type": "object", "properties": { "events": { "type": "array", "items": { "$ref": "#/components/schemas/Event" } } } })))], &with(&[("400", "bad query")]))
             }},
+            "/v1/telemetry": telemetry,
+            "/metrics": metrics,
+            "/": page,
             "/v1/openapi.json": { "get": {
                 "summary": "This document",
                 "responses": { "200": { "description": "OpenAPI 3.1", "content": { "application/json": {} } } }
             }}
         },
         "components": {
-            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer", "description": "required on TCP (--listen), from --token-file; the unix socket needs none (mode 0600, root)" } },
+            "securitySchemes": {
+                "bearer": { "type": "http", "scheme": "bearer", "description": "required on TCP (--listen), from --token-file; the unix socket needs none (mode 0600, root)" },
+                "cookie": { "type": "apiKey", "in": "cookie", "name": "rtslice_token", "description": "the bearer token as a cookie, set by GET /?token=TOKEN for the dashboard in a browser" }
+            },
             "schemas": {
                 "Error": { "type": "object", "required": ["error", "status"], "properties": {
                     "error": { "type": "string", "description": "what happened and what to do" },
@@ -146,6 +233,8 @@ pub fn document() -> Value {
                     "workloads": { "type": "object" }, "warnings": { "type": "array", "items": { "type": "string" } },
                     "kernel": { "type": "string" }, "preemption": { "type": "string" }, "findings": { "type": "array" }
                 }},
+                "Latency": latency_schema(),
+                "Telemetry": telemetry_schema(),
                 "Event": { "type": "object", "required": ["seq", "time", "kind", "message"], "properties": {
                     "seq": { "type": "integer" }, "time": { "type": "number", "description": "seconds since the epoch" },
                     "kind": { "type": "string" }, "workload": { "type": "string" }, "message": { "type": "string" }

@@ -24,6 +24,9 @@ pub struct DaemonOptions {
     /// Stop every workload and undo the node when the daemon exits (CI, tests); by default the
     /// workloads keep running and the next daemon re-adopts them.
     pub reset_on_exit: bool,
+    /// Metrics on the API (`GET /metrics`), the report socket, the live dashboard's data; `None`:
+    /// none of them.
+    pub telemetry: Option<crate::telemetry::TelemetryOptions>,
 }
 
 /// Reads the bearer token: the file must be private (no group/other permissions) and non-empty.
@@ -88,10 +91,27 @@ pub async fn run_until(opts: DaemonOptions, stop: impl std::future::Future<Outpu
         Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|e| NodeError::State(format!("cannot listen on {addr}: {e}")))?),
         None => None,
     };
-    let so = opts.service.clone();
+    let mut so = opts.service.clone();
+    let telemetry = match &opts.telemetry {
+        Some(t) => {
+            let t = Arc::new(crate::telemetry::Telemetry::start(t, &opts.socket)?);
+            so.launch_env.push((rtslice_metrics::REPORT_SOCKET_ENV.into(), t.report_socket().display().to_string()));
+            Some(t)
+        }
+        None => None,
+    };
+    let metrics_tcp = match opts.telemetry.as_ref().and_then(|t| t.metrics_listen) {
+        Some(addr) => {
+            Some(tokio::net::TcpListener::bind(addr).await.map_err(|e| NodeError::State(format!("cannot serve metrics on {addr}: {e}")))?)
+        }
+        None => None,
+    };
     let service = tokio::task::spawn_blocking(move || Service::open(so)).await.map_err(|e| NodeError::State(e.to_string()))??;
     tracing::info!(socket = %opts.socket.display(), mechanism = %service.mechanism(), "rtslice daemon ready");
-    let app = Arc::new(App { service: Mutex::new(Some(service)) });
+    if let Some(t) = &telemetry {
+        t.sync(&service);
+    }
+    let app = Arc::new(App { service: Mutex::new(Some(service)), telemetry: telemetry.clone() });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let shutdown = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
@@ -99,6 +119,22 @@ pub async fn run_until(opts: DaemonOptions, stop: impl std::future::Future<Outpu
     let unix_srv = tokio::spawn(axum::serve(unix, router(app.clone(), None)).with_graceful_shutdown(shutdown(stop_rx.clone())).into_future());
     let tcp_srv = tcp.map(|l| {
         tokio::spawn(axum::serve(l, router(app.clone(), token.clone())).with_graceful_shutdown(shutdown(stop_rx.clone())).into_future())
+    });
+    let metrics_srv = metrics_tcp.zip(telemetry.clone()).map(|(l, t)| {
+        let app = rtslice_metrics::router(t.registry.clone());
+        tokio::spawn(axum::serve(l, app).with_graceful_shutdown(shutdown(stop_rx.clone())).into_future())
+    });
+    // The live views' history: one reading every interval (reading BPF maps and /proc blocks).
+    let sampler = telemetry.clone().map(|t| {
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(t.sample_every());
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let t = t.clone();
+                let _ = tokio::task::spawn_blocking(move || t.sample_now()).await;
+            }
+        })
     });
     let watcher = {
         let app = app.clone();
@@ -112,6 +148,9 @@ pub async fn run_until(opts: DaemonOptions, stop: impl std::future::Future<Outpu
                     reap_children();
                     if let Some(s) = guard.as_mut() {
                         s.check_exits();
+                        if let Some(t) = &app.telemetry {
+                            t.sync(s);
+                        }
                     }
                 })
                 .await;
@@ -121,8 +160,14 @@ pub async fn run_until(opts: DaemonOptions, stop: impl std::future::Future<Outpu
     stop.await;
     tracing::info!("stopping");
     watcher.abort();
+    if let Some(s) = sampler {
+        s.abort();
+    }
     let _ = stop_tx.send(true);
     let _ = unix_srv.await;
+    if let Some(m) = metrics_srv {
+        let _ = m.await;
+    }
     if let Some(t) = tcp_srv {
         let _ = t.await;
     }

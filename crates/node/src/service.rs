@@ -122,10 +122,14 @@ pub struct ServiceOptions {
     pub node: rtslice_spec::Node,
     pub mechanism: Option<Mechanism>,
     pub grace: Duration,
+    /// Environment every launched command gets (the daemon's `RTSLICE_REPORT_SOCKET`); a variable the
+    /// workload's own `env` sets wins.
+    pub launch_env: Vec<(String, String)>,
 }
 
 pub struct Service {
     host: Node,
+    launch_env: Vec<(String, String)>,
     desired: Desired,
     dir: PathBuf,
     events: VecDeque<Event>,
@@ -161,7 +165,7 @@ impl Service {
         };
         let online = host.base().online.iter().collect();
         let isolcpus = host.facts().boot_isolated.iter().collect();
-        let mut svc = Service { host, desired, dir, events: VecDeque::new(), next_event: 1, facts: NodeFacts { online, isolcpus } };
+        let mut svc = Service { host, launch_env: opts.launch_env.clone(), desired, dir, events: VecDeque::new(), next_event: 1, facts: NodeFacts { online, isolcpus } };
         if opened.created {
             svc.event("started", None, format!("node base applied (mechanism {})", svc.host.base().mechanism));
         }
@@ -257,7 +261,8 @@ impl Service {
         let mut whole = planner.plan();
         whole.workloads.retain(|x| x.name == w.name);
         whole.rejected.clear();
-        let setup = rtslice_host::setup_from_plan(&whole, OciDefaults::default()).map_err(|e| (e.to_string(), None))?;
+        let mut setup = rtslice_host::setup_from_plan(&whole, OciDefaults::default()).map_err(|e| (e.to_string(), None))?;
+        crate::telemetry::add_launch_env(&mut setup, &self.launch_env);
         Ok((plan, setup))
     }
 

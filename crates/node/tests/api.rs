@@ -78,11 +78,13 @@ impl Daemon {
                 node: Default::default(),
                 mechanism: None,
                 grace: Duration::from_secs(2),
+                launch_env: Vec::new(),
             },
             socket: socket.into(),
             listen: listen.as_ref().map(|l| l.0),
             token_file: listen.map(|l| l.1),
             reset_on_exit,
+            telemetry: None,
         };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {

@@ -34,6 +34,17 @@ pub struct Args {
     /// the next daemon re-adopts them)
     #[arg(long)]
     pub reset_on_exit: bool,
+    /// Also serve GET /metrics on this address, plain HTTP without a token (for Prometheus; the API
+    /// listeners serve it too, with their access rules)
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// The socket workloads send their SLI reports to (they get its path in RTSLICE_REPORT_SOCKET);
+    /// default: report.sock next to --socket
+    #[arg(long, value_name = "PATH")]
+    pub report_socket: Option<PathBuf>,
+    /// No continuous BPF tracer (no per-thread latency, switches or CPU time in /metrics and the dashboard)
+    #[arg(long)]
+    pub no_trace: bool,
     /// Print the API's OpenAPI document and exit
     #[arg(long)]
     pub openapi: bool,
@@ -67,11 +78,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             node,
             mechanism: args.mechanism.map(Into::into),
             grace: Duration::from_secs_f64(args.grace),
+            launch_env: Vec::new(),
         },
         socket: args.socket,
         listen: args.listen,
         token_file: args.token_file,
         reset_on_exit: args.reset_on_exit,
+        telemetry: Some(rtslice_node::TelemetryOptions {
+            trace: !args.no_trace,
+            report_socket: args.report_socket,
+            metrics_listen: args.metrics_listen,
+            ..Default::default()
+        }),
     };
     use std::io::IsTerminal;
     // Colours only for a person watching; a journal or log file gets plain text.

@@ -35,6 +35,7 @@ pub mod remove;
 pub mod reset;
 pub mod resize;
 pub mod status;
+pub mod top;
 pub mod trace;
 pub mod tune;
 
