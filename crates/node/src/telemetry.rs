@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -48,6 +49,9 @@ impl Default for TelemetryOptions {
 
 type OpLabels = Vec<(String, String)>;
 
+/// What the daemon observes: the collector and its registry, the report socket, the daemon's
+/// operation counters and the readings' history. Shared by the API handlers, the sampler task and
+/// the watcher (all methods take `&self`).
 pub struct Telemetry {
     pub(crate) metrics: NodeMetrics,
     pub(crate) registry: Arc<Registry>,
@@ -55,7 +59,7 @@ pub struct Telemetry {
     _channel: ReportChannel,
     following: Mutex<Vec<Workload>>,
     history: Mutex<VecDeque<(u64, NodeSample)>>,
-    next_seq: Mutex<u64>,
+    next_seq: AtomicU64,
     keep: usize,
     sample_every: Duration,
     operations: Family<OpLabels, Counter>,
@@ -89,7 +93,7 @@ impl Telemetry {
             _channel: channel,
             following: Mutex::new(Vec::new()),
             history: Mutex::new(VecDeque::new()),
-            next_seq: Mutex::new(1),
+            next_seq: AtomicU64::new(1),
             keep: (opts.history.as_secs_f64() / every.as_secs_f64()).ceil().max(2.0) as usize + 1,
             sample_every: every,
             operations,
@@ -154,11 +158,7 @@ impl Telemetry {
     /// Takes one reading into the history.
     pub fn sample_now(&self) {
         let s = self.metrics.sample();
-        let seq = {
-            let mut n = lock(&self.next_seq);
-            *n += 1;
-            *n - 1
-        };
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         let mut h = lock(&self.history);
         h.push_back((seq, s));
         while h.len() > self.keep {
