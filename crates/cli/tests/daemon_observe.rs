@@ -12,7 +12,8 @@
 //!    token, it shows live data; the numbers in its DOM equal the API's for the reading it shows
 //!    (`GET /v1/telemetry?at=SEQ`) and the node's per-CPU reservations; a screenshot is taken
 //!    (into `RTSLICE_SCREENSHOTS` when set, e.g. docs/screenshots, with the API's answers beside it).
-//! 4. `rtslice top --once` prints the same workloads with their live numbers.
+//! 4. `rtslice top --once` prints the same workloads with their live numbers; the live `rtslice top`
+//!    ends quietly on a closed pipe and on Ctrl-C.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -347,6 +348,39 @@ fn daemon_serves_metrics_prometheus_agrees_and_the_dashboard_shows_the_api_numbe
         assert!(line.contains("running") && line.contains("µs"), "{w}'s line in top: {line}");
     }
     assert!(!top_text.contains('\x1b'), "--once prints no terminal escapes");
+    // The live view ends quietly when its reader goes away (a closed pipe) and on Ctrl-C.
+    for how in ["closed pipe", "SIGINT"] {
+        let mut live = Command::new(BIN)
+            .args(["top", "--interval", "200ms", "--socket"])
+            .arg(&socket)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 64];
+        use std::io::Read;
+        live.stdout.as_mut().unwrap().read_exact(&mut first).expect("top draws a frame");
+        if how == "closed pipe" {
+            drop(live.stdout.take());
+        } else {
+            Command::new("kill").arg("-INT").arg(live.id().to_string()).status().unwrap();
+        }
+        let t0 = Instant::now();
+        let status = loop {
+            if let Some(s) = live.try_wait().unwrap() {
+                break s;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "top still runs 10 s after the {how}");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut err = String::new();
+        live.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        assert!(err.is_empty(), "top said something after the {how}: {err}");
+        // A closed pipe ends it by SIGPIPE's default action (no message), Ctrl-C with exit code 0.
+        use std::os::unix::process::ExitStatusExt;
+        assert!(status.success() || status.signal() == Some(13), "top after the {how}: {status:?}");
+    }
 
     // 5. The SLIs: after the emulators' last reports, Prometheus holds exactly their summaries.
     for w in names {
