@@ -61,6 +61,9 @@ pub struct NodeOptions {
     pub grace: Duration,
     /// Test hook: make the n-th change of the next operation fail.
     pub fault: Fault,
+    /// Test hook: the file holding "this boot's id" compared with the journal's (default: the kernel's
+    /// /proc/sys/kernel/random/boot_id). Tests point it at a file of their own to emulate a reboot.
+    pub boot_id_file: Option<PathBuf>,
 }
 
 impl NodeOptions {
@@ -72,6 +75,15 @@ impl NodeOptions {
             runc: None,
             grace: crate::txn::DEFAULT_GRACE,
             fault: Fault::default(),
+            boot_id_file: None,
+        }
+    }
+
+    /// The id of the boot the node runs in (see `boot_id_file`).
+    fn boot_id(&self) -> String {
+        match &self.boot_id_file {
+            Some(f) => std::fs::read_to_string(f).map(|s| s.trim().to_string()).unwrap_or_default(),
+            None => boot_id(),
         }
     }
 }
@@ -233,7 +245,7 @@ impl Node {
         let mut opened = Opened::default();
         let mut base: Option<NodeBase> = read_json(&base_dir.path.join(BASE_INFO))?;
         if let Some(state) = base_dir.load()? {
-            if state.boot_id != boot_id() {
+            if state.boot_id != opts.boot_id() {
                 // Nothing of what the journal lists survived the reboot: drop every segment.
                 std::fs::remove_dir_all(&dir).map_err(|e| HostError::State {
                     path: dir.clone(),
@@ -951,6 +963,8 @@ fn apply_base(dir: &StateDir, facts: &HostFacts, opts: &NodeOptions) -> Result<N
     std::fs::create_dir_all(&dir.path).map_err(|e| HostError::State { path: dir.path.clone(), reason: e.to_string() })?;
     write_json(&dir.path.join(INTENT), &"base")?;
     let mut state = State::new();
+    // The id `Node::open` compares with after a restart (the kernel's, unless a test injects one).
+    state.boot_id = opts.boot_id();
     dir.save(&state)?;
     let mut txn = Txn::begin(dir, &mut state, Fault::default());
     let root = b.root();

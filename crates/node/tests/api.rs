@@ -78,6 +78,7 @@ impl Daemon {
                 node: Default::default(),
                 mechanism: None,
                 grace: Duration::from_secs(2),
+                boot_id_file: None,
             },
             socket: socket.into(),
             listen: listen.as_ref().map(|l| l.0),

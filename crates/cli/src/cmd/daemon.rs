@@ -67,6 +67,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             node,
             mechanism: args.mechanism.map(Into::into),
             grace: Duration::from_secs_f64(args.grace),
+            // Tests only (docs/api.md): emulate a reboot by changing the boot id the node compares.
+            boot_id_file: std::env::var_os("RTSLICE_BOOT_ID_FILE").map(PathBuf::from),
         },
         socket: args.socket,
         listen: args.listen,
