@@ -671,7 +671,25 @@ impl Service {
     /// Changes a running workload in place to `w` (the same launch): admission against the others,
     /// then the host's resize transaction (rolled back whole on failure).
     fn resize_to(&mut self, name: &str, w: Workload) -> Result<()> {
-        let (plan, setup) = self.admit(&w, &[name]).map_err(|(reason, _)| NodeError::Unfit(reason))?;
+        // In place means on the CPUs it holds when they still fit (a new runtime, other rules); the
+        // planner places it anew only when they do not, or when the demand names other CPUs or
+        // another count.
+        let held = self.entry_mut(name).cpus.clone();
+        let same_count = match &w.demand {
+            Some(Demand::Reservation(r)) => r.cpus.is_none() && r.count.unwrap_or(1) as usize == held.len(),
+            Some(Demand::Dedicated(d)) => d.cpus.is_none() && d.count.is_some_and(|c| c as usize == held.len()),
+            _ => false,
+        };
+        let pinned = same_count.then(|| {
+            let mut p = w.clone();
+            p.demand = p.demand.take().map(|d| pin(d, &held));
+            p
+        });
+        let admitted = match pinned.map(|p| self.admit(&p, &[name])) {
+            Some(Ok(a)) => Ok(a),
+            _ => self.admit(&w, &[name]),
+        };
+        let (plan, setup) = admitted.map_err(|(reason, _)| NodeError::Unfit(reason))?;
         let generation = self.desired.next_generation;
         match self.host.resize(&setup) {
             Ok(_) => {}
