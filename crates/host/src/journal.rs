@@ -107,11 +107,13 @@ pub fn boot_id() -> String {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StateDir {
     pub path: PathBuf,
+    /// Saves skip fsync (see [`StateDir::volatile`]).
+    pub volatile: bool,
 }
 
 impl Default for StateDir {
     fn default() -> Self {
-        StateDir { path: PathBuf::from(DEFAULT_STATE_DIR) }
+        StateDir { path: PathBuf::from(DEFAULT_STATE_DIR), volatile: false }
     }
 }
 
@@ -122,7 +124,15 @@ pub struct StateLock {
 
 impl StateDir {
     pub fn new(path: impl Into<PathBuf>) -> StateDir {
-        StateDir { path: path.into() }
+        StateDir { path: path.into(), volatile: false }
+    }
+
+    /// A journal whose saves are atomic (temp file, rename) but not fsynced: for journals that a
+    /// reboot makes void anyway (the node's workload segments, docs/host.md). A process killed at
+    /// any point loses nothing written before (the page cache survives it); only a kernel crash or a
+    /// power loss can, and after those the node drops every segment because the boot id changed.
+    pub fn volatile(path: impl Into<PathBuf>) -> StateDir {
+        StateDir { path: path.into(), volatile: true }
     }
 
     pub fn file(&self) -> PathBuf {
@@ -196,8 +206,13 @@ impl StateDir {
         let write = || -> std::io::Result<()> {
             let mut f = std::fs::File::create(&tmp)?;
             f.write_all(&json)?;
-            f.sync_all()?;
+            if !self.volatile {
+                f.sync_all()?;
+            }
             std::fs::rename(&tmp, self.file())?;
+            if self.volatile {
+                return Ok(());
+            }
             std::fs::File::open(&self.path)?.sync_all()
         };
         write().map_err(|e| self.state_err(format!("cannot write {}: {e}", self.file().display())))

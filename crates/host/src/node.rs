@@ -61,6 +61,9 @@ pub struct NodeOptions {
     pub grace: Duration,
     /// Test hook: make the n-th change of the next operation fail.
     pub fault: Fault,
+    /// Test hook: the file holding "this boot's id" compared with the journal's (default: the kernel's
+    /// /proc/sys/kernel/random/boot_id). Tests point it at a file of their own to emulate a reboot.
+    pub boot_id_file: Option<PathBuf>,
 }
 
 impl NodeOptions {
@@ -72,6 +75,15 @@ impl NodeOptions {
             runc: None,
             grace: crate::txn::DEFAULT_GRACE,
             fault: Fault::default(),
+            boot_id_file: None,
+        }
+    }
+
+    /// The id of the boot the node runs in (see `boot_id_file`).
+    fn boot_id(&self) -> String {
+        match &self.boot_id_file {
+            Some(f) => std::fs::read_to_string(f).map(|s| s.trim().to_string()).unwrap_or_default(),
+            None => boot_id(),
         }
     }
 }
@@ -143,7 +155,9 @@ pub fn node_active(root: &StateDir) -> bool {
     node_dir(root).join("base").join("state.json").exists()
 }
 
-fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+/// Writes `value` atomically; `durable` also fsyncs it (the base's files; a workload's intent is as
+/// volatile as its segment).
+fn write_json<T: Serialize>(path: &Path, value: &T, durable: bool) -> Result<()> {
     let err = |e: String| HostError::State { path: path.to_path_buf(), reason: e };
     let json = serde_json::to_vec_pretty(value).map_err(|e| err(e.to_string()))?;
     let tmp = path.with_extension("tmp");
@@ -151,9 +165,11 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
         use std::io::Write;
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(&json)?;
-        f.sync_all()?;
+        if durable {
+            f.sync_all()?;
+        }
         std::fs::rename(&tmp, path)?;
-        if let Some(dir) = path.parent() {
+        if let (true, Some(dir)) = (durable, path.parent()) {
             std::fs::File::open(dir)?.sync_all()?;
         }
         Ok(())
@@ -233,7 +249,7 @@ impl Node {
         let mut opened = Opened::default();
         let mut base: Option<NodeBase> = read_json(&base_dir.path.join(BASE_INFO))?;
         if let Some(state) = base_dir.load()? {
-            if state.boot_id != boot_id() {
+            if state.boot_id != opts.boot_id() {
                 // Nothing of what the journal lists survived the reboot: drop every segment.
                 std::fs::remove_dir_all(&dir).map_err(|e| HostError::State {
                     path: dir.clone(),
@@ -293,8 +309,11 @@ impl Node {
         self.opts.fault = fault;
     }
 
+    /// A workload's segment: saved without fsync (`StateDir::volatile`) — its changes do not survive
+    /// a reboot, and after one `open` drops the segments unread (the base, synced, says the boot
+    /// changed). Most of a deploy's time was these fsyncs (two per journaled change).
     fn segment(&self, name: &str) -> StateDir {
-        StateDir::new(node_dir(&self.root).join("workloads").join(name))
+        StateDir::volatile(node_dir(&self.root).join("workloads").join(name))
     }
 
     /// Names of the workloads with a segment, in deploy order.
@@ -353,7 +372,7 @@ impl Node {
         let prepared = self.prepare_one(setup, &[])?;
         let runc = self.runc_for(ws)?;
         std::fs::create_dir_all(&seg.path).map_err(|e| HostError::State { path: seg.path.clone(), reason: e.to_string() })?;
-        write_json(&seg.path.join(INTENT), &Intent::Deploy)?;
+        write_json(&seg.path.join(INTENT), &Intent::Deploy, false)?;
         let _ = std::fs::write(seg.path.join("created"), "");
         let mut state = State::new();
         seg.save(&state)?;
@@ -598,7 +617,7 @@ impl Node {
         if seg.load()?.is_none() {
             return Err(HostError::Invalid(format!("no workload named {name} is deployed")));
         }
-        write_json(&seg.path.join(INTENT), &Intent::Remove)?;
+        write_json(&seg.path.join(INTENT), &Intent::Remove, false)?;
         if let Some(k) = self.opts.fault.fail_change {
             // Test hook: stop after k undone changes, as a crash or a kernel refusal would; the intent
             // stays, so the next remove or `Node::open` finishes the job.
@@ -666,7 +685,7 @@ impl Node {
             )));
         }
         let from = state.changes.len();
-        write_json(&seg.path.join(INTENT), &Intent::Resize { from, before: Box::new(before.clone()) })?;
+        write_json(&seg.path.join(INTENT), &Intent::Resize { from, before: Box::new(before.clone()) }, false)?;
         let mut txn = Txn::begin(&seg, &mut state, self.opts.fault);
         let result = self.resize_steps(&mut txn, setup, &p, &before, &old);
         drop(txn);
@@ -949,8 +968,10 @@ fn apply_base(dir: &StateDir, facts: &HostFacts, opts: &NodeOptions) -> Result<N
     let mut base =
         NodeBase { mechanism, backend: b.clone(), online: facts.online.clone(), partitions, parent_budget_us, warnings: Vec::new() };
     std::fs::create_dir_all(&dir.path).map_err(|e| HostError::State { path: dir.path.clone(), reason: e.to_string() })?;
-    write_json(&dir.path.join(INTENT), &"base")?;
+    write_json(&dir.path.join(INTENT), &"base", true)?;
     let mut state = State::new();
+    // The id `Node::open` compares with after a restart (the kernel's, unless a test injects one).
+    state.boot_id = opts.boot_id();
     dir.save(&state)?;
     let mut txn = Txn::begin(dir, &mut state, Fault::default());
     let root = b.root();
@@ -1042,7 +1063,7 @@ fn apply_base(dir: &StateDir, facts: &HostFacts, opts: &NodeOptions) -> Result<N
         }
         return Err(HostError::StepFailed { step: "apply the node's base".into(), source: Box::new(e), rollback_errors });
     }
-    write_json(&dir.path.join(BASE_INFO), &base)?;
+    write_json(&dir.path.join(BASE_INFO), &base, true)?;
     let _ = std::fs::remove_file(dir.path.join(INTENT));
     Ok(base)
 }

@@ -118,6 +118,42 @@ async fn deploy(State(app): State<Shared>, body: Body) -> Response {
     }
 }
 
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ApplyQuery {
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// `PUT /v1/workloads`: declarative apply of a whole spec (the difference only; `?dryRun=true`
+/// computes it and the admission each change would get, changing nothing).
+async fn apply(
+    State(app): State<Shared>,
+    q: Result<Query<ApplyQuery>, axum::extract::rejection::QueryRejection>,
+    body: Body,
+) -> Response {
+    let dry_run = match q {
+        Ok(Query(q)) => q.dry_run,
+        Err(e) => return NodeError::Invalid(format!("query: {e}")).into_response(),
+    };
+    let spec = match spec_body(body).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let mut warnings = Vec::new();
+    if spec.node != rtslice_spec::Node::default() {
+        warnings.push("the spec's node section is ignored: the daemon's node applies (rtslice daemon --node FILE)");
+    }
+    let result = with_service(app, move |s| if dry_run { s.diff(&spec, true) } else { s.apply(&spec) }).await;
+    match result {
+        Ok(changes) => {
+            let pending = changes.iter().any(|c| c.phase == Some(crate::service::Phase::Pending));
+            json_response(200, json!({ "dryRun": dry_run, "changes": changes, "pending": pending, "warnings": warnings }))
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
 async fn get_one(State(app): State<Shared>, Path(name): Path<String>) -> Response {
     match with_service(app, move |s| s.get(&name)).await {
         Ok(v) => json_response(200, v),
@@ -188,7 +224,7 @@ async fn not_found() -> Response {
 pub fn router(app: Shared, token: Option<Arc<String>>) -> Router {
     let r = crate::dashboard::routes(Router::new())
         .route("/v1/node", get(node))
-        .route("/v1/workloads", get(list).post(deploy))
+        .route("/v1/workloads", get(list).post(deploy).put(apply))
         .route("/v1/workloads/{name}", get(get_one).put(resize).delete(remove))
         .route("/v1/plan", post(plan))
         .route("/v1/events", get(events))

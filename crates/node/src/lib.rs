@@ -25,6 +25,6 @@ pub use client::{request, request_blocking, Reply};
 pub use error::{NodeError, Result};
 pub use openapi::document as openapi_document;
 pub use server::{read_token, run, run_until, DaemonOptions, DEFAULT_SOCKET};
-pub use service::{Entry, Event, Outcome, Phase, Resize, Service, ServiceOptions};
+pub use service::{Action, Change, Entry, Event, ExitStatus, Outcome, Phase, Resize, Service, ServiceOptions};
 pub use telemetry::{Telemetry, TelemetryOptions};
 pub use dashboard::{PAGE as DASHBOARD_PAGE, TOKEN_COOKIE};

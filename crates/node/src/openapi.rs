@@ -155,6 +155,13 @@ pub fn document() -> Value {
                         ("201", ok("every workload runs", json!({ "$ref": "#/components/schemas/Deployed" }))),
                         ("202", ok("some workloads are pending (reason and defragmentation proposal given)", json!({ "$ref": "#/components/schemas/Deployed" })))
                     ], &with(&[("400", "malformed body or spec errors (located, in `errors`)"), ("409", "a workload of that name exists"), ("413", "body larger than 256 KiB")]))
+                },
+                "put": {
+                    "summary": "Declarative apply: the node runs exactly the spec's workloads. Only the difference is deployed, resized in place, replaced (another launch) or removed; unchanged workloads are not touched",
+                    "parameters": [{ "name": "dryRun", "in": "query", "required": false, "schema": { "type": "boolean" }, "description": "compute the difference and the admission each change would get; change nothing" }],
+                    "requestBody": spec_body(),
+                    "responses": responses(&[("200", ok("the difference, and where each workload stands (`pending` true when one does not fit)", json!({ "$ref": "#/components/schemas/Applied" })))],
+                        &with(&[("400", "malformed body, spec errors, or a name given twice"), ("413", "body larger than 256 KiB"), ("422", "a resize does not fit: the changes before it stay, the rest is not done")]))
                 }
             },
             "/v1/workloads/{name}": {
@@ -181,7 +188,7 @@ pub fn document() -> Value {
                     &with(&[("400", "malformed body or spec errors"), ("413", "body larger than 256 KiB")]))
             }},
             "/v1/events": { "get": {
-                "summary": "The event log: admitted, pending, removed, resized, exited, recovered, adopted, failed",
+                "summary": "The event log: admitted, pending, started, exited, restarted, resized, updated, removed, drift, recovered, adopted, failed",
                 "parameters": [{ "name": "since", "in": "query", "required": false, "schema": { "type": "integer", "minimum": 0 }, "description": "only events with a larger sequence number" }],
                 "responses": responses(&[("200", ok("events, oldest first", json!({ "type": "object", "properties": { "events": { "type": "array", "items": { "$ref": "#/components/schemas/Event" } } } })))], &with(&[("400", "bad query")]))
             }},
@@ -204,7 +211,19 @@ pub fn document() -> Value {
                     "status": { "type": "integer" },
                     "errors": { "type": "array", "items": { "type": "string" }, "description": "spec errors, each `file:line:col: field.path: reason`" }
                 }},
-                "Phase": { "type": "string", "enum": ["running", "pending"] },
+                "Phase": { "type": "string", "enum": ["running", "pending", "exited"] },
+                "Change": { "type": "object", "required": ["name", "action"], "properties": {
+                    "name": { "type": "string" },
+                    "action": { "type": "string", "enum": ["deploy", "resize", "replace", "update", "remove", "unchanged"] },
+                    "detail": { "type": "string", "description": "the fields that differ, e.g. `demand, threads`" },
+                    "phase": { "$ref": "#/components/schemas/Phase" }, "cpus": { "type": "array", "items": { "type": "integer" } },
+                    "reason": { "type": "string" }, "defrag": { "type": ["object", "null"] }
+                }},
+                "Applied": { "type": "object", "properties": {
+                    "dryRun": { "type": "boolean" }, "pending": { "type": "boolean" },
+                    "changes": { "type": "array", "items": { "$ref": "#/components/schemas/Change" } },
+                    "warnings": { "type": "array", "items": { "type": "string" } }
+                }},
                 "Outcome": { "type": "object", "required": ["name", "phase", "generation"], "properties": {
                     "name": { "type": "string" }, "phase": { "$ref": "#/components/schemas/Phase" }, "generation": { "type": "integer" },
                     "cpus": { "type": "array", "items": { "type": "integer" } }, "reason": { "type": "string" }, "defrag": { "type": ["object", "null"] }
@@ -218,7 +237,11 @@ pub fn document() -> Value {
                     "cpus": { "type": "string", "description": "kernel CPU list, e.g. 0-1" }, "demand": { "type": ["object", "null"] },
                     "reason": { "type": "string" }, "defrag": { "type": ["object", "null"] },
                     "pids": { "type": "array", "items": { "type": "integer" } }, "drift": { "type": "array", "items": { "type": "object" } },
-                    "threads": { "type": "array", "items": { "type": "object" } }
+                    "threads": { "type": "array", "items": { "type": "object" } },
+                    "restart": { "type": "object", "description": "the restart policy (absent: never)" },
+                    "exit": { "type": "string", "description": "how its launched process ended (exited)" },
+                    "restarts": { "type": "integer", "description": "restarts in a row" },
+                    "restartAt": { "type": "number", "description": "when it is started again (seconds since the epoch)" }
                 }},
                 "Resize": { "type": "object", "required": ["generation"], "additionalProperties": false, "properties": {
                     "generation": { "type": "integer", "description": "the generation the client read; another one gives 409" },

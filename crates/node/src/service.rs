@@ -7,13 +7,13 @@
 //! host node re-adopted and deploys, resizes or removes the difference (also after a reboot, when the
 //! host's journal is gone and everything desired is deployed again).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rtslice_host::{CpuList, Mechanism, Node, NodeOptions, OciDefaults, Setup};
 use rtslice_plan::{Defrag, NodeFacts, Planner, WorkloadPlan};
-use rtslice_spec::{Demand, Spec, Workload};
+use rtslice_spec::{Demand, RestartPolicy, Spec, Workload};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{NodeError, Result};
@@ -32,6 +32,16 @@ pub enum Phase {
     Running,
     /// Not admitted: it does not fit now (the reason says why); retried whenever capacity frees up.
     Pending,
+    /// Its launched process exited; it keeps its reservation (CPUs, cgroups) until it is removed or
+    /// its restart policy starts it again (`restartAt`).
+    Exited,
+}
+
+impl Phase {
+    /// Whether the workload holds its CPUs and bandwidth (deployed on the host).
+    pub fn holds(self) -> bool {
+        self != Phase::Pending
+    }
 }
 
 /// One workload of the desired state.
@@ -53,6 +63,18 @@ pub struct Entry {
     pub reason: Option<String>,
     #[serde(default)]
     pub defrag: Option<Defrag>,
+    /// When its processes were last started (seconds since the epoch).
+    #[serde(default)]
+    pub started_at: Option<f64>,
+    /// How its launched process ended (exited).
+    #[serde(default)]
+    pub exit: Option<String>,
+    /// Restarts in a row (the backoff's exponent); a run longer than the policy's maxBackoff resets it.
+    #[serde(default)]
+    pub restarts: u32,
+    /// When the restart policy starts it again (exited, seconds since the epoch).
+    #[serde(default)]
+    pub restart_at: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -73,7 +95,8 @@ pub struct Event {
     pub seq: u64,
     /// Seconds since the epoch.
     pub time: f64,
-    /// admitted | pending | started | removed | resized | refused | failed | exited | recovered | adopted | drift
+    /// admitted | pending | started | exited | restarted | resized | removed | updated | failed | recovered | adopted |
+    /// drift
     pub kind: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workload: Option<String>,
@@ -125,6 +148,54 @@ pub struct ServiceOptions {
     /// Environment every launched command gets (the daemon's `RTSLICE_REPORT_SOCKET`); a variable the
     /// workload's own `env` sets wins.
     pub launch_env: Vec<(String, String)>,
+    /// Test hook (env `RTSLICE_BOOT_ID_FILE` of `rtslice daemon`): read the boot id from this file
+    /// instead of the kernel's, to emulate a reboot; see [`rtslice_host::NodeOptions::boot_id_file`].
+    pub boot_id_file: Option<PathBuf>,
+}
+
+/// How a launched process ended, as `waitpid` reported it to the daemon (its parent).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    Code(i32),
+    Signal(i32),
+}
+
+/// What `apply` does with one workload of the node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// New: admitted on its own, as `deploy` does.
+    Deploy,
+    /// The same launch, another demand or rules: changed in place (same processes).
+    Resize,
+    /// Another launch (or a demand of another kind): removed, then deployed anew (new processes).
+    Replace,
+    /// Pending, or only its restart policy differs: the desired state changes, the host does not.
+    Update,
+    /// Not in the spec: stopped, its CPUs returned.
+    Remove,
+    /// The same as what runs: not touched.
+    Unchanged,
+}
+
+/// One line of `apply`'s difference, and (after a real apply, or as predicted by a dry run) where
+/// the workload stands.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Change {
+    pub name: String,
+    pub action: Action,
+    /// What differs (the fields), empty for deploy, remove, unchanged.
+    #[serde(skip_serializing_if = "String::is_empty", default)]
+    pub detail: String,
+    /// Running, pending or exited afterwards (none for a removal).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub phase: Option<Phase>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub cpus: Vec<u32>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub defrag: Option<Defrag>,
 }
 
 pub struct Service {
@@ -135,7 +206,16 @@ pub struct Service {
     events: VecDeque<Event>,
     next_event: u64,
     facts: NodeFacts,
+    /// Exit statuses of launched processes this service reaped (pid → status), until their
+    /// workload's exit is handled.
+    exits: HashMap<i32, ExitStatus>,
+    /// The drift last reported per workload (a drift event is logged when it changes).
+    drift_seen: HashMap<String, String>,
+    last_drift_check: Option<Instant>,
 }
+
+/// How often [`Service::check_exits`] compares the running workloads with their journals.
+const DRIFT_CHECK_EVERY: Duration = Duration::from_secs(5);
 
 fn now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
@@ -148,6 +228,7 @@ impl Service {
             mechanism: opts.mechanism,
             cap: opts.node.cap,
             grace: opts.grace,
+            boot_id_file: opts.boot_id_file.clone(),
             ..NodeOptions::with_state_dir(&opts.state_dir)
         };
         let (host, opened) = Node::open(host_opts)?;
@@ -165,7 +246,18 @@ impl Service {
         };
         let online = host.base().online.iter().collect();
         let isolcpus = host.facts().boot_isolated.iter().collect();
-        let mut svc = Service { host, launch_env: opts.launch_env.clone(), desired, dir, events: VecDeque::new(), next_event: 1, facts: NodeFacts { online, isolcpus } };
+        let mut svc = Service {
+            host,
+            launch_env: opts.launch_env.clone(),
+            desired,
+            dir,
+            events: VecDeque::new(),
+            next_event: 1,
+            facts: NodeFacts { online, isolcpus },
+            exits: HashMap::new(),
+            drift_seen: HashMap::new(),
+            last_drift_check: None,
+        };
         if opened.created {
             svc.event("started", None, format!("node base applied (mechanism {})", svc.host.base().mechanism));
         }
@@ -227,14 +319,14 @@ impl Service {
 
     /// The spec the planner sees: the node, the flavors, and every running workload pinned to the
     /// CPUs it holds (re-planning never moves a running workload).
-    fn pinned_spec(&self, except: Option<&str>) -> Spec {
+    fn pinned_spec(&self, except: &[&str]) -> Spec {
         let mut spec = Spec { node: self.desired.node.clone(), flavors: self.desired.flavors.clone(), ..Spec::default() };
         // The kernel's cap bounds the node's.
         let f = self.host.facts();
         let kernel_cap = if self.mechanism() == Mechanism::Deadline { f.rt_ratio - f.dl_server } else { f.rt_ratio };
         spec.node.cap = spec.node.cap.min(kernel_cap).max(0.0);
-        for e in self.desired.workloads.iter().filter(|e| e.phase == Phase::Running) {
-            if Some(e.workload.name.as_str()) == except {
+        for e in self.desired.workloads.iter().filter(|e| e.phase.holds()) {
+            if except.contains(&e.workload.name.as_str()) {
                 continue;
             }
             let mut w = e.workload.clone();
@@ -247,12 +339,12 @@ impl Service {
         spec
     }
 
-    fn planner(&self, except: Option<&str>) -> Planner {
+    fn planner(&self, except: &[&str]) -> Planner {
         Planner::new(&self.pinned_spec(except), &self.facts)
     }
 
     /// Admission of one workload against what runs: its plan, or why not.
-    fn admit(&self, w: &Workload, except: Option<&str>) -> std::result::Result<(WorkloadPlan, Setup), (String, Option<Defrag>)> {
+    fn admit(&self, w: &Workload, except: &[&str]) -> std::result::Result<(WorkloadPlan, Setup), (String, Option<Defrag>)> {
         let mut planner = self.planner(except);
         let plan = match planner.admit(w) {
             Ok(p) => p.clone(),
@@ -269,7 +361,7 @@ impl Service {
     /// The placement a dry run would give each workload of `spec`, one after the other (as a deploy
     /// of the same body would), without changing anything.
     pub fn dry_run(&self, spec: &Spec) -> Vec<serde_json::Value> {
-        let mut planner = self.planner(None);
+        let mut planner = self.planner(&[]);
         let mech = self.mechanism();
         spec.workloads
             .iter()
@@ -306,13 +398,150 @@ impl Service {
         for w in &spec.workloads {
             let generation = self.desired.next_generation;
             self.desired.next_generation += 1;
-            let entry =
-                Entry { workload: w.clone(), phase: Phase::Pending, generation, cpus: Vec::new(), setup: None, reason: None, defrag: None };
-            self.desired.workloads.push(entry);
+            self.desired.workloads.push(Entry::new(w.clone(), generation));
             self.try_run(&w.name)?;
             out.push(self.outcome(&w.name));
         }
         Ok(out)
+    }
+
+    /// The difference between `spec` and the node (see [`Service::apply`]), computed without changing
+    /// anything; with `predict`, each change gets the admission a real apply would give it.
+    pub fn diff(&self, spec: &Spec, predict: bool) -> Result<Vec<Change>> {
+        let mut seen = std::collections::BTreeSet::new();
+        for w in &spec.workloads {
+            if !seen.insert(w.name.as_str()) {
+                return Err(NodeError::Invalid(format!("the spec names workload {} twice", w.name)));
+            }
+        }
+        let change = |name: &str, action: Action, detail: String| Change {
+            name: name.into(),
+            action,
+            detail,
+            phase: None,
+            cpus: Vec::new(),
+            reason: None,
+            defrag: None,
+        };
+        let mut out = Vec::new();
+        for e in &self.desired.workloads {
+            if !spec.workloads.iter().any(|w| w.name == e.workload.name) {
+                out.push(change(&e.workload.name, Action::Remove, String::new()));
+            }
+        }
+        for w in &spec.workloads {
+            let Some(e) = self.desired.workloads.iter().find(|e| e.workload.name == w.name) else {
+                out.push(change(&w.name, Action::Deploy, String::new()));
+                continue;
+            };
+            let old = normalized(&self.desired_spec(), &e.workload);
+            let new = normalized(spec, w);
+            let fields = differing_fields(&old, &new);
+            let action = if fields.is_empty() {
+                Action::Unchanged
+            } else if e.phase == Phase::Pending || fields == ["restart"] {
+                Action::Update
+            } else if e.phase == Phase::Running && old.launch == new.launch && same_kind(&old.demand, &new.demand) {
+                Action::Resize
+            } else {
+                Action::Replace
+            };
+            let mut c = change(&w.name, action, fields.join(", "));
+            if action == Action::Unchanged {
+                c.phase = Some(e.phase);
+                c.cpus = e.cpus.clone();
+                c.reason = e.reason.clone();
+            }
+            out.push(c);
+        }
+        if predict {
+            // As `apply` proceeds: removals and replacements free their CPUs first, resizes are
+            // admitted next, then the deploys in spec order; pending workloads are retried last.
+            let freed: Vec<&str> = out
+                .iter()
+                .filter(|c| matches!(c.action, Action::Remove | Action::Replace | Action::Resize | Action::Update))
+                .map(|c| c.name.as_str())
+                .collect();
+            let mut planner = self.planner(&freed);
+            let order = [Action::Resize, Action::Replace, Action::Deploy, Action::Update];
+            let mut predicted: HashMap<String, (Phase, Vec<u32>, Option<String>, Option<Defrag>)> = HashMap::new();
+            for pass in [&order[..1], &order[1..]] {
+                for w in &spec.workloads {
+                    let Some(c) = out.iter().find(|c| c.name == w.name) else { continue };
+                    if !pass.contains(&c.action) {
+                        continue;
+                    }
+                    let w = normalized(spec, w);
+                    let r = match planner.admit(&w) {
+                        Ok(p) => (Phase::Running, p.cpus.clone(), None, None),
+                        Err(r) => (Phase::Pending, Vec::new(), Some(r.reason.clone()), r.defrag.clone()),
+                    };
+                    predicted.insert(w.name.clone(), r);
+                }
+            }
+            for c in &mut out {
+                if let Some((phase, cpus, reason, defrag)) = predicted.remove(&c.name) {
+                    c.phase = Some(phase);
+                    c.cpus = cpus;
+                    c.reason = reason;
+                    c.defrag = defrag;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Declarative apply: makes the node run exactly `spec`'s workloads. Workloads not in the spec
+    /// are removed, new ones deployed (each admitted on its own: pending when it does not fit),
+    /// changed ones resized in place (same launch) or replaced; the others are not touched at all
+    /// (same processes, cgroup files and thread attributes). A resize that does not fit fails the
+    /// apply at that workload (the changes before it stay; each one is its own transaction).
+    pub fn apply(&mut self, spec: &Spec) -> Result<Vec<Change>> {
+        let mut changes = self.diff(spec, false)?;
+        let by_name: HashMap<&str, &Workload> = spec.workloads.iter().map(|w| (w.name.as_str(), w)).collect();
+        // Removals first: their CPUs and bandwidth go to what follows.
+        for c in changes.iter().filter(|c| matches!(c.action, Action::Remove | Action::Replace)) {
+            self.remove_one(&c.name)?;
+        }
+        for c in changes.iter().filter(|c| c.action == Action::Resize) {
+            let w = normalized(spec, by_name[c.name.as_str()]);
+            self.resize_to(&c.name, w)?;
+        }
+        for c in changes.iter().filter(|c| c.action == Action::Update) {
+            let w = normalized(spec, by_name[c.name.as_str()]);
+            let generation = self.desired.next_generation;
+            self.desired.next_generation += 1;
+            let e = self.entry_mut(&c.name);
+            e.workload = w;
+            e.generation = generation;
+            self.save()?;
+            self.event("updated", Some(&c.name), format!("{} changed in the desired state", c.detail));
+        }
+        for w in &spec.workloads {
+            let Some(c) = changes.iter().find(|c| c.name == w.name) else { continue };
+            if !matches!(c.action, Action::Deploy | Action::Replace) {
+                continue;
+            }
+            let generation = self.desired.next_generation;
+            self.desired.next_generation += 1;
+            self.desired.workloads.push(Entry::new(normalized(spec, w), generation));
+            self.try_run(&w.name)?;
+        }
+        self.retry_pending()?;
+        for c in &mut changes {
+            if let Some(e) = self.desired.workloads.iter().find(|e| e.workload.name == c.name) {
+                c.phase = Some(e.phase);
+                c.cpus = e.cpus.clone();
+                c.reason = e.reason.clone();
+                c.defrag = e.defrag.clone();
+            }
+        }
+        Ok(changes)
+    }
+
+    /// The node's desired state as a spec (its node section and flavors), to resolve flavors.
+    fn desired_spec(&self) -> Spec {
+        Spec { node: self.desired.node.clone(), flavors: self.desired.flavors.clone(), ..Spec::default() }
     }
 
     fn outcome(&self, name: &str) -> Outcome {
@@ -334,7 +563,7 @@ impl Service {
     /// Admits and deploys one pending entry; leaves it pending with the reason when it does not fit.
     fn try_run(&mut self, name: &str) -> Result<()> {
         let w = self.entry_mut(name).workload.clone();
-        match self.admit(&w, Some(name)) {
+        match self.admit(&w, &[name]) {
             Err((reason, defrag)) => self.set_pending(name, reason, defrag),
             Ok((plan, setup)) => {
                 // Desired first: a crash during the host's deploy re-deploys it on restart.
@@ -345,16 +574,16 @@ impl Service {
                     e.setup = Some(setup.clone());
                     e.reason = None;
                     e.defrag = None;
+                    e.exit = None;
+                    e.restart_at = None;
+                    e.started_at = Some(now());
                 }
                 self.save()?;
                 match self.host.deploy(&setup) {
                     Ok(rec) => {
                         let pids: Vec<String> = rec.pids.iter().map(|p| p.pid.to_string()).collect();
-                        self.event(
-                            "admitted",
-                            Some(name),
-                            format!("on CPUs [{}], {}; pids [{}]", CpuList::from_cpus(plan.cpus.iter().copied()), describe(&plan), pids.join(", ")),
-                        );
+                        self.event("admitted", Some(name), format!("on CPUs [{}], {}", CpuList::from_cpus(plan.cpus.iter().copied()), describe(&plan)));
+                        self.event("started", Some(name), format!("pids [{}]", pids.join(", ")));
                         Ok(())
                     }
                     Err(rtslice_host::HostError::Rejected(reason)) => self.set_pending(name, reason, None),
@@ -375,6 +604,8 @@ impl Service {
             e.phase = Phase::Pending;
             e.cpus.clear();
             e.setup = None;
+            e.started_at = None;
+            e.restart_at = None;
             e.reason = Some(reason.clone());
             e.defrag = defrag;
             if !changed {
@@ -397,10 +628,16 @@ impl Service {
 
     /// Removes a workload (running or pending); its capacity goes to pending workloads that fit now.
     pub fn remove(&mut self, name: &str) -> Result<serde_json::Value> {
+        let removed = self.remove_one(name)?;
+        self.retry_pending()?;
+        Ok(serde_json::json!({ "name": name, "removed": removed }))
+    }
+
+    fn remove_one(&mut self, name: &str) -> Result<Option<rtslice_host::Removed>> {
         let Some(i) = self.desired.workloads.iter().position(|e| e.workload.name == name) else {
             return Err(NodeError::NotFound(format!("no workload named {name}")));
         };
-        let running = self.desired.workloads[i].phase == Phase::Running;
+        let running = self.desired.workloads[i].phase.holds();
         let removed = if running { Some(self.host.remove(name)?) } else { None };
         self.desired.workloads.remove(i);
         self.save()?;
@@ -408,8 +645,8 @@ impl Service {
             Some(r) => format!("stopped ({} terminated, {} killed), {} changes undone", r.terminated, r.killed, r.undone),
             None => "was pending".into(),
         });
-        self.retry_pending()?;
-        Ok(serde_json::json!({ "name": name, "removed": removed }))
+        self.drift_seen.remove(name);
+        Ok(removed)
     }
 
     /// Resizes a running workload in place, through admission against the others.
@@ -424,14 +661,41 @@ impl Service {
             )));
         }
         if e.phase != Phase::Running {
-            return Err(NodeError::Conflict(format!("workload {name} is pending, not running: remove it and deploy it anew")));
+            return Err(NodeError::Conflict(format!("workload {name} is {}, not running: remove it and deploy it anew", phase_word(e.phase))));
         }
-        let spec = self.pinned_spec(None);
+        let spec = self.pinned_spec(&[]);
         let mut w = e.workload.clone();
         let demand = spec.effective_demand(&w).ok_or_else(|| NodeError::Invalid(format!("workload {name} has no demand")))?;
         w.demand = Some(resized(demand, req)?);
         w.flavor = None;
-        let (plan, setup) = self.admit(&w, Some(name)).map_err(|(reason, _)| NodeError::Unfit(reason))?;
+        w.hints = Default::default();
+        self.resize_to(name, w)?;
+        self.retry_pending()?;
+        Ok(self.outcome(name))
+    }
+
+    /// Changes a running workload in place to `w` (the same launch): admission against the others,
+    /// then the host's resize transaction (rolled back whole on failure).
+    fn resize_to(&mut self, name: &str, w: Workload) -> Result<()> {
+        // In place means on the CPUs it holds when they still fit (a new runtime, other rules); the
+        // planner places it anew only when they do not, or when the demand names other CPUs or
+        // another count.
+        let held = self.entry_mut(name).cpus.clone();
+        let same_count = match &w.demand {
+            Some(Demand::Reservation(r)) => r.cpus.is_none() && r.count.unwrap_or(1) as usize == held.len(),
+            Some(Demand::Dedicated(d)) => d.cpus.is_none() && d.count.is_some_and(|c| c as usize == held.len()),
+            _ => false,
+        };
+        let pinned = same_count.then(|| {
+            let mut p = w.clone();
+            p.demand = p.demand.take().map(|d| pin(d, &held));
+            p
+        });
+        let admitted = match pinned.map(|p| self.admit(&p, &[name])) {
+            Some(Ok(a)) => Ok(a),
+            _ => self.admit(&w, &[name]),
+        };
+        let (plan, setup) = admitted.map_err(|(reason, _)| NodeError::Unfit(reason))?;
         let generation = self.desired.next_generation;
         match self.host.resize(&setup) {
             Ok(_) => {}
@@ -448,8 +712,7 @@ impl Service {
         }
         self.save()?;
         self.event("resized", Some(name), format!("now on CPUs [{}], {}", CpuList::from_cpus(plan.cpus.iter().copied()), describe(&plan)));
-        self.retry_pending()?;
-        Ok(self.outcome(name))
+        Ok(())
     }
 
     /// Brings the host to the desired state: deploys what should run and does not, removes what runs
@@ -457,7 +720,7 @@ impl Service {
     fn reconcile(&mut self) -> Result<()> {
         let deployed = self.host.names();
         for n in &deployed {
-            if !self.desired.workloads.iter().any(|e| &e.workload.name == n && e.phase == Phase::Running) {
+            if !self.desired.workloads.iter().any(|e| &e.workload.name == n && e.phase.holds()) {
                 self.host.remove(n)?;
                 self.event("recovered", Some(n), "deployed but not desired: removed".into());
             }
@@ -466,7 +729,7 @@ impl Service {
             .desired
             .workloads
             .iter()
-            .filter(|e| e.phase == Phase::Running)
+            .filter(|e| e.phase.holds())
             .map(|e| (e.workload.name.clone(), e.setup.clone()))
             .collect();
         for (n, setup) in running {
@@ -492,14 +755,122 @@ impl Service {
         self.retry_pending()
     }
 
-    /// Watches the running workloads: launched processes that exited are reported once.
+    /// The daemon's watcher, every second: a workload whose launched process exited is logged
+    /// (`exited`) and, as its restart policy says, started again after its backoff (`restarted`);
+    /// every few seconds the running workloads are compared with their journals (`drift` when that
+    /// changes).
     pub fn check_exits(&mut self) {
+        let t = now();
+        let names: Vec<(String, Phase)> = self.desired.workloads.iter().map(|e| (e.workload.name.clone(), e.phase)).collect();
+        for (n, phase) in names {
+            let result = match phase {
+                Phase::Running => self.notice_exit(&n, t),
+                Phase::Exited => self.restart_if_due(&n, t),
+                Phase::Pending => Ok(()),
+            };
+            if let Err(e) = result {
+                self.event("failed", Some(&n), format!("supervising it: {e}"));
+            }
+        }
+        if self.last_drift_check.is_none_or(|at| at.elapsed() >= DRIFT_CHECK_EVERY) {
+            self.last_drift_check = Some(Instant::now());
+            self.check_drift();
+        }
+    }
+
+    fn notice_exit(&mut self, name: &str, t: f64) -> Result<()> {
+        let Some(rec) = self.host.record(name)? else { return Ok(()) };
+        let launched = !matches!(rec.setup.workloads.first().map(|w| &w.launch), None | Some(rtslice_host::Launch::None) | Some(rtslice_host::Launch::Attach { .. }));
+        let procs: Vec<_> = rec.workloads.iter().flat_map(|w| w.pids.iter().copied()).collect();
+        for p in &procs {
+            reap(p.pid, &mut self.exits);
+        }
+        if !launched || procs.is_empty() || procs.iter().any(|p| p.alive()) {
+            return Ok(());
+        }
+        // Every launched process is gone: the workload exited. Its status is known when the daemon
+        // was its parent (reaped); after a daemon restart it is not, and counts as a failure.
+        let statuses: Vec<Option<ExitStatus>> = procs.iter().map(|p| self.exits.remove(&p.pid)).collect();
+        let success = statuses.iter().all(|s| *s == Some(ExitStatus::Code(0)));
+        let how = procs
+            .iter()
+            .zip(&statuses)
+            .map(|(p, s)| match s {
+                Some(ExitStatus::Code(c)) => format!("pid {} exited with status {c}", p.pid),
+                Some(ExitStatus::Signal(sig)) => format!("pid {} was killed by signal {sig}", p.pid),
+                None => format!("pid {} exited (status unknown: not reaped by this daemon)", p.pid),
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let e = self.entry_mut(name);
+        let policy = e.workload.restart;
+        let ran = e.started_at.map_or(0.0, |s| t - s);
+        if ran > policy.max_backoff.as_secs_f64() {
+            e.restarts = 0;
+        }
+        let restart = match policy.policy {
+            RestartPolicy::Never => false,
+            RestartPolicy::OnFailure => !success,
+            RestartPolicy::Always => true,
+        };
+        e.phase = Phase::Exited;
+        e.exit = Some(how.clone());
+        let message = if restart {
+            e.restarts += 1;
+            let delay = policy.delay(e.restarts);
+            e.restart_at = Some(t + delay.as_secs_f64());
+            format!("{how}; restart {} in {:.1} s (policy {:?})", e.restarts, delay.as_secs_f64(), policy.policy)
+        } else {
+            e.restart_at = None;
+            format!("{how}; not restarted (policy {:?}); it keeps its CPUs until removed", policy.policy)
+        };
+        self.save()?;
+        self.event("exited", Some(name), message);
+        Ok(())
+    }
+
+    /// Starts an exited workload again when its backoff is over: its segment is removed (leftover
+    /// processes stopped, cgroups undone) and deployed anew with the same setup, on the same CPUs.
+    fn restart_if_due(&mut self, name: &str, t: f64) -> Result<()> {
+        let e = self.entry_mut(name);
+        let (Some(at), Some(setup)) = (e.restart_at, e.setup.clone()) else { return Ok(()) };
+        if at > t {
+            return Ok(());
+        }
+        let n = e.restarts;
+        if self.host.record(name)?.is_some() {
+            self.host.remove(name)?;
+        }
+        match self.host.deploy(&setup) {
+            Ok(rec) => {
+                let e = self.entry_mut(name);
+                e.phase = Phase::Running;
+                e.restart_at = None;
+                e.started_at = Some(now());
+                self.save()?;
+                let pids: Vec<String> = rec.pids.iter().map(|p| p.pid.to_string()).collect();
+                self.event("restarted", Some(name), format!("restart {n}: pids [{}]", pids.join(", ")));
+                Ok(())
+            }
+            Err(err) => {
+                self.set_pending(name, format!("its restart failed: {err}"), None)?;
+                self.event("failed", Some(name), format!("restart {n}: {err}"));
+                self.retry_pending()
+            }
+        }
+    }
+
+    fn check_drift(&mut self) {
         let names: Vec<String> = self.desired.workloads.iter().filter(|e| e.phase == Phase::Running).map(|e| e.workload.name.clone()).collect();
+        self.drift_seen.retain(|n, _| names.contains(n));
         for n in names {
-            let Ok(Some(rec)) = self.host.record(&n) else { continue };
-            let dead: Vec<i32> = rec.workloads.iter().flat_map(|w| w.pids.iter()).filter(|p| !p.alive()).map(|p| p.pid).collect();
-            if !dead.is_empty() && !self.events.iter().any(|e| e.kind == "exited" && e.workload.as_deref() == Some(n.as_str())) {
-                self.event("exited", Some(&n), format!("launched process(es) {dead:?} exited"));
+            let Ok(st) = self.host.status(&n) else { continue };
+            let now_drift: Vec<String> = st.drift.iter().map(|d| format!("{}: expected {}, found {}", d.what, d.expected, d.actual)).collect();
+            let key = now_drift.join("; ");
+            if self.drift_seen.get(&n).map_or(!key.is_empty(), |k| *k != key) {
+                self.drift_seen.insert(n.clone(), key.clone());
+                let message = if key.is_empty() { "no drift any more".to_string() } else { format!("drift detected: {key}") };
+                self.event("drift", Some(&n), message);
             }
         }
     }
@@ -532,7 +903,19 @@ impl Service {
             v["reason"] = r.clone().into();
             v["defrag"] = serde_json::to_value(&e.defrag).unwrap_or_default();
         }
-        if e.phase == Phase::Running {
+        if let Some(x) = &e.exit {
+            v["exit"] = x.clone().into();
+        }
+        if e.restarts > 0 {
+            v["restarts"] = e.restarts.into();
+        }
+        if let Some(at) = e.restart_at {
+            v["restartAt"] = at.into();
+        }
+        if !e.workload.restart.is_default() {
+            v["restart"] = serde_json::to_value(e.workload.restart).unwrap_or_default();
+        }
+        if e.phase.holds() {
             if let Ok(st) = self.host.status(&e.workload.name) {
                 let w = st.workloads.first();
                 v["pids"] = serde_json::to_value(w.map(|w| w.pids.clone()).unwrap_or_default()).unwrap_or_default();
@@ -549,7 +932,7 @@ impl Service {
 
     /// `GET /v1/node`: the O2ims-style inventory.
     pub fn inventory(&self) -> serde_json::Value {
-        let plan = self.planner(None).plan();
+        let plan = self.planner(&[]).plan();
         let report = rtslice_host::doctor();
         let base = self.host.base();
         serde_json::json!({
@@ -562,7 +945,8 @@ impl Service {
             "partitions": base.partitions,
             "perCpu": plan.node.per_cpu,
             "workloads": { "running": self.desired.workloads.iter().filter(|e| e.phase == Phase::Running).count(),
-                           "pending": self.desired.workloads.iter().filter(|e| e.phase == Phase::Pending).count() },
+                           "pending": self.desired.workloads.iter().filter(|e| e.phase == Phase::Pending).count(),
+                           "exited": self.desired.workloads.iter().filter(|e| e.phase == Phase::Exited).count() },
             "warnings": base.warnings,
             "kernel": report.kernel,
             "preemption": report.preemption,
@@ -577,6 +961,88 @@ impl Service {
         let _ = std::fs::remove_file(self.dir.join(DESIRED));
         Ok(())
     }
+}
+
+impl Entry {
+    fn new(workload: Workload, generation: u64) -> Entry {
+        Entry {
+            workload,
+            phase: Phase::Pending,
+            generation,
+            cpus: Vec::new(),
+            setup: None,
+            reason: None,
+            defrag: None,
+            started_at: None,
+            exit: None,
+            restarts: 0,
+            restart_at: None,
+        }
+    }
+}
+
+/// Reaps `pid` if it is an exited child of this process (a workload this process launched: its exit
+/// status is known then; after a daemon restart it is not, the new daemon is not its parent). Only
+/// that pid: waiting for any child would take other children's statuses from their owners.
+fn reap(pid: i32, exits: &mut HashMap<i32, ExitStatus>) {
+    let Some(p) = rustix::process::Pid::from_raw(pid) else { return };
+    if let Ok(Some((_, st))) = rustix::process::waitpid(Some(p), rustix::process::WaitOptions::NOHANG) {
+        let status = match (st.exit_status(), st.terminating_signal()) {
+            (Some(c), _) => ExitStatus::Code(c),
+            (None, Some(s)) => ExitStatus::Signal(s),
+            (None, None) => return,
+        };
+        exits.insert(pid, status);
+    }
+}
+
+fn phase_word(p: Phase) -> &'static str {
+    match p {
+        Phase::Running => "running",
+        Phase::Pending => "pending",
+        Phase::Exited => "exited",
+    }
+}
+
+/// A workload as the node keeps it: its flavor resolved into its demand and memory, so comparing
+/// two versions compares what they ask for, whatever flavors the specs define.
+fn normalized(spec: &Spec, w: &Workload) -> Workload {
+    let mut n = w.clone();
+    if n.flavor.is_some() {
+        n.demand = spec.effective_demand(w);
+        n.memory = spec.effective_memory(w);
+        n.flavor = None;
+        n.hints = Default::default();
+    }
+    n
+}
+
+/// The fields in which two versions of a workload differ.
+fn differing_fields(a: &Workload, b: &Workload) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    let mut check = |name: &'static str, same: bool| {
+        if !same {
+            v.push(name);
+        }
+    };
+    check("launch", a.launch == b.launch);
+    check("demand", a.demand == b.demand);
+    check("memory", a.memory == b.memory);
+    check("isolation", a.isolation == b.isolation);
+    check("threads", a.threads == b.threads);
+    check("irqs", a.irqs == b.irqs);
+    check("net", a.net == b.net);
+    check("restart", a.restart == b.restart);
+    v
+}
+
+/// Whether a demand can change into the other in place (a reservation stays one, dedicated CPUs stay
+/// dedicated: the host's resize keeps a group's kind).
+fn same_kind(a: &Option<Demand>, b: &Option<Demand>) -> bool {
+    matches!(
+        (a, b),
+        (Some(Demand::Reservation(_)), Some(Demand::Reservation(_))) | (Some(Demand::Dedicated(_)), Some(Demand::Dedicated(_)))
+    )
 }
 
 fn read_desired(dir: &std::path::Path) -> Result<Option<Desired>> {

@@ -79,6 +79,7 @@ impl Daemon {
                 mechanism: None,
                 grace: Duration::from_secs(2),
                 launch_env: Vec::new(),
+                boot_id_file: None,
             },
             socket: socket.into(),
             listen: listen.as_ref().map(|l| l.0),

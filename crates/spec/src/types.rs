@@ -229,6 +229,70 @@ pub struct Workload {
     /// RPS/XPS masks of (virtual) NICs serving this workload.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub net: Vec<NetRule>,
+    /// What the node service (`rtslice daemon`) does when the launched process exits.
+    #[serde(default, skip_serializing_if = "Restart::is_default")]
+    pub restart: Restart,
+}
+
+/// When the node service starts an exited workload again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum RestartPolicy {
+    /// An exited workload stays exited (it keeps its reservation until removed).
+    #[default]
+    Never,
+    /// Only when it exited with a non-zero status or a signal (or an unknown status: it exited while
+    /// no daemon was its parent).
+    OnFailure,
+    /// Whatever its exit status.
+    Always,
+}
+
+/// The restart policy and its exponential backoff: the n-th restart in a row waits
+/// `min(backoff × 2^(n-1), maxBackoff)`; a run longer than `maxBackoff` starts the count anew.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Restart {
+    pub policy: RestartPolicy,
+    #[serde(default = "default_backoff", with = "serde_duration")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::DurationText"))]
+    pub backoff: Duration,
+    #[serde(default = "default_max_backoff", with = "serde_duration")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::DurationText"))]
+    pub max_backoff: Duration,
+}
+
+/// The first restart's delay when the spec gives none.
+pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest delay between restarts when the spec gives none.
+pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+fn default_backoff() -> Duration {
+    DEFAULT_BACKOFF
+}
+
+fn default_max_backoff() -> Duration {
+    DEFAULT_MAX_BACKOFF
+}
+
+impl Default for Restart {
+    fn default() -> Restart {
+        Restart { policy: RestartPolicy::Never, backoff: DEFAULT_BACKOFF, max_backoff: DEFAULT_MAX_BACKOFF }
+    }
+}
+
+impl Restart {
+    pub fn is_default(&self) -> bool {
+        self == &Restart::default()
+    }
+
+    /// The delay before the `n`-th restart in a row (n ≥ 1).
+    pub fn delay(&self, n: u32) -> Duration {
+        let factor = 1u32.checked_shl(n.saturating_sub(1)).unwrap_or(u32::MAX);
+        self.backoff.checked_mul(factor).unwrap_or(self.max_backoff).min(self.max_backoff)
+    }
 }
 
 /// How a workload is started or found.

@@ -135,3 +135,37 @@ fn binary_bytes_are_not_utf8_text() {
     assert_eq!(e.to_string(), "bin.yaml:2:3: not UTF-8 text: byte 25 (0xc0) is not valid UTF-8; is this a binary file? save it as UTF-8 YAML");
     assert_eq!(utf8_text("node: ünïcode\n".as_bytes(), "u.yaml").unwrap(), "node: ünïcode\n");
 }
+
+#[test]
+fn the_restart_policy_is_a_word_or_a_mapping_with_its_backoff() {
+    let spec = |restart: &str| {
+        format!("apiVersion: rtslice/v1\nworkloads:\n  - name: du\n    launch: {{ command: [sleep, \"1\"] }}\n    restart: {restart}\n")
+    };
+    let w = |restart: &str| rtslice_spec::parse(&spec(restart), "t.yaml").unwrap().workloads.remove(0).restart;
+    assert_eq!(w("on-failure").policy, rtslice_spec::RestartPolicy::OnFailure);
+    assert_eq!(w("on-failure").backoff, rtslice_spec::DEFAULT_BACKOFF);
+    let r = w("{ policy: always, backoff: 200ms, maxBackoff: 2s }");
+    assert_eq!((r.policy, r.backoff, r.max_backoff), (rtslice_spec::RestartPolicy::Always, Duration::from_millis(200), Duration::from_secs(2)));
+    // 200 ms, 400 ms, 800 ms, 1.6 s, then capped at 2 s.
+    let delays: Vec<u128> = (1..=6).map(|n| r.delay(n).as_millis()).collect();
+    assert_eq!(delays, [200, 400, 800, 1600, 2000, 2000]);
+    assert_eq!(r.delay(200), Duration::from_secs(2), "no overflow after many restarts");
+    // Every error is located at the value it is about.
+    assert_eq!(errors(&spec("on-failur")), ["t.yaml:5:14: workloads[0].restart: unknown value `on-failur`; did you mean `on-failure`?"]);
+    let e = errors(&spec("{ policy: always, backoff: 0s }"));
+    assert!(e.len() == 1 && e[0].contains("workloads[0].restart.backoff: must be more than 0"), "{e:?}");
+    let e = errors(&spec("{ policy: always, backoff: 10s, maxBackoff: 1s }"));
+    assert!(e.len() == 1 && e[0].contains("workloads[0].restart.maxBackoff:") && e[0].contains("shorter"), "{e:?}");
+    let e = errors(&spec("{ backoff: 1s }"));
+    assert!(e.len() == 1 && e[0].contains("workloads[0].restart.policy: missing"), "{e:?}");
+    let e = errors(&spec("{ policy: always, tries: 3 }"));
+    assert!(e.len() == 1 && e[0].contains("tries"), "{e:?}");
+    // Only a launched workload can be started again.
+    let attach = "apiVersion: rtslice/v1\nworkloads:\n  - name: du\n    launch: { pid: 1 }\n    restart: always\n";
+    let e = errors(attach);
+    assert!(e.len() == 1 && e[0].contains("workloads[0].restart: only a workload rtslice launches"), "{e:?}");
+    // Round trip through serde (desired.json, the API) keeps it.
+    let parsed = rtslice_spec::parse(&spec("{ policy: on-failure, backoff: 2s }"), "t.yaml").unwrap();
+    let back = rtslice_spec::parse(&rtslice_spec::to_yaml(&parsed), "t.yaml").unwrap();
+    assert_eq!(parsed.workloads[0].restart, back.workloads[0].restart);
+}

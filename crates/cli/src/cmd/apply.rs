@@ -1,6 +1,14 @@
-//! `rtslice apply SPEC`: plan the spec for this host, then make it real (transactionally). Exit codes:
-//! 0 applied, 1 rejected (by the planner or by the host's admission), 2 invalid spec, 3 the host
-//! failed a step (everything rolled back).
+//! `rtslice apply SPEC`: make the spec real. Exit codes: 0 applied, 1 rejected (by the planner or by
+//! the host's admission; declaratively: a workload is pending), 2 invalid spec, 3 the host failed a
+//! step (that step rolled back).
+//!
+//! Two modes (docs/api.md "apply"):
+//! - declarative, when the node service owns the host — a daemon answers on `--socket` /
+//!   `RTSLICE_SOCKET` / the default socket, or (no daemon) the state directory holds a node, or
+//!   `--declarative`: only the difference between the spec and what runs is deployed, resized,
+//!   replaced or removed; `--dry-run` prints it. Without a daemon the same code runs in-process.
+//! - one-shot otherwise (a fresh host, or one applied one-shot before): the whole spec as one
+//!   transaction, refused while anything is applied (`rtslice reset` first).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,6 +44,18 @@ pub struct Args {
     pub seccomp: bool,
     #[command(flatten)]
     pub json: super::Json,
+    /// Print the difference between the spec and what runs (and whether each change would fit);
+    /// change nothing (declarative mode)
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The node service's socket; when given (or RTSLICE_SOCKET is set) apply goes through that
+    /// daemon. Without it a daemon answering on the default socket is used, if any
+    #[arg(long, env = "RTSLICE_SOCKET")]
+    pub socket: Option<PathBuf>,
+    /// With no daemon running: apply declaratively in-process (the node service's code) even when
+    /// the state directory holds no node yet
+    #[arg(long)]
+    pub declarative: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -48,6 +68,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_INVALID));
         }
     };
+    let socket = match &args.socket {
+        Some(s) => Some(s.clone()),
+        None => {
+            let default = PathBuf::from(rtslice_node::DEFAULT_SOCKET);
+            std::os::unix::net::UnixStream::connect(&default).is_ok().then_some(default)
+        }
+    };
+    if let Some(socket) = socket {
+        return through_daemon(&args, &socket, text);
+    }
+    let state = StateDir::new(&args.state_dir);
+    if args.declarative || rtslice_host::node_active(&state) {
+        return in_process(&args, &spec);
+    }
+    if args.dry_run {
+        return one_shot_dry_run(&spec, &name);
+    }
     let facts = super::plan::host_facts(None, None)?;
     // The plan `rtslice plan` prints on this host: its kernel limits and mechanism (plan == apply).
     let plan = match rtslice_host::HostFacts::detect() {
@@ -101,4 +138,116 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(EXIT_FAILURE))
         }
     }
+}
+
+/// Options of the one-shot apply the node service does not take (it warns instead of ignoring them).
+fn one_shot_only(args: &Args) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    for (given, flag) in [
+        (args.no_agent, "--no-agent"),
+        (args.fair_server_off, "--fair-server-off"),
+        (args.hrtick, "--hrtick"),
+        (args.netns, "--netns"),
+        (args.seccomp, "--seccomp"),
+    ] {
+        if given {
+            v.push(flag);
+        }
+    }
+    v
+}
+
+fn through_daemon(args: &Args, socket: &std::path::Path, text: String) -> anyhow::Result<ExitCode> {
+    for flag in one_shot_only(args) {
+        super::warning(format_args!("{flag} applies to a one-shot apply only; the daemon ignores it"));
+    }
+    if args.mechanism.is_some() {
+        super::warning("--mechanism is the daemon's (rtslice daemon --mechanism); ignored here");
+    }
+    let path = if args.dry_run { "/v1/workloads?dryRun=true" } else { "/v1/workloads" };
+    let reply = super::node_api::call(socket, "PUT", path, Some(("application/yaml", text.into_bytes())))?;
+    if reply.status != 200 {
+        return Ok(super::node_api::failed(&reply));
+    }
+    for w in reply.body["warnings"].as_array().into_iter().flatten() {
+        super::warning(w.as_str().unwrap_or_default());
+    }
+    print_changes(args, &reply.body)
+}
+
+fn in_process(args: &Args, spec: &rtslice_spec::Spec) -> anyhow::Result<ExitCode> {
+    for flag in one_shot_only(args) {
+        super::warning(format_args!("{flag} applies to a one-shot apply only; the node service ignores it"));
+    }
+    let opts = rtslice_node::ServiceOptions {
+        state_dir: args.state_dir.clone(),
+        // Used when the node starts now; a node that exists keeps the node section it started with.
+        node: spec.node.clone(),
+        mechanism: args.mechanism.map(Mechanism::from),
+        grace: std::time::Duration::from_secs(5),
+        launch_env: Vec::new(),
+        boot_id_file: None,
+    };
+    let result = rtslice_node::Service::open(opts).and_then(|mut svc| if args.dry_run { svc.diff(spec, true) } else { svc.apply(spec) });
+    match result {
+        Ok(changes) => {
+            let pending = changes.iter().any(|c| c.phase == Some(rtslice_node::Phase::Pending));
+            let body = serde_json::json!({ "dryRun": args.dry_run, "changes": changes, "pending": pending });
+            print_changes(args, &body)
+        }
+        Err(e) => Ok(super::node_api::failed(&rtslice_node::Reply { status: e.status(), body: serde_json::json!({ "error": e.to_string() }) })),
+    }
+}
+
+/// Prints apply's difference (`changes`, as the API returns it); exit 1 when a workload is pending.
+fn print_changes(args: &Args, body: &serde_json::Value) -> anyhow::Result<ExitCode> {
+    if args.json.json {
+        println!("{}", serde_json::to_string_pretty(body)?);
+    } else {
+        let dry = body["dryRun"].as_bool().unwrap_or(false);
+        if dry {
+            println!("dry run: nothing changed; apply would do:");
+        }
+        for c in body["changes"].as_array().into_iter().flatten() {
+            let name = c["name"].as_str().unwrap_or("?");
+            let action = c["action"].as_str().unwrap_or("?");
+            let detail = c["detail"].as_str().map(|d| format!(" ({d})")).unwrap_or_default();
+            let cpus: Vec<String> = c["cpus"].as_array().map(|a| a.iter().map(|x| x.to_string()).collect()).unwrap_or_default();
+            let state = match c["phase"].as_str() {
+                Some("running") => format!("running on CPUs [{}]", cpus.join(",")),
+                Some("pending") => format!("pending: {}", c["reason"].as_str().unwrap_or("?")),
+                Some(p) => p.to_string(),
+                None => String::new(),
+            };
+            println!("  {action:<9} {name}{detail}{}", if state.is_empty() { String::new() } else { format!(": {state}") });
+            for m in c["defrag"]["moves"].as_array().into_iter().flatten() {
+                println!(
+                    "            proposal: move {}'s share ({:.0}%) from CPU {} to CPU {}",
+                    m["workload"].as_str().unwrap_or("?"),
+                    m["bandwidth"].as_f64().unwrap_or(0.0) * 100.0,
+                    m["from_cpu"],
+                    m["to_cpu"]
+                );
+            }
+        }
+    }
+    Ok(if body["pending"].as_bool().unwrap_or(false) { ExitCode::from(EXIT_REJECTED) } else { ExitCode::SUCCESS })
+}
+
+/// `--dry-run` on a host the node service does not own: every workload would be deployed; the
+/// planner says where (what `rtslice plan` prints), nothing is touched.
+fn one_shot_dry_run(spec: &rtslice_spec::Spec, name: &str) -> anyhow::Result<ExitCode> {
+    let facts = super::plan::host_facts(None, None)?;
+    let plan = rtslice_plan::plan(spec, &facts);
+    println!("dry run: nothing runs under the node service here; apply {name} would do:");
+    for w in &plan.workloads {
+        println!("  deploy    {}: running on CPUs [{}]", w.name, w.cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(","));
+    }
+    for r in &plan.rejected {
+        println!("  deploy    {}: rejected: {}", r.name, r.reason);
+    }
+    if !plan.rejected.is_empty() {
+        println!("a one-shot apply takes all or nothing: it would apply none of them (the node service admits each on its own: `rtslice apply --declarative`, or run `rtslice daemon`)");
+    }
+    Ok(if plan.rejected.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_REJECTED) })
 }

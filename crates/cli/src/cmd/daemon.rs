@@ -79,6 +79,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             mechanism: args.mechanism.map(Into::into),
             grace: Duration::from_secs_f64(args.grace),
             launch_env: Vec::new(),
+            // Tests only (docs/api.md): emulate a reboot by changing the boot id the node compares.
+            boot_id_file: std::env::var_os("RTSLICE_BOOT_ID_FILE").map(PathBuf::from),
         },
         socket: args.socket,
         listen: args.listen,

@@ -16,6 +16,31 @@ pub struct Socket {
     pub socket: PathBuf,
 }
 
+/// What `get`, `remove` and `resize` share: the workload, the daemon's socket, `--json`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Target {
+    /// The workload's name
+    pub name: String,
+    #[command(flatten)]
+    pub socket: Socket,
+    #[command(flatten)]
+    pub json: super::Json,
+}
+
+impl Target {
+    /// The workload's resource, `/v1/workloads/{name}`; `Err` (the message printed, exit code 2)
+    /// when the name could not be one (names are `[A-Za-z0-9_.-]`).
+    pub fn resource(&self) -> Result<String, ExitCode> {
+        match segment(&self.name) {
+            Some(n) => Ok(format!("/v1/workloads/{n}")),
+            None => {
+                error(format_args!("{:?} is not a workload name", self.name));
+                Err(ExitCode::from(EXIT_INVALID))
+            }
+        }
+    }
+}
+
 /// One request to the daemon.
 pub fn call(socket: &Path, method: &str, path: &str, body: Option<(&str, Vec<u8>)>) -> anyhow::Result<Reply> {
     Ok(rtslice_node::request_blocking(socket, method, path, body)?)
@@ -39,7 +64,7 @@ pub fn failed(reply: &Reply) -> ExitCode {
 }
 
 /// A workload name as a path segment (names are `[A-Za-z0-9_.-]`; anything else is refused here).
-pub fn segment(name: &str) -> Option<&str> {
+fn segment(name: &str) -> Option<&str> {
     (!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))).then_some(name)
 }
 

@@ -2,28 +2,28 @@
 
 use std::process::ExitCode;
 
-use super::invalid;
-use super::node_api::{call, failed, segment, Socket};
+use super::node_api::{call, failed, Target};
 
 #[derive(clap::Args)]
 pub struct Args {
-    pub name: String,
     #[command(flatten)]
-    pub socket: Socket,
-    #[command(flatten)]
-    pub json: super::Json,
+    pub target: Target,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let Some(name) = segment(&args.name) else { return invalid(format_args!("{:?} is not a workload name", args.name)) };
-    let reply = call(&args.socket.socket, "DELETE", &format!("/v1/workloads/{name}"), None)?;
+    let Args { target } = args;
+    let path = match target.resource() {
+        Ok(p) => p,
+        Err(code) => return Ok(code),
+    };
+    let reply = call(&target.socket.socket, "DELETE", &path, None)?;
     if reply.status != 200 {
         return Ok(failed(&reply));
     }
-    if args.json.json {
+    if target.json.json {
         println!("{}", serde_json::to_string_pretty(&reply.body)?);
     } else {
-        println!("{name}: removed");
+        println!("{}: removed", target.name);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -4,11 +4,12 @@
 use std::process::ExitCode;
 
 use super::invalid;
-use super::node_api::{call, failed, print_outcome, segment, Socket};
+use super::node_api::{call, failed, print_outcome, Target};
 
 #[derive(clap::Args)]
 pub struct Args {
-    pub name: String,
+    #[command(flatten)]
+    pub target: Target,
     /// New runtime per period (e.g. 300us)
     #[arg(long)]
     pub runtime: Option<String>,
@@ -21,20 +22,19 @@ pub struct Args {
     /// Exactly these CPUs (e.g. 2-3)
     #[arg(long)]
     pub cpus: Option<String>,
-    #[command(flatten)]
-    pub socket: Socket,
-    #[command(flatten)]
-    pub json: super::Json,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let Some(name) = segment(&args.name) else { return invalid(format_args!("{:?} is not a workload name", args.name)) };
+    let path = match args.target.resource() {
+        Ok(p) => p,
+        Err(code) => return Ok(code),
+    };
+    let socket = &args.target.socket.socket;
     if args.runtime.is_none() && args.period.is_none() && args.count.is_none() && args.cpus.is_none() {
         return invalid("nothing to resize: give --runtime, --period, --count or --cpus");
     }
-    let path = format!("/v1/workloads/{name}");
     // The generation read now: if someone changes the workload before the PUT, the daemon answers 409.
-    let cur = call(&args.socket.socket, "GET", &path, None)?;
+    let cur = call(socket, "GET", &path, None)?;
     if cur.status != 200 {
         return Ok(failed(&cur));
     }
@@ -47,11 +47,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(n) = args.count {
         body["count"] = n.into();
     }
-    let reply = call(&args.socket.socket, "PUT", &path, Some(("application/json", serde_json::to_vec(&body)?)))?;
+    let reply = call(socket, "PUT", &path, Some(("application/json", serde_json::to_vec(&body)?)))?;
     if reply.status != 200 {
         return Ok(failed(&reply));
     }
-    if args.json.json {
+    if args.target.json.json {
         println!("{}", serde_json::to_string_pretty(&reply.body)?);
     } else {
         print_outcome(&reply.body);

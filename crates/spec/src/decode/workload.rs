@@ -10,7 +10,7 @@ use super::{check_runtime, effective_period, Known};
 use crate::types::*;
 
 const WORKLOAD_FIELDS: &[&str] =
-    &["name", "launch", "flavor", "hints", "demand", "memory", "isolation", "threads", "irqs", "net"];
+    &["name", "launch", "flavor", "hints", "demand", "memory", "isolation", "threads", "irqs", "net", "restart"];
 
 pub(super) fn workload(
     cx: &mut Reader,
@@ -162,7 +162,63 @@ pub(super) fn workload(
             cx.err(v, &p, format!("must be a list of interface rules, found {}", v.kind()));
         }
     }
+    if let Some(v) = f.get("restart") {
+        let p = join(path, "restart");
+        if let Some(r) = restart(cx, v, &p) {
+            let launched = matches!(w.launch, Some(Launch::Command { .. }) | Some(Launch::Oci { .. }));
+            if r.policy != RestartPolicy::Never && !launched {
+                cx.err(v, &p, "only a workload rtslice launches (`launch: command` or `oci`) can be restarted; use `never`");
+            }
+            w.restart = r;
+        }
+    }
     (cx.error_count() == before).then_some(w)
+}
+
+const RESTART_POLICIES: &[&str] = &["never", "on-failure", "always"];
+
+fn restart_policy(cx: &mut Reader, n: &yaml::Node, path: &str) -> Option<RestartPolicy> {
+    Some(match cx.one_of(n, path, RESTART_POLICIES)?.as_str() {
+        "never" => RestartPolicy::Never,
+        "on-failure" => RestartPolicy::OnFailure,
+        _ => RestartPolicy::Always,
+    })
+}
+
+/// `restart: on-failure`, or `restart: { policy: on-failure, backoff: 1s, maxBackoff: 5m }`.
+fn restart(cx: &mut Reader, n: &yaml::Node, path: &str) -> Option<Restart> {
+    if !matches!(n.val, Val::Map(_)) {
+        return restart_policy(cx, n, path).map(|policy| Restart { policy, ..Restart::default() });
+    }
+    let f = cx.fields(n, path, &["policy", "backoff", "maxBackoff"])?;
+    let policy = match f.get("policy") {
+        Some(v) => restart_policy(cx, v, &join(path, "policy")),
+        None => {
+            cx.err(n, &join(path, "policy"), "missing; use never, on-failure or always");
+            None
+        }
+    };
+    let mut r = Restart::default();
+    if let Some(v) = f.get("backoff") {
+        let p = join(path, "backoff");
+        match cx.duration(v, &p) {
+            Some(d) if d.is_zero() => cx.err(v, &p, "must be more than 0 (a crashing workload would be restarted in a busy loop)"),
+            Some(d) => r.backoff = d,
+            None => {}
+        }
+    }
+    if let Some(v) = f.get("maxBackoff") {
+        if let Some(d) = cx.duration(v, &join(path, "maxBackoff")) {
+            r.max_backoff = d;
+        }
+    }
+    if r.max_backoff < r.backoff {
+        let at = f.get("maxBackoff").or(f.get("backoff")).unwrap_or(n);
+        cx.err(at, &join(path, "maxBackoff"), format!("{:?} is shorter than the backoff {:?}", r.max_backoff, r.backoff));
+        return None;
+    }
+    r.policy = policy?;
+    Some(r)
 }
 
 pub(super) fn slot_field(cx: &mut Reader, n: &yaml::Node, path: &str, count: Option<u32>) -> Option<Slots> {

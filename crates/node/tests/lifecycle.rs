@@ -1,0 +1,446 @@
+//! The node service's lifecycle on the real kernel (root, KernelLock): declarative apply (only the
+//! difference is touched: the other workloads keep their PIDs, cgroup files and thread attributes),
+//! study B's example through apply, restart policies with backoff and the event log, and the
+//! desired state re-created after a reboot (emulated: the boot id the node compares is injected).
+
+#[path = "../../host/tests/common/mod.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rtslice_node::{Action, Phase, Service, ServiceOptions};
+use rtslice_testkit::{root_or_skip, KernelLock};
+
+fn usable() -> bool {
+    if rtslice_host::doctor::online_cpus().len() < 2 {
+        eprintln!("SKIPPED: needs 2 CPUs");
+        return false;
+    }
+    if !rtslice_host::doctor().mechanisms.contains(&rtslice_host::Mechanism::RtGroup) {
+        eprintln!("SKIPPED: the test's capacities assume RT groups (cgroup v1 with RT_GROUP_SCHED)");
+        return false;
+    }
+    true
+}
+
+fn marker() -> String {
+    format!("{}", 600_000 + std::process::id())
+}
+
+fn name(n: &str) -> String {
+    format!("lc{}-{n}", std::process::id())
+}
+
+/// One workload: `sleep <marker>` (or `argv`) under a reservation of `runtime_ms` every second, its
+/// thread SCHED_FIFO 10; `extra` is appended to its YAML (restart policies).
+fn workload(n: &str, runtime_ms: u64, argv: Option<&str>, extra: &str) -> String {
+    let command = argv.map(str::to_string).unwrap_or_else(|| format!("[sleep, \"{}\"]", marker()));
+    format!(
+        "  - name: {}\n    launch: {{ command: {command} }}\n    demand: {{ reservation: {{ runtime: {runtime_ms}ms, period: 1s, count: 1 }} }}\n    threads:\n      - {{ match: \"^(sleep|sh)$\", policy: fifo, priority: 10 }}\n{extra}",
+        name(n),
+    )
+}
+
+fn spec_of(ws: &[String]) -> rtslice_spec::Spec {
+    let text = format!("apiVersion: rtslice/v1\nworkloads:\n{}", ws.concat());
+    rtslice_spec::parse(&text, "test.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+fn options(state: &Path) -> ServiceOptions {
+    ServiceOptions {
+        state_dir: state.into(),
+        node: Default::default(),
+        mechanism: None,
+        grace: Duration::from_secs(2),
+        launch_env: Vec::new(),
+        boot_id_file: None,
+    }
+}
+
+/// Resets the node even when the test panics (opened anew: the test's service is dropped first).
+struct ResetOnDrop(PathBuf);
+
+impl Drop for ResetOnDrop {
+    fn drop(&mut self) {
+        if !self.0.join("node").exists() {
+            return;
+        }
+        // A test that injected a boot id wrote it into the base's journal: open with the same one.
+        let boot_id = Some(self.0.join("boot_id")).filter(|f| f.exists());
+        match rtslice_host::Node::open(rtslice_host::NodeOptions { boot_id_file: boot_id, ..rtslice_host::NodeOptions::with_state_dir(&self.0) }) {
+            Ok((node, _)) => {
+                if let Err(e) = node.reset() {
+                    eprintln!("cleanup: {e}");
+                }
+            }
+            Err(e) => eprintln!("cleanup: cannot open the node: {e}"),
+        }
+    }
+}
+
+/// Everything another workload could notice of one: its PIDs, the files of its cgroups (values that
+/// count time or pressure excluded), and every thread's policy, priority and affinity.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    pids: Vec<i32>,
+    files: BTreeMap<String, String>,
+    threads: BTreeMap<i32, String>,
+}
+
+fn seen(svc: &Service, n: &str) -> Seen {
+    let rec = svc.host().record(&name(n)).unwrap().unwrap_or_else(|| panic!("{n} is deployed"));
+    let pids: Vec<i32> = rec.workloads.iter().flat_map(|w| w.pids.iter().map(|p| p.pid)).collect();
+    let mut files = BTreeMap::new();
+    for w in &rec.workloads {
+        for dir in [&w.group.cpuset, &w.group.cpu] {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                let f = e.file_name().to_string_lossy().into_owned();
+                if ["stat", "usage", "pressure"].iter().any(|x| f.contains(x)) {
+                    continue;
+                }
+                if let Ok(v) = std::fs::read_to_string(e.path()) {
+                    files.insert(e.path().display().to_string(), v);
+                }
+            }
+        }
+    }
+    let mut threads = BTreeMap::new();
+    for pid in &pids {
+        for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+            let tid: i32 = t.file_name().to_string_lossy().parse().unwrap();
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap();
+            let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+            // After the command: state is field 3; rt_priority 40 and policy 41 (1-based, proc(5)).
+            let (prio, policy) = (fields[40 - 3], fields[41 - 3]);
+            let status = std::fs::read_to_string(t.path().join("status")).unwrap();
+            let allowed = status.lines().find(|l| l.starts_with("Cpus_allowed_list:")).unwrap_or_default().to_string();
+            threads.insert(tid, format!("policy {policy} priority {prio} {allowed}"));
+        }
+    }
+    Seen { pids, files, threads }
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z"))
+}
+
+fn action_of(changes: &[rtslice_node::Change], n: &str) -> Action {
+    changes.iter().find(|c| c.name == name(n)).unwrap_or_else(|| panic!("no change for {n}: {changes:?}")).action
+}
+
+fn phase_of(svc: &Service, n: &str) -> String {
+    svc.get(&name(n)).unwrap()["phase"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn apply_touches_only_the_difference() {
+    root_or_skip!();
+    if !usable() {
+        return;
+    }
+    let _lock = KernelLock::acquire();
+    let before = common::snapshot();
+    let state = tempfile::tempdir().unwrap();
+    let _cleanup = ResetOnDrop(state.path().into());
+    let mut svc = Service::open(options(state.path())).unwrap();
+
+    // Three workloads of 25% (RT groups account 75% of the node's 95%).
+    let first = spec_of(&[workload("a", 250, None, ""), workload("b", 250, None, ""), workload("c", 250, None, "")]);
+    let changes = svc.apply(&first).unwrap();
+    for n in ["a", "b", "c"] {
+        assert_eq!(action_of(&changes, n), Action::Deploy);
+        assert_eq!(phase_of(&svc, n), "running");
+    }
+    let a0 = seen(&svc, "a");
+    assert!(a0.threads.values().all(|t| t.starts_with("policy 1 priority 10")), "the rule ran: {a0:?}");
+
+    // The same spec again: nothing to do, nothing touched.
+    let events = svc.events(0).len();
+    let changes = svc.apply(&first).unwrap();
+    assert!(changes.iter().all(|c| c.action == Action::Unchanged), "{changes:?}");
+    assert_eq!(svc.events(0).len(), events, "an unchanged apply logs nothing");
+    assert_eq!(seen(&svc, "a"), a0);
+
+    // b shrinks to 15%, c goes, d (30%) comes: a dry run says so and changes nothing.
+    let second = spec_of(&[workload("a", 250, None, ""), workload("b", 150, None, ""), workload("d", 300, None, "")]);
+    let (b0, c0) = (seen(&svc, "b"), seen(&svc, "c"));
+    let dry = svc.diff(&second, true).unwrap();
+    assert_eq!(
+        ["a", "b", "c", "d"].map(|n| action_of(&dry, n)),
+        [Action::Unchanged, Action::Resize, Action::Remove, Action::Deploy],
+        "{dry:?}"
+    );
+    let d = dry.iter().find(|c| c.name == name("d")).unwrap();
+    assert_eq!(d.phase, Some(Phase::Running), "d fits once c is gone and b shrank: {d:?}");
+    assert_eq!(dry.iter().find(|c| c.name == name("b")).unwrap().detail, "demand");
+    assert_eq!((seen(&svc, "a"), seen(&svc, "b"), seen(&svc, "c")), (a0, b0, c0), "a dry run touches nothing");
+    let (a0, b0, c0) = (seen(&svc, "a"), seen(&svc, "b"), seen(&svc, "c"));
+
+    let changes = svc.apply(&second).unwrap();
+    assert_eq!(["a", "b", "c", "d"].map(|n| action_of(&changes, n)), [Action::Unchanged, Action::Resize, Action::Remove, Action::Deploy]);
+    assert_eq!(seen(&svc, "a"), a0, "a is not touched");
+    let b1 = seen(&svc, "b");
+    assert_eq!((&b1.pids, &b1.threads), (&b0.pids, &b0.threads), "b resized in place: same processes, same rules");
+    assert_ne!(b1.files, b0.files, "b's budget changed");
+    let rt = |n: &str| std::fs::read_to_string(format!("/sys/fs/cgroup/cpu/rtslice/{}/cpu.rt_runtime_us", name(n))).unwrap();
+    assert_eq!(rt("b").trim(), "150000");
+    assert!(c0.pids.iter().all(|p| !alive(*p)), "c stopped");
+    assert!(!Path::new(&format!("/sys/fs/cgroup/cpu/rtslice/{}", name("c"))).exists(), "c's cgroup is gone");
+    assert_eq!(phase_of(&svc, "d"), "running");
+    assert!(svc.get(&name("c")).is_err());
+
+    // a's command changes: replaced (new process); a restart policy alone only updates d's entry.
+    let (b1, d1) = (seen(&svc, "b"), seen(&svc, "d"));
+    let third = spec_of(&[
+        workload("a", 250, Some(&format!("[sleep, \"{}1\"]", marker())), ""),
+        workload("b", 150, None, ""),
+        workload("d", 300, None, "    restart: always\n"),
+    ]);
+    let changes = svc.apply(&third).unwrap();
+    assert_eq!(["a", "b", "d"].map(|n| action_of(&changes, n)), [Action::Replace, Action::Unchanged, Action::Update]);
+    assert_eq!(changes.iter().find(|c| c.name == name("a")).unwrap().detail, "launch");
+    let a1 = seen(&svc, "a");
+    assert_ne!(a1.pids, a0.pids);
+    assert!(a0.pids.iter().all(|p| !alive(*p)), "the old a stopped");
+    assert_eq!((seen(&svc, "b"), seen(&svc, "d")), (b1, d1), "b and d are not touched");
+    assert_eq!(svc.get(&name("d")).unwrap()["restart"]["policy"], "always");
+    let kinds: Vec<String> = svc.events(0).iter().map(|e| e.kind.clone()).collect();
+    for k in ["admitted", "started", "resized", "removed", "updated"] {
+        assert!(kinds.iter().any(|x| x == k), "{k} logged: {kinds:?}");
+    }
+
+    // An empty spec removes everything; the host is as before.
+    let changes = svc.apply(&spec_of(&[])).unwrap();
+    assert!(changes.iter().all(|c| c.action == Action::Remove), "{changes:?}");
+    svc.reset().unwrap();
+    common::assert_same(&before, &common::snapshot());
+}
+
+#[test]
+fn study_b_through_apply_three_run_and_container4_waits_for_the_proposed_move() {
+    root_or_skip!();
+    if rtslice_host::doctor::online_cpus().len() < 4 {
+        eprintln!("SKIPPED: study B's example needs CPUs 0-3 online (runs in the kernel matrix's 4-CPU guests)");
+        return;
+    }
+    let _lock = KernelLock::acquire();
+    let state = tempfile::tempdir().unwrap();
+    let _cleanup = ResetOnDrop(state.path().into());
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/study-b-worst-fit.yaml");
+    let spec = rtslice_spec::parse(&std::fs::read_to_string(&path).unwrap(), "study-b-worst-fit.yaml").unwrap();
+    // The example's node (CPUs 0-3, cap 95%, worst fit), without a mechanism: admission is the
+    // planner's per-CPU accounting, which is what the study's example is about.
+    let opts = ServiceOptions { node: spec.node.clone(), mechanism: Some(rtslice_host::Mechanism::None), ..options(state.path()) };
+    let mut svc = Service::open(opts).unwrap();
+    let dry = svc.diff(&spec, true).unwrap();
+    let changes = svc.apply(&spec).unwrap();
+    for c in [&dry, &changes] {
+        let by = |n: &str| c.iter().find(|x| x.name == n).unwrap().clone();
+        assert_eq!(by("container1").cpus, [0, 1]);
+        assert_eq!(by("container2").cpus, [2]);
+        assert_eq!(by("container3").cpus, [0, 2, 3]);
+        let c4 = by("container4");
+        assert_eq!(c4.phase, Some(Phase::Pending), "{c4:?}");
+        let moves = &c4.defrag.as_ref().expect("a defragmentation proposal").moves;
+        assert_eq!(moves.len(), 1, "{moves:?}");
+        assert_eq!((moves[0].workload.as_str(), moves[0].from_cpu, moves[0].to_cpu), ("container3", 3, 1));
+    }
+    svc.reset().unwrap();
+}
+
+/// A daemon of this test process (the launched workloads are its children: it reaps them and
+/// knows their exit status).
+struct Daemon {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<rtslice_node::Result<()>>>,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    fn start(opts: ServiceOptions, socket: &Path) -> Daemon {
+        let opts = rtslice_node::DaemonOptions { service: opts, socket: socket.into(), listen: None, token_file: None, reset_on_exit: true, telemetry: None };
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+            rt.block_on(rtslice_node::run_until(opts, async move {
+                let _ = rx.await;
+            }))
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::os::unix::net::UnixStream::connect(socket).is_err() {
+            assert!(Instant::now() < deadline, "the daemon did not start listening");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Daemon { stop: Some(tx), thread: Some(thread), socket: socket.into() }
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<String>) -> (u16, serde_json::Value) {
+        let r = rtslice_node::request_blocking(&self.socket, method, path, body.map(|b| ("application/yaml", b.into_bytes()))).unwrap();
+        (r.status, r.body)
+    }
+
+    fn events(&self, n: &str) -> Vec<serde_json::Value> {
+        let (_, ev) = self.call("GET", "/v1/events", None);
+        ev["events"].as_array().unwrap().iter().filter(|e| e["workload"] == name(n)).cloned().collect()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    f()
+}
+
+#[test]
+fn restart_policies_with_backoff_and_the_event_log() {
+    root_or_skip!();
+    if !usable() {
+        return;
+    }
+    let _lock = KernelLock::acquire();
+    let state = tempfile::tempdir().unwrap();
+    let _cleanup = ResetOnDrop(state.path().into());
+    let daemon = Daemon::start(options(state.path()), &state.path().join("api.sock"));
+    // crash: fails after 0.2 s, restarted with a backoff of 0.5 s, 1 s, 2 s (capped); done: exits 0,
+    // and on-failure leaves it exited; never: fails and stays exited; steady: keeps running.
+    let body = format!(
+        "apiVersion: rtslice/v1\nworkloads:\n{}{}{}{}",
+        workload("crash", 100, Some("[sh, -c, \"sleep 0.2; exit 3\"]"), "    restart: { policy: on-failure, backoff: 500ms, maxBackoff: 2s }\n"),
+        workload("done", 100, Some("[sh, -c, \"sleep 0.3; exit 0\"]"), "    restart: on-failure\n"),
+        workload("never", 100, Some("[sh, -c, \"sleep 0.3; exit 4\"]"), ""),
+        workload("steady", 100, None, "    restart: always\n"),
+    );
+    let (code, r) = daemon.call("PUT", "/v1/workloads", Some(body));
+    assert_eq!(code, 200, "{r}");
+    let steady = |d: &Daemon| d.call("GET", &format!("/v1/workloads/{}", name("steady")), None).1["pids"].clone();
+    let steady0 = steady(&daemon);
+    // Three restarts of crash: 0.2 + 0.5 + 0.2 + 1 + 0.2 + 2 s, plus the watcher's 1 s ticks.
+    let restarted = |d: &Daemon| d.events("crash").iter().filter(|e| e["kind"] == "restarted").count();
+    assert!(wait_until(Duration::from_secs(20), || restarted(&daemon) >= 3), "{:?}", daemon.events("crash"));
+    let ev = daemon.events("crash");
+    let kinds: Vec<&str> = ev.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(&kinds[..4], ["admitted", "started", "exited", "restarted"], "{ev:?}");
+    let exits: Vec<&serde_json::Value> = ev.iter().filter(|e| e["kind"] == "exited").collect();
+    assert!(exits[0]["message"].as_str().unwrap().contains("exited with status 3"), "{exits:?}");
+    for (i, want) in ["restart 1 in 0.5 s", "restart 2 in 1.0 s", "restart 3 in 2.0 s"].iter().enumerate() {
+        assert!(exits[i]["message"].as_str().unwrap().contains(want), "exit {i}: {exits:?}");
+    }
+    // The delays between an exit and its restart grow (0.5 s, 1 s, 2 s; the watcher ticks every second).
+    let time = |e: &serde_json::Value| e["time"].as_f64().unwrap();
+    let restarts: Vec<&serde_json::Value> = ev.iter().filter(|e| e["kind"] == "restarted").collect();
+    let gaps: Vec<f64> = (0..3).map(|i| time(restarts[i]) - time(exits[i])).collect();
+    assert!(gaps[0] >= 0.5 && gaps[1] >= 1.0 && gaps[2] >= 2.0, "{gaps:?}");
+
+    let (_, done) = daemon.call("GET", &format!("/v1/workloads/{}", name("done")), None);
+    assert_eq!(done["phase"], "exited", "{done}");
+    assert!(done["exit"].as_str().unwrap().contains("status 0"), "{done}");
+    let (_, never) = daemon.call("GET", &format!("/v1/workloads/{}", name("never")), None);
+    assert_eq!(never["phase"], "exited", "{never}");
+    assert!(daemon.events("never").iter().any(|e| e["message"].as_str().unwrap().contains("not restarted")));
+    assert!(!daemon.events("done").iter().any(|e| e["kind"] == "restarted"));
+    assert_eq!(steady(&daemon), steady0, "the others are not touched");
+
+    // Drift: someone changes steady's RT runtime behind the daemon's back; the watcher logs it.
+    let file = format!("/sys/fs/cgroup/cpu/rtslice/{}/cpu.rt_runtime_us", name("steady"));
+    std::fs::write(&file, "90000").unwrap();
+    assert!(wait_until(Duration::from_secs(15), || daemon.events("steady").iter().any(|e| e["kind"] == "drift")), "{:?}", daemon.events("steady"));
+    std::fs::write(&file, "100000").unwrap();
+
+    // Removing the exited ones returns their reservation; an exited workload is listed as such.
+    let (code, _) = daemon.call("DELETE", &format!("/v1/workloads/{}", name("never")), None);
+    assert_eq!(code, 200);
+    assert!(daemon.events("never").iter().any(|e| e["kind"] == "removed"));
+    drop(daemon);
+    assert!(!state.path().join("node").exists(), "reset on exit");
+}
+
+#[test]
+fn after_a_reboot_the_desired_state_runs_again() {
+    root_or_skip!();
+    if !usable() {
+        return;
+    }
+    let _lock = KernelLock::acquire();
+    let before = common::snapshot();
+    let state = tempfile::tempdir().unwrap();
+    let _cleanup = ResetOnDrop(state.path().into());
+    let mut svc = Service::open(options(state.path())).unwrap();
+    svc.apply(&spec_of(&[workload("a", 200, None, ""), workload("b", 300, None, "    restart: on-failure\n")])).unwrap();
+    let was: Vec<(Seen, serde_json::Value)> = ["a", "b"].iter().map(|n| (seen(&svc, n), svc.get(&name(n)).unwrap()["cpus"].clone())).collect();
+    drop(svc);
+
+    // The reboot: every process gone, every cgroup and kernel value as at boot — which is what a
+    // reset leaves — but the journals and the desired state still on disk as they were.
+    let saved = tempfile::tempdir().unwrap();
+    copy_dir(state.path(), saved.path());
+    let (node, _) = rtslice_host::Node::open(rtslice_host::NodeOptions::with_state_dir(state.path())).unwrap();
+    node.reset().unwrap();
+    common::assert_same(&before, &common::snapshot());
+    copy_dir(saved.path(), state.path());
+    for (s, _) in &was {
+        assert!(s.pids.iter().all(|p| !alive(*p)));
+    }
+    let boot_id = state.path().join("boot_id");
+    std::fs::write(&boot_id, "00000000-emulated-next-boot\n").unwrap();
+
+    let svc = Service::open(ServiceOptions { boot_id_file: Some(boot_id), ..options(state.path()) }).unwrap();
+    let ev = svc.events(0);
+    assert!(ev.iter().any(|e| e.kind == "recovered" && e.message.contains("rebooted")), "{ev:?}");
+    for (i, n) in ["a", "b"].iter().enumerate() {
+        let now = seen(&svc, n);
+        let w = svc.get(&name(n)).unwrap();
+        assert_eq!(w["phase"], "running", "{w}");
+        assert_eq!(w["cpus"], was[i].1, "{n} on the same CPUs");
+        assert!(now.pids.iter().all(|p| alive(*p)) && now.pids != was[i].0.pids, "{n} runs again: {now:?}");
+        assert!(now.threads.values().all(|t| t.starts_with("policy 1 priority 10")), "under the same rules: {now:?}");
+        let rt = std::fs::read_to_string(format!("/sys/fs/cgroup/cpu/rtslice/{}/cpu.rt_runtime_us", name(n))).unwrap();
+        assert_eq!(rt.trim(), if *n == "a" { "200000" } else { "300000" });
+    }
+    assert_eq!(svc.get(&name("b")).unwrap()["restart"]["policy"], "on-failure", "the same rules, restart policy included");
+    svc.reset().unwrap();
+    common::assert_same(&before, &common::snapshot());
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to.join("node"));
+    for e in walk(from) {
+        let rel = e.strip_prefix(from).unwrap();
+        let dest = to.join(rel);
+        if e.is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+        } else if e.file_name().is_some_and(|n| n != "lock" && n != "api.sock" && n != "boot_id") {
+            std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+            std::fs::copy(&e, &dest).unwrap();
+        }
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        out.push(p.clone());
+        if p.is_dir() {
+            out.extend(walk(&p));
+        }
+    }
+    out
+}
