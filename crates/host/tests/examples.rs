@@ -346,16 +346,10 @@ fn plan_prints_exactly_what_apply_writes_for_every_example_that_fits() {
             let before = snapshot();
             let dir = tempfile::tempdir().unwrap();
             let opts = ApplyOptions { mechanism: None, ..ApplyOptions::with_state_dir(dir.path()) };
+            // No gap tolerated: the planner refuses what apply would (SCHED_DEADLINE pinned to some of
+            // the CPUs isolated at boot included, on the matrix's 8-vCPU guest).
             let applied = match apply(&plan, OciDefaults::default(), &opts) {
                 Ok(a) => a,
-                // A known gap, and the only one tolerated: the planner does not model that
-                // SCHED_DEADLINE on CPUs isolated at boot must be allowed on all of them (v2, the
-                // matrix's 8-vCPU guest); apply refuses such rules before touching anything.
-                Err(rtslice_host::HostError::Rejected(why)) if why.contains("SCHED_DEADLINE on CPUs isolated at boot") => {
-                    eprintln!("KNOWN GAP: {name} under {mech}: plan admits it, apply refuses: {why}");
-                    assert_same(&before, &snapshot());
-                    continue;
-                }
                 Err(e) => panic!("{name} {mech}: plan admitted it, apply refused: {e}"),
             };
             let _cleanup = ResetOnDrop::new(dir.path());

@@ -378,6 +378,9 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
                 }
             }
         }
+        if refuse.is_none() && !kernel.no_partition_cpus.is_empty() {
+            refuse = boot_isolated_refusal(&p, mech, &kernel.no_partition_cpus);
+        }
         if refuse.is_none() {
             // Partitions must leave the system a CPU, whatever the mechanism: apply makes one for every
             // dedicated or shielded workload and every workload with SCHED_DEADLINE threads (explicit
@@ -440,6 +443,66 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
     }
     plan.kernel = Some(k);
     plan
+}
+
+/// cgroup v2 with boot isolation: no partition may hold the CPUs isolated at boot (6.12: "partition
+/// config conflicts with housekeeping setup"), so a workload that needs one gets a plain cpuset there
+/// (as apply does). That works only if the workload lies wholly on isolated CPUs, and, with
+/// SCHED_DEADLINE threads, spans all of them: the isolated CPUs share one root domain and the kernel
+/// admits a deadline thread only if its affinity spans its root domain (EPERM otherwise), so neither
+/// a part of them nor a rule pinning its threads to some of them can hold a deadline thread. The
+/// refusals and reasons are apply's own (host `prepare`).
+fn boot_isolated_refusal(p: &Plan, mech: Mechanism, isolated: &[u32]) -> Option<(String, String)> {
+    let mut iso: Vec<u32> = isolated.to_vec();
+    iso.sort_unstable();
+    iso.dedup();
+    let list = |c: &[u32]| format!("[{}]", rtslice_spec::format_cpu_list(c));
+    for w in &p.workloads {
+        let Some(k) = kernel_workload(w, mech) else { continue };
+        if !k.partition || w.cpus == p.node.cpus || !w.cpus.iter().any(|c| iso.contains(c)) {
+            continue;
+        }
+        if !w.cpus.iter().all(|c| iso.contains(c)) {
+            return Some((
+                w.name.clone(),
+                format!(
+                    "its CPUs {} mix CPUs isolated at boot {} (isolcpus=domain) with housekeeping CPUs, but it needs an exclusive \
+                     partition (SCHED_DEADLINE, dedicated or shielded CPUs) and the kernel refuses a partition holding boot-isolated \
+                     CPUs; give it only isolated CPUs (no partition needed there) or only housekeeping CPUs",
+                    list(&w.cpus),
+                    list(&iso)
+                ),
+            ));
+        }
+        for (t, kt) in w.threads.iter().zip(&k.threads) {
+            if !matches!(kt.sched, ThreadSched::Deadline { .. }) {
+                continue;
+            }
+            let mut affinity = match &t.cpus {
+                crate::ThreadCpus::Cpus(c) => c.clone(),
+                _ => w.cpus.clone(),
+            };
+            affinity.sort_unstable();
+            affinity.dedup();
+            if affinity != iso {
+                return Some((
+                    w.name.clone(),
+                    format!(
+                        "its rule /{}/ would be SCHED_DEADLINE on CPUs {} isolated at boot, but SCHED_DEADLINE on CPUs isolated at \
+                         boot needs an affinity of all of them {}: they form one root domain (isolcpus=domain) and the kernel admits \
+                         a deadline task only if its affinity spans its root domain; give the workload all of {} with no per-rule \
+                         CPUs, use --mechanism none (FIFO/RR threads pinned as asked, no budget enforced), or boot without \
+                         isolcpus=domain for these CPUs",
+                        t.pattern,
+                        list(&affinity),
+                        list(&iso),
+                        list(&iso)
+                    ),
+                ));
+            }
+        }
+    }
+    None
 }
 
 fn deadline_bw(s: &ThreadSched) -> Option<f64> {
@@ -511,6 +574,14 @@ pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<Kerne
         }
         (Some(_), Mechanism::None) => budget = "not enforced (mechanism none)".into(),
         (None, _) => budget = String::new(),
+    }
+    let mut budget = budget;
+    if w.reclaim && mech == Mechanism::Deadline && reservation.is_some() {
+        budget.push_str(
+            "; reclaim: SCHED_FLAG_RECLAIM (GRUB: a thread may run on bandwidth its partition leaves unused, up to the kernel's cap) \
+             and one pool per period: the agent re-splits the rules' runtimes together over their threads by each one's measured \
+             CPU use every 500 ms (a quarter of the pool in equal parts), never more than the pool in total",
+        );
     }
     for t in threads.iter_mut() {
         if matches!(t.sched, ThreadSched::Deadline { .. }) {
