@@ -378,6 +378,32 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
                 }
             }
         }
+        if refuse.is_none() {
+            // Explicit SCHED_DEADLINE rules outside reservations (a dedicated workload's deadline rules
+            // take their part of the node's cap) meet the same admission whatever the mechanism:
+            // sched_rt_runtime_us/period less the deadline servers' share of each CPU.
+            if let Some(cap) = kernel_cap(kernel, Mechanism::Deadline) {
+                for w in p.workloads.iter().filter(|w| !matches!(w.allocation, Allocation::Reservation { .. })) {
+                    let dl: f64 = w.threads.iter().filter_map(|t| deadline_bw(&t.sched)).sum();
+                    if dl > cap * w.cpus.len() as f64 + 1e-9 {
+                        refuse = Some((
+                            w.name.clone(),
+                            format!(
+                                "its SCHED_DEADLINE rules need {} of a CPU, but the kernel admits {} on its {} CPU(s) ({} of each: \
+                                 sched_rt_runtime_us/sched_rt_period_us{}); give the rules explicit runtimes or lower node.cap to {}",
+                                pct(dl),
+                                pct(cap * w.cpus.len() as f64),
+                                w.cpus.len(),
+                                pct(cap),
+                                if kernel.dl_server > 0.0 { format!(" less the deadline servers' {}", pct(kernel.dl_server)) } else { String::new() },
+                                pct(cap)
+                            ),
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
         if refuse.is_none() && !kernel.no_partition_cpus.is_empty() {
             refuse = boot_isolated_refusal(&p, mech, &kernel.no_partition_cpus);
         }
