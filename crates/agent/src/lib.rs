@@ -11,8 +11,8 @@
 //! have exited (`rtslice_host::rules::assign`). Children of deadline threads start in SCHED_OTHER
 //! (SCHED_FLAG_RESET_ON_FORK) and get their share here.
 //!
-//! Reclaiming reservations (`reclaim: true`) follow demand: every rescan the agent measures each of
-//! their deadline threads' CPU time since the last one (schedstat) and re-splits the workload's pool
+//! Reclaiming reservations (`reclaim: true`) follow demand: every 200 ms the agent measures each of
+//! their deadline threads' CPU time since the last time (schedstat) and re-splits the workload's pool
 //! by it (`CompiledRules::assign_by_demand`), so the thread that is busy now holds the budget the
 //! idle ones do not use; the pool's total never grows.
 //!
@@ -51,11 +51,20 @@ pub struct AgentOptions {
     pub force_polling: bool,
     pub poll_interval: Duration,
     pub rescan_interval: Duration,
+    /// How often demand pools (reclaiming reservations) are measured and re-split: often enough
+    /// that a stack's shift of work (a worker pool warming up, a load change) is followed within a
+    /// few hundred TTIs, rarely enough to measure each thread over many periods.
+    pub demand_interval: Duration,
 }
 
 impl Default for AgentOptions {
     fn default() -> Self {
-        AgentOptions { force_polling: false, poll_interval: Duration::from_millis(2), rescan_interval: Duration::from_millis(500) }
+        AgentOptions {
+            force_polling: false,
+            poll_interval: Duration::from_millis(2),
+            rescan_interval: Duration::from_millis(500),
+            demand_interval: Duration::from_millis(200),
+        }
     }
 }
 
@@ -230,11 +239,22 @@ impl Agent {
     /// share back to the others).
     pub fn rebalance(&mut self) {
         for wi in 0..self.workloads.len() {
-            if self.workloads[wi].rules.has_demand_pool() {
-                self.measure_demand(wi);
-            }
             if self.workloads[wi].rules.has_pooled() {
                 let _ = self.resplit(wi, None);
+            }
+        }
+    }
+
+    /// Measures the demand pools' threads and re-splits the pools by it (every `demand_interval`;
+    /// the first call only takes the baseline).
+    pub fn follow_demand(&mut self) {
+        for wi in 0..self.workloads.len() {
+            if self.workloads[wi].rules.has_demand_pool() {
+                let first = self.workloads[wi].oncpu.is_empty();
+                self.measure_demand(wi);
+                if !first {
+                    let _ = self.resplit(wi, None);
+                }
             }
         }
     }
@@ -332,6 +352,9 @@ pub fn run(dir: &StateDir, opts: &AgentOptions) -> Result<(), AgentError> {
     println!("agent ready ({}), {} workload(s) with rules", agent.stats.mode, agent.workloads.len());
     let stats_path = dir.path.join("agent.stats.json");
     let mut last_rescan = Instant::now();
+    // The demand baseline now, so the first re-split by demand comes one interval after start.
+    agent.follow_demand();
+    let mut last_demand = Instant::now();
     let mut last_stats = AgentStats::default();
     while !STOP.load(Ordering::SeqCst) {
         match &connector {
@@ -359,6 +382,10 @@ pub fn run(dir: &StateDir, opts: &AgentOptions) -> Result<(), AgentError> {
                 std::thread::sleep(opts.poll_interval);
                 agent.scan(true);
             }
+        }
+        if last_demand.elapsed() >= opts.demand_interval {
+            agent.follow_demand();
+            last_demand = Instant::now();
         }
         if last_rescan.elapsed() >= opts.rescan_interval {
             agent.scan(true);
