@@ -110,7 +110,10 @@ fn a_forking_workload_under_deadline_gets_one_budget() {
     let Some((share, n)) = run(Mechanism::Deadline) else { return };
     eprintln!("MEASURED: deadline, 20ms/100ms, {n} processes under one `.*` rule used {:.1}% of a CPU in total", share * 100.0);
     assert!(share <= 0.23, "one budget (20%), not {n} × 20%: used {:.1}%", share * 100.0);
-    assert!(share >= 0.10, "the workload runs: {:.1}%", share * 100.0);
+    // How much of its budget a spinning workload gets in 3 s is timing: a loaded host's TCG guest
+    // (one host thread for 4 vCPUs) measured 5.9% once; the upper bound above never relaxes.
+    let runs = rtslice_testkit::timing_bound("the deadline workload's CPU share, lower", 0.10, 0.01);
+    assert!(share >= runs, "the workload runs: {:.1}%", share * 100.0);
 }
 
 #[test]
