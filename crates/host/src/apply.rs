@@ -492,9 +492,10 @@ fn admit_deadline(txn: &mut Txn, tid: i32, pol: SchedAttr, partition: &CpuList) 
             }
             // EBUSY inside the partition: deadline bandwidth that the plan left free may still be
             // held for a moment — an exited deadline thread's until its 0-lag time (later after an
-            // overrun pushed its deadline ahead), the root domains' accounting while the kernel
-            // rebuilds it after partitions came and went (the bench's back-to-back runs failed the
-            // first apply 2 times in 36 this way, each succeeding 1 s later). Retry within the bound.
+            // overrun pushed its deadline ahead). Retry within the bound. (Not cured by waiting: the
+            // bench's back-to-back runs still saw 1 first apply in 32 fail so, each time right after
+            // an 11-thread deadline workload's run, and succeed when its retry re-created the
+            // partition — stale root-domain accounting that only a rebuild clears; open.)
             Err(HostError::Sched { source, .. }) if source.raw_os_error() == Some(libc::EBUSY) && started.elapsed() < MIGRATION_WAIT => {
                 std::thread::sleep(std::time::Duration::from_millis(2));
             }
