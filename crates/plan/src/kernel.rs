@@ -623,7 +623,7 @@ pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<Kerne
         budget.push_str(
             "; reclaim: SCHED_FLAG_RECLAIM (GRUB: a thread may run on bandwidth its partition leaves unused, up to the kernel's cap) \
              and one pool per period: the agent re-splits the rules' runtimes together over their threads by each one's measured \
-             CPU use every 500 ms (a quarter of the pool in equal parts), never more than the pool in total",
+             CPU use every 200 ms (a quarter of the pool in equal parts), never more than the pool in total",
         );
     }
     for t in threads.iter_mut() {
