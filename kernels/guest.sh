@@ -29,10 +29,13 @@ if [ -f "$R/script.sh" ]; then
   say "script exited with $?"; echo done >"$R/done"; exit 0
 fi
 per_test_timeout=${RTSLICE_KERNELS_TEST_TIMEOUT:-300}
+# RTSLICE_KERNELS_TESTS on the host: only the tests whose id matches this extended regex.
+filter=$(cat "$R/tests.filter" 2>/dev/null)
 while read -r label bin; do
   [ -n "$bin" ] || continue
   for t in $("$bin" --list 2>/dev/null | sed -n 's/: test$//p'); do
     id="$label::$t"
+    if [ -n "$filter" ] && ! echo "$id" | grep -Eq "$filter"; then continue; fi
     log="$R/logs/$(echo "$id" | tr -c 'A-Za-z0-9_.-' '_').log"
     say "start $id"
     timeout -k 10 "$per_test_timeout" "$bin" --exact "$t" --nocapture --test-threads=1 >"$log" 2>&1

@@ -10,7 +10,8 @@
 # RTSLICE_KERNELS_GUEST_TIMEOUT (seconds per guest, default 900), RTSLICE_KERNELS_NATIVE_TIMEOUT
 # (row host, default 3600: it may queue for the KernelLock), RTSLICE_KERNELS_MEM (default 2G),
 # RTSLICE_KERNELS_SCRIPT (a shell script each guest runs instead of the tests, to investigate;
-# its output lands in <target>/kernels/<guest>/script.log).
+# its output lands in <target>/kernels/<guest>/script.log), RTSLICE_KERNELS_TESTS (an extended
+# regex on `<crate>/<binary>::<test>`: only the matching tests run, to verify a fix in minutes).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
@@ -173,6 +174,7 @@ run_guest() {
   local g=$1 dir=${KDIR[${GKERNEL[$1]}]} res="$OUT/$1" vmlinuz rc t0 last
   mkdir -p "$res"
   cp "$OUT/tests.list" "$res/tests.list"; echo "$RTSLICE_BIN" >"$res/rtslice.bin"
+  if [ -n "${RTSLICE_KERNELS_TESTS:-}" ]; then echo "$RTSLICE_KERNELS_TESTS" >"$res/tests.filter"; else rm -f "$res/tests.filter"; fi
   [ -n "${RTSLICE_KERNELS_SCRIPT:-}" ] && cp "$RTSLICE_KERNELS_SCRIPT" "$res/script.sh"
   vmlinuz=$(ls "$dir"/root/boot/vmlinuz-* | head -1)
   t0=$(date +%s)
@@ -211,6 +213,7 @@ run_native() {
   local res="$OUT/host" t0
   mkdir -p "$res"
   cp "$OUT/tests.list" "$res/tests.list"; echo "$RTSLICE_BIN" >"$res/rtslice.bin"
+  if [ -n "${RTSLICE_KERNELS_TESTS:-}" ]; then echo "$RTSLICE_KERNELS_TESTS" >"$res/tests.filter"; else rm -f "$res/tests.filter"; fi
   t0=$(date +%s)
   # Natively, tests queue for the host-wide KernelLock behind other users' kernel tests (normal on a
   # shared machine): a longer bound than a guest's.

@@ -11,6 +11,11 @@
 //! have exited (`rtslice_host::rules::assign`). Children of deadline threads start in SCHED_OTHER
 //! (SCHED_FLAG_RESET_ON_FORK) and get their share here.
 //!
+//! Reclaiming reservations (`reclaim: true`) follow demand: every 200 ms the agent measures each of
+//! their deadline threads' CPU time since the last time (schedstat) and re-splits the workload's pool
+//! by it (`CompiledRules::assign_by_demand`), so the thread that is busy now holds the budget the
+//! idle ones do not use; the pool's total never grows.
+//!
 //! `apply` starts it detached and journals it; `reset` stops it; `status` reports it. It writes
 //! `agent.ready` (its pid) into the state directory once it is subscribed and has done a first scan,
 //! and `agent.stats.json` with event→rule latencies.
@@ -46,11 +51,20 @@ pub struct AgentOptions {
     pub force_polling: bool,
     pub poll_interval: Duration,
     pub rescan_interval: Duration,
+    /// How often demand pools (reclaiming reservations) are measured and re-split: often enough
+    /// that a stack's shift of work (a worker pool warming up, a load change) is followed within a
+    /// few hundred TTIs, rarely enough to measure each thread over many periods.
+    pub demand_interval: Duration,
 }
 
 impl Default for AgentOptions {
     fn default() -> Self {
-        AgentOptions { force_polling: false, poll_interval: Duration::from_millis(2), rescan_interval: Duration::from_millis(500) }
+        AgentOptions {
+            force_polling: false,
+            poll_interval: Duration::from_millis(2),
+            rescan_interval: Duration::from_millis(500),
+            demand_interval: Duration::from_millis(200),
+        }
     }
 }
 
@@ -74,7 +88,14 @@ struct Workload {
     name: String,
     dir: PathBuf,
     rules: CompiledRules,
+    /// Demand pools: each thread's on-CPU ns at the last rescan, and its use over the window before.
+    oncpu: HashMap<i32, u64>,
+    demand: HashMap<i32, u64>,
 }
+
+/// A demand pool is re-split only when some thread's share would change by more than this fraction
+/// of the pool: sched_setattr on every thread every rescan for noise would buy nothing.
+const RESPLIT_THRESHOLD: f64 = 0.02;
 
 pub struct Agent {
     backend: Backend,
@@ -99,7 +120,7 @@ impl Agent {
             let wide = rec.setup.workloads.iter().find(|s| s.name == w.name).filter(|s| s.wide_affinity).map(|_| w.cpus.clone());
             let rules = CompiledRules::new(&w.rules, wide).map_err(rtslice_host::HostError::Invalid)?;
             if !rules.is_empty() {
-                workloads.push(Workload { name: w.name.clone(), dir: w.group.cpuset.clone(), rules });
+                workloads.push(Workload { name: w.name.clone(), dir: w.group.cpuset.clone(), rules, oncpu: HashMap::new(), demand: HashMap::new() });
             }
         }
         Ok(Agent { backend: rec.backend, workloads, seen: HashMap::new(), stats: AgentStats::default(), latencies: Vec::new() })
@@ -167,7 +188,10 @@ impl Agent {
         let w = &self.workloads[wi];
         let names: Vec<(i32, String)> =
             rtslice_host::rules::workload_threads(&w.dir).into_iter().map(|(_, tid, comm)| (tid, comm)).collect();
-        let assigned = w.rules.assign(&names);
+        let assigned = if w.rules.has_demand_pool() { w.rules.assign_by_demand(&names, &w.demand) } else { w.rules.assign(&names) };
+        if newcomer.is_none() && !worth_resplitting(&w.rules, &assigned) {
+            return Ok(false);
+        }
         let mut mine = Ok(false);
         let mut others = Vec::new();
         for (tid, want) in rtslice_host::rules::shrink_first(assigned) {
@@ -195,12 +219,42 @@ impl Agent {
         mine
     }
 
+    /// Measures the CPU time each thread of workload `wi`'s demand pools used since the last call.
+    fn measure_demand(&mut self, wi: usize) {
+        let w = &mut self.workloads[wi];
+        let mut now = HashMap::new();
+        let mut demand = HashMap::new();
+        for (pid, tid, _) in rtslice_host::rules::workload_threads(&w.dir) {
+            let Some(ns) = procfs::oncpu_ns(pid as u32, tid as u32) else { continue };
+            if let Some(before) = w.oncpu.get(&tid) {
+                demand.insert(tid, ns.saturating_sub(*before));
+            }
+            now.insert(tid, ns);
+        }
+        w.oncpu = now;
+        w.demand = demand;
+    }
+
     /// Re-splits every workload's shared SCHED_DEADLINE budgets (threads that exited give their
     /// share back to the others).
     pub fn rebalance(&mut self) {
         for wi in 0..self.workloads.len() {
             if self.workloads[wi].rules.has_pooled() {
                 let _ = self.resplit(wi, None);
+            }
+        }
+    }
+
+    /// Measures the demand pools' threads and re-splits the pools by it (every `demand_interval`;
+    /// the first call only takes the baseline).
+    pub fn follow_demand(&mut self) {
+        for wi in 0..self.workloads.len() {
+            if self.workloads[wi].rules.has_demand_pool() {
+                let first = self.workloads[wi].oncpu.is_empty();
+                self.measure_demand(wi);
+                if !first {
+                    let _ = self.resplit(wi, None);
+                }
             }
         }
     }
@@ -240,6 +294,32 @@ impl Agent {
     }
 }
 
+/// Whether applying `assigned` would move some demand-pool share by more than
+/// [`RESPLIT_THRESHOLD`] of its pool, or change anything outside the pools (a thread that joined or
+/// left an equal split, a policy that drifted).
+fn worth_resplitting(rules: &CompiledRules, assigned: &[(i32, rtslice_host::rules::Wanted)]) -> bool {
+    let pools = rules.demand_pools(assigned);
+    let in_pool: Vec<usize> = pools.iter().flat_map(|p| p.members.iter().copied()).collect();
+    for (i, (tid, want)) in assigned.iter().enumerate() {
+        if !in_pool.contains(&i) && rtslice_host::rules::conforms(*tid, want).is_err() {
+            return true;
+        }
+    }
+    pools.iter().any(|p| {
+        let step = (p.runtime_ns as f64 * RESPLIT_THRESHOLD) as u64;
+        p.members.iter().any(|&i| {
+            let (tid, want) = &assigned[i];
+            let now = rtslice_host::rules::current_runtime(*tid);
+            let new = match want.policy {
+                Some(rtslice_host::SchedAttr::Deadline { runtime_ns, .. }) => runtime_ns,
+                _ => 0,
+            };
+            // Not yet under its policy (runtime 0) or moved by more than the step.
+            now == 0 || now.abs_diff(new) > step
+        })
+    })
+}
+
 fn write_atomic(path: &std::path::Path, text: &str) -> Result<(), AgentError> {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, text)
@@ -272,6 +352,9 @@ pub fn run(dir: &StateDir, opts: &AgentOptions) -> Result<(), AgentError> {
     println!("agent ready ({}), {} workload(s) with rules", agent.stats.mode, agent.workloads.len());
     let stats_path = dir.path.join("agent.stats.json");
     let mut last_rescan = Instant::now();
+    // The demand baseline now, so the first re-split by demand comes one interval after start.
+    agent.follow_demand();
+    let mut last_demand = Instant::now();
     let mut last_stats = AgentStats::default();
     while !STOP.load(Ordering::SeqCst) {
         match &connector {
@@ -299,6 +382,10 @@ pub fn run(dir: &StateDir, opts: &AgentOptions) -> Result<(), AgentError> {
                 std::thread::sleep(opts.poll_interval);
                 agent.scan(true);
             }
+        }
+        if last_demand.elapsed() >= opts.demand_interval {
+            agent.follow_demand();
+            last_demand = Instant::now();
         }
         if last_rescan.elapsed() >= opts.rescan_interval {
             agent.scan(true);

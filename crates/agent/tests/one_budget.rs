@@ -110,7 +110,10 @@ fn a_forking_workload_under_deadline_gets_one_budget() {
     let Some((share, n)) = run(Mechanism::Deadline) else { return };
     eprintln!("MEASURED: deadline, 20ms/100ms, {n} processes under one `.*` rule used {:.1}% of a CPU in total", share * 100.0);
     assert!(share <= 0.23, "one budget (20%), not {n} × 20%: used {:.1}%", share * 100.0);
-    assert!(share >= 0.10, "the workload runs: {:.1}%", share * 100.0);
+    // How much of its budget a spinning workload gets in 3 s is timing: a loaded host's TCG guest
+    // (one host thread for 4 vCPUs) measured 5.9% once; the upper bound above never relaxes.
+    let runs = rtslice_testkit::timing_bound("the deadline workload's CPU share, lower", 0.10, 0.01);
+    assert!(share >= runs, "the workload runs: {:.1}%", share * 100.0);
 }
 
 #[test]
@@ -121,4 +124,92 @@ fn a_forking_workload_under_an_rt_group_gets_one_budget() {
     eprintln!("MEASURED: rt_group, 20ms/100ms, {n} processes under one `.*` rule used {:.1}% of a CPU in total", share * 100.0);
     assert!(share <= 0.23, "one budget (20%), not {n} × 20%: used {:.1}%", share * 100.0);
     assert!(share >= 0.10, "the workload runs: {:.1}%", share * 100.0);
+}
+
+/// The SCHED_DEADLINE runtime (ns) a thread holds now; 0 for any other policy or a gone thread.
+fn runtime_of(tid: i32) -> u64 {
+    match sched::get_attr(tid) {
+        Ok(SchedAttr::Deadline { runtime_ns, .. }) => runtime_ns,
+        _ => 0,
+    }
+}
+
+/// A reclaiming reservation (`reclaim: true`) follows demand, still within its one budget: one
+/// process spins, two sleep, the parent waits, all under one `.*` rule of a 40 ms / 100 ms
+/// reservation. The agent re-splits the budget by measured use every rescan: the spinner ends up
+/// holding most of it, and at every sample over 3 s the runtimes of all the workload's threads
+/// together stay within the 40 ms — never more than the one budget — and `status` shows no drift.
+#[test]
+fn a_reclaiming_workload_splits_its_one_budget_by_measured_demand() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    if rtslice_host::doctor::online_cpus().len() < 2 {
+        eprintln!("SKIPPED: needs 2 CPUs");
+        return;
+    }
+    if !rtslice_host::doctor().mechanisms.contains(&Mechanism::Deadline) {
+        eprintln!("SKIPPED: deadline is not available on this host (see `rtslice doctor`)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("demand-{}", std::process::id());
+    // The spinner names itself (a comm event), the sleepers keep `sleep`.
+    let script = "sleep 0.3; sh -c 'echo spinner > /proc/self/comm; while :; do :; done' & sleep 60 & sleep 60 & wait";
+    let budget_ns = 40_000_000u64;
+    let setup = Setup {
+        workloads: vec![WorkloadSetup {
+            name: name.clone(),
+            cpus: CpuList::parse("1").unwrap(),
+            reservation: Some(Reservation::from_micros(40_000, 100_000)),
+            reclaim: true,
+            threads: vec![ThreadRule { name: ".*".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None }],
+            launch: Launch::Command { argv: vec!["sh".into(), "-c".into(), script.into()], env: vec![], cwd: None },
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let opts = ApplyOptions {
+        mechanism: Some(Mechanism::Deadline),
+        agent: Some(self_as_agent(ROLE, vec![])),
+        ..ApplyOptions::with_state_dir(dir.path())
+    };
+    let applied = apply_setup(&setup, &opts).expect("apply");
+    let _cleanup = ResetOnDrop(StateDir::new(dir.path()));
+    let group = applied.workloads[0].group.cpuset.clone();
+    let sd = StateDir::new(dir.path());
+    let threads = || -> Vec<(i32, String)> {
+        rtslice_host::rules::workload_threads(&group).into_iter().map(|(_, tid, comm)| (tid, comm)).collect()
+    };
+    // Four processes (parent, spinner, two sleepers), every one under the rule.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(threads().len() == 4 && threads().iter().any(|(_, c)| c == "spinner") && threads().iter().all(|(t, _)| runtime_of(*t) > 0)) {
+        assert!(Instant::now() < deadline, "the workload never settled: {:?}", threads());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(3) {
+        // A consistent sample: the agent may re-split between two reads (shrinking one thread, then
+        // growing another), so read until two passes agree.
+        let (ts, total) = loop {
+            let ts = threads();
+            let a: Vec<u64> = ts.iter().map(|(t, _)| runtime_of(*t)).collect();
+            let b: Vec<u64> = ts.iter().map(|(t, _)| runtime_of(*t)).collect();
+            if a == b {
+                break (ts, a.iter().sum::<u64>());
+            }
+        };
+        assert!(total <= budget_ns, "the runtimes sum to {total} ns, above the one budget {budget_ns} ns: {ts:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ts = threads();
+    let spinner = ts.iter().find(|(_, c)| c == "spinner").map(|(t, _)| runtime_of(*t)).unwrap();
+    let others: Vec<u64> = ts.iter().filter(|(_, c)| c != "spinner").map(|(t, _)| runtime_of(*t)).collect();
+    eprintln!("MEASURED: reclaim, 40ms/100ms, spinner holds {spinner} ns, the three idle threads {others:?} ns (an equal split: {} ns each)", budget_ns / 4);
+    assert!(spinner > budget_ns / 2, "the busy thread holds most of the budget after 3 s: {spinner} ns, others {others:?}");
+    assert!(others.iter().all(|&o| o > 0 && o < spinner), "the idle ones keep a part: {others:?}");
+    for (tid, _) in &ts {
+        assert!(matches!(sched::get_attr(*tid).unwrap(), SchedAttr::Deadline { reclaim: true, .. }), "thread {tid}: SCHED_DEADLINE with reclaim");
+    }
+    let st = status(&sd).unwrap();
+    assert!(st.drift.is_empty(), "no drift: {:?}", st.drift);
 }

@@ -105,6 +105,10 @@ pub struct WorkloadSpec {
     /// Reserved share of each CPU for `reservation` (default 0.6 of a CPU).
     #[serde(default)]
     pub reservation: Option<f64>,
+    /// `reservation` with the spec's `reclaim: true`: under SCHED_DEADLINE, SCHED_FLAG_RECLAIM and a
+    /// split of the budget that follows each thread's measured use.
+    #[serde(default)]
+    pub reclaim: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -734,5 +738,6 @@ pub(crate) fn test_vbs(name: &str, share: u32) -> WorkloadSpec {
         replicas: 1,
         threads: vec![],
         reservation: None,
+        reclaim: false,
     }
 }

@@ -45,6 +45,9 @@ pub struct Placement {
     pub dedicated: bool,
     /// Reserved share of each CPU in `cpus`.
     pub reservation: Option<f64>,
+    /// The reservation reclaims (the spec's `reclaim`).
+    #[serde(default)]
+    pub reclaim: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -239,6 +242,7 @@ pub fn layout(strategy: Strategy, workloads: &[(WorkloadSpec, u32)], host: &Host
             isolcpus: false,
             dedicated: false,
             reservation: None,
+            reclaim: false,
         };
         if w.role == Role::Neighbour {
             p.cpus = match strategy {
@@ -276,6 +280,7 @@ pub fn layout(strategy: Strategy, workloads: &[(WorkloadSpec, u32)], host: &Host
             Strategy::Reservation => {
                 p.cpus = Some(set.clone());
                 p.reservation = Some(w.reservation.unwrap_or(DEFAULT_RESERVATION));
+                p.reclaim = w.reclaim;
                 // Real-time threads run inside the reservation; the rest stays best effort.
                 p.threads = workload_threads(w)
                     .into_iter()

@@ -379,6 +379,11 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
             opts.mechanism = Some(rtslice_host::Mechanism::RtGroup);
             ctx.rec.notes.push("RT group throttling forced: the neighbour shares the reserved CPUs".into());
         }
+        // A reclaiming reservation's split follows each thread's measured use: the agent measures
+        // and re-splits (as `rtslice apply` starts it for users).
+        if layout.placements.iter().any(|p| p.reclaim) {
+            opts.agent = Some(rtslice_host::AgentCommand::rtslice_binary(opt.rtslice.clone()));
+        }
         ctx.applied = true;
         let t_apply = Instant::now();
         // One retry: RT budget freed by the previous run's reset returns to the parent groups

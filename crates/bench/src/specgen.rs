@@ -83,7 +83,7 @@ fn workload(strategy: Strategy, p: &Placement, shared: &[u32], steering: &Steeri
             period: Some(period),
             count: None,
             cpus: Some(set.clone()),
-            reclaim: false,
+            reclaim: p.reclaim,
         })
     } else {
         Demand::BestEffort(BestEffort { weight: None, cap: None, cpus: p.cpus.clone() })

@@ -473,7 +473,7 @@ const MIGRATION_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// that domain; a thread that was moved into the partition while asleep (an attached process) stays
 /// on its old CPU until it wakes, so `sched_setattr` answers EPERM or EBUSY depending on where it
 /// slept. So: wait (bounded) until the thread has run inside the partition, then set the policy;
-/// retry only EPERM/EBUSY while the thread is still outside. Any other failure, or one inside the
+/// retry EPERM/EBUSY while the thread is still outside, and EBUSY inside (bandwidth not yet released). Any other failure, or one inside the
 /// partition, is reported with the reason that applies.
 fn admit_deadline(txn: &mut Txn, tid: i32, pol: SchedAttr, partition: &CpuList) -> Result<()> {
     let started = std::time::Instant::now();
@@ -489,6 +489,15 @@ fn admit_deadline(txn: &mut Txn, tid: i32, pol: SchedAttr, partition: &CpuList) 
                     && started.elapsed() < MIGRATION_WAIT =>
             {
                 std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            // EBUSY inside the partition: deadline bandwidth that the plan left free may still be
+            // held for a moment — an exited deadline thread's until its 0-lag time (later after an
+            // overrun pushed its deadline ahead). Retry within the bound. (Not cured by waiting: the
+            // bench's back-to-back runs still saw 1 first apply in 32 fail so, each time right after
+            // an 11-thread deadline workload's run, and succeed when its retry re-created the
+            // partition — stale root-domain accounting that only a rebuild clears; open.)
+            Err(HostError::Sched { source, .. }) if source.raw_os_error() == Some(libc::EBUSY) && started.elapsed() < MIGRATION_WAIT => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
             }
             Err(HostError::Sched { source, .. }) if matches!(source.raw_os_error(), Some(libc::EPERM) | Some(libc::EBUSY)) => {
                 let errno = source.raw_os_error().unwrap_or(0);

@@ -8,6 +8,13 @@
 //! the split changes: the others shrink first, then the newcomer is admitted ([`enforce_all`]), so
 //! the sum never exceeds the rule's budget — a workload that forks N workers never gets N × its
 //! budget.
+//!
+//! Reclaiming reservations (the spec's `reclaim: true`, SCHED_FLAG_RECLAIM on their deadline rules)
+//! also follow demand across periods: their rules' budgets (per deadline/period) form one pool that
+//! the agent splits over the pool's threads by each thread's measured CPU use
+//! ([`CompiledRules::assign_by_demand`], [`split_by_demand`]) — still never more than the pool in
+//! total. A real stack's busy thread moves (srsENB hands each TTI to whichever worker is idle), and
+//! an equal split starves whichever thread is busy while the idle ones hold budget they do not use.
 
 use regex::Regex;
 
@@ -21,6 +28,17 @@ pub struct CompiledRules {
     rules: Vec<(Regex, ThreadRule)>,
     /// Affinity for threads no rule places (wide affinity), if asked.
     pub wide: Option<CpuList>,
+}
+
+/// Reclaiming SCHED_DEADLINE rules of one deadline and period: one budget split by demand.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DemandPool {
+    pub deadline_ns: u64,
+    pub period_ns: u64,
+    /// The pool's budget: the sum of its rules' runtimes.
+    pub runtime_ns: u64,
+    /// Indices into the assignment the pool was found in.
+    pub members: Vec<usize>,
 }
 
 /// What a rule asks for one thread.
@@ -66,6 +84,56 @@ impl CompiledRules {
         out
     }
 
+    /// As [`CompiledRules::assign`], with the reclaiming SCHED_DEADLINE rules pooled: for each
+    /// (deadline, period), the runtimes of the reclaiming rules that have it are one budget, split
+    /// over every thread those rules match by `demand` (ns on CPU in the last window, by tid; a
+    /// thread without a measurement counts as the pool's mean) with [`split_by_demand`]. Each share
+    /// is at most the deadline (the kernel refuses runtime > deadline); the sum never exceeds the
+    /// pool. Rules without the reclaim flag keep the equal split.
+    pub fn assign_by_demand(&self, threads: &[(i32, String)], demand: &std::collections::HashMap<i32, u64>) -> Vec<(i32, Wanted)> {
+        let mut out = self.assign(threads);
+        for pool in self.demand_pools(&out) {
+            let known: Vec<u64> = pool.members.iter().filter_map(|&i| demand.get(&out[i].0).copied()).collect();
+            let mean = if known.is_empty() { 0 } else { known.iter().sum::<u64>() / known.len() as u64 };
+            let wants: Vec<u64> = pool.members.iter().map(|&i| demand.get(&out[i].0).copied().unwrap_or(mean)).collect();
+            for (&i, runtime_ns) in pool.members.iter().zip(split_by_demand(pool.runtime_ns, pool.deadline_ns, &wants)) {
+                out[i].1.policy =
+                    Some(SchedAttr::Deadline { runtime_ns, deadline_ns: pool.deadline_ns, period_ns: pool.period_ns, reclaim: true });
+            }
+        }
+        out
+    }
+
+    /// The demand pools of an assignment (from [`CompiledRules::assign`]): per (deadline, period),
+    /// the reclaiming rules that match threads now, their runtimes summed, and the indices of their
+    /// threads in `assigned`.
+    pub fn demand_pools(&self, assigned: &[(i32, Wanted)]) -> Vec<DemandPool> {
+        let mut pools: Vec<DemandPool> = Vec::new();
+        let mut counted: Vec<usize> = Vec::new();
+        for (i, (_, w)) in assigned.iter().enumerate() {
+            let Some((_, r)) = self.rules.get(w.rule) else { continue };
+            let Some(SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns, reclaim: true }) = r.policy else { continue };
+            let pi = match pools.iter().position(|p| (p.deadline_ns, p.period_ns) == (deadline_ns, period_ns)) {
+                Some(pi) => pi,
+                None => {
+                    pools.push(DemandPool { deadline_ns, period_ns, runtime_ns: 0, members: Vec::new() });
+                    pools.len() - 1
+                }
+            };
+            if !counted.contains(&w.rule) {
+                counted.push(w.rule);
+                pools[pi].runtime_ns += runtime_ns;
+            }
+            pools[pi].members.push(i);
+        }
+        pools
+    }
+
+    /// Whether any rule pools its budget by demand (a reclaiming SCHED_DEADLINE rule).
+    pub fn has_demand_pool(&self) -> bool {
+        self.rules.iter().any(|(_, r)| matches!(r.policy, Some(SchedAttr::Deadline { reclaim: true, .. })))
+    }
+
     /// Whether any rule is a SCHED_DEADLINE rule (its budget is shared by the threads it matches).
     pub fn has_pooled(&self) -> bool {
         self.rules.iter().any(|(_, r)| matches!(r.policy, Some(SchedAttr::Deadline { .. })))
@@ -79,6 +147,55 @@ impl CompiledRules {
         }
         self.wide.as_ref().map(|w| Wanted { rule: usize::MAX, policy: None, cpus: Some(w.clone()) })
     }
+}
+
+/// The part of a demand pool every thread gets whatever it used: a thread that was idle in the last
+/// window (a worker the pool did not pick) may be the busy one in the next, and must be able to run
+/// until the agent's next re-split.
+pub const DEMAND_FLOOR: f64 = 0.25;
+
+/// Splits `total` ns of runtime over threads that used `demand` ns each in the last window:
+/// [`DEMAND_FLOOR`] of the pool in equal parts, the rest in proportion to demand (equal when nobody
+/// ran), no part above `cap` (what is left over goes to the others, water-filling). Floors every part
+/// to whole ns, so the parts never sum to more than `total`. Pure.
+pub fn split_by_demand(total: u64, cap: u64, demand: &[u64]) -> Vec<u64> {
+    let n = demand.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let floor = total as f64 * DEMAND_FLOOR / n as f64;
+    let sum: f64 = demand.iter().map(|&d| d as f64).sum();
+    let weight: Vec<f64> = if sum > 0.0 { demand.iter().map(|&d| d as f64 / sum).collect() } else { vec![1.0 / n as f64; n] };
+    let mut part: Vec<f64> = weight.iter().map(|w| floor + (total as f64 - floor * n as f64) * w).collect();
+    // Water-filling: parts above the cap are cut to it and the surplus goes to the uncapped ones in
+    // proportion to their parts; each round caps at least one more part, so n rounds suffice.
+    let cap = cap as f64;
+    for _ in 0..n {
+        let surplus: f64 = part.iter().map(|p| (p - cap).max(0.0)).sum();
+        if surplus <= 0.0 {
+            break;
+        }
+        let open: f64 = part.iter().filter(|&&p| p < cap).sum();
+        for p in part.iter_mut() {
+            if *p >= cap {
+                *p = cap;
+            } else if open > 0.0 {
+                *p += surplus * *p / open;
+            }
+        }
+        if open <= 0.0 {
+            break;
+        }
+    }
+    let mut out: Vec<u64> = part.iter().map(|p| p.min(cap).max(0.0).floor() as u64).collect();
+    // Float rounding must never grant more than the pool.
+    let mut over = out.iter().sum::<u64>().saturating_sub(total);
+    for x in out.iter_mut().rev() {
+        let cut = over.min(*x);
+        *x -= cut;
+        over -= cut;
+    }
+    out
 }
 
 /// Applies a wanted state to a thread directly (the agent's path; not journaled). Affinity first, so
@@ -116,7 +233,7 @@ pub fn workload_threads(dir: &std::path::Path) -> Vec<(i32, i32, String)> {
 }
 
 /// The runtime a thread's SCHED_DEADLINE policy holds now, 0 for any other policy (or a gone thread).
-fn current_runtime(tid: i32) -> u64 {
+pub fn current_runtime(tid: i32) -> u64 {
     match sched::get_attr(tid) {
         Ok(SchedAttr::Deadline { runtime_ns, .. }) => runtime_ns,
         _ => 0,
@@ -161,6 +278,11 @@ pub fn conforms(tid: i32, w: &Wanted) -> std::result::Result<(), String> {
     if let Some(p) = w.policy {
         match sched::get_attr(tid) {
             Ok(cur) if cur == p => {}
+            // A demand pool's runtimes follow measured use (the agent re-splits them); the pool's
+            // total is checked by the caller (`status`).
+            Ok(SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns, reclaim: true })
+                if matches!(p, SchedAttr::Deadline { deadline_ns: d, period_ns: q, reclaim: true, .. } if d == deadline_ns && q == period_ns)
+                    && runtime_ns > 0 => {}
             Ok(cur) => return Err(format!("policy {cur}, wanted {p}")),
             Err(HostError::Sched { .. }) => return Ok(()),
             Err(e) => return Err(e.to_string()),
@@ -220,6 +342,63 @@ mod tests {
         let three = rules.assign(&threads[..2].iter().chain(&threads[3..4]).cloned().collect::<Vec<_>>());
         let sum: u64 = three.iter().filter_map(|(_, w)| match w.policy { Some(SchedAttr::Deadline { runtime_ns, .. }) => Some(runtime_ns), _ => None }).sum();
         assert!(sum <= 20_000_000 && sum > 19_999_990, "{sum}");
+    }
+
+    #[test]
+    fn a_demand_split_follows_use_and_never_exceeds_the_pool() {
+        // The busy thread gets most; the idle ones keep the floor; the sum stays within the pool.
+        let parts = split_by_demand(900_000, 1_000_000, &[10, 400, 0, 0, 20]);
+        assert_eq!(parts.len(), 5);
+        assert!(parts.iter().sum::<u64>() <= 900_000);
+        let floor = (900_000.0 * DEMAND_FLOOR / 5.0) as u64;
+        assert!(parts.iter().all(|&p| p >= floor - 1), "{parts:?}");
+        assert!(parts[1] > 600_000, "the busy thread holds most of the pool: {parts:?}");
+        // Nobody ran: equal parts.
+        assert_eq!(split_by_demand(900_000, 1_000_000, &[0, 0, 0]), vec![300_000; 3]);
+        // A part above the cap (runtime ≤ deadline) is cut and the surplus goes to the others.
+        let capped = split_by_demand(1_800_000, 1_000_000, &[1000, 1, 1]);
+        assert_eq!(capped[0], 1_000_000, "{capped:?}");
+        assert!(capped.iter().sum::<u64>() <= 1_800_000 && capped.iter().sum::<u64>() > 1_799_990, "{capped:?}");
+        assert!(split_by_demand(5, 1_000, &[]).is_empty());
+    }
+
+    proptest::proptest! {
+        /// Whatever the demand, the parts never sum to more than the pool and none exceeds the cap.
+        #[test]
+        fn demand_split_stays_within_the_pool(total in 0u64..4_000_000, cap in 1u64..2_000_000, demand in proptest::collection::vec(0u64..10_000_000_000, 1..16)) {
+            let parts = split_by_demand(total, cap, &demand);
+            proptest::prop_assert_eq!(parts.len(), demand.len());
+            proptest::prop_assert!(parts.iter().sum::<u64>() <= total);
+            proptest::prop_assert!(parts.iter().all(|&p| p <= cap));
+        }
+    }
+
+    #[test]
+    fn reclaiming_rules_pool_their_budgets_by_demand() {
+        let dl = |runtime_ns, reclaim| SchedAttr::Deadline { runtime_ns, deadline_ns: 1_000_000, period_ns: 1_000_000, reclaim };
+        // srsENB's layout: TXRX, the workers, STACK each a third of 0.9 ms.
+        let rules = CompiledRules::new(
+            &[rule("^TXRX$", Some(dl(300_000, true))), rule("^WORKER", Some(dl(300_000, true))), rule("^STACK$", Some(dl(300_000, true)))],
+            None,
+        )
+        .unwrap();
+        let threads: Vec<(i32, String)> =
+            [(1, "TXRX"), (2, "WORKER0"), (3, "WORKER1"), (4, "WORKER2"), (5, "STACK")].iter().map(|&(t, c)| (t, c.to_string())).collect();
+        let runtime = |a: &[(i32, Wanted)], tid: i32| match a.iter().find(|(t, _)| *t == tid).unwrap().1.policy {
+            Some(SchedAttr::Deadline { runtime_ns, reclaim: true, .. }) => runtime_ns,
+            other => panic!("{other:?}"),
+        };
+        let demand: std::collections::HashMap<i32, u64> = [(1, 20), (2, 150), (3, 150), (4, 150), (5, 10)].into_iter().collect();
+        let a = rules.assign_by_demand(&threads, &demand);
+        let total: u64 = (1..=5).map(|t| runtime(&a, t)).sum();
+        assert!(total <= 900_000 && total > 899_990, "one pool of 0.9 ms: {total}");
+        assert!(runtime(&a, 2) > 2 * runtime(&a, 1), "a busy worker holds more than TXRX");
+        assert_eq!(rules.demand_pools(&a).len(), 1);
+        // Rules without the reclaim flag keep the equal split per rule.
+        let plain = CompiledRules::new(&[rule("^TXRX$", Some(dl(300_000, false))), rule("^WORKER", Some(dl(300_000, false)))], None).unwrap();
+        let b = plain.assign_by_demand(&threads[..4], &demand);
+        assert_eq!(b[1].1.policy, Some(dl(100_000, false)));
+        assert!(plain.demand_pools(&b).is_empty());
     }
 
     #[test]

@@ -145,6 +145,18 @@ pub fn status(dir: &StateDir) -> Result<Status> {
             // What each thread should hold, with SCHED_DEADLINE budgets split over the threads a rule
             // matches now (as apply and the agent split them).
             let assigned = rules.as_ref().map(|r| r.assign(&names)).unwrap_or_default();
+            // Demand pools (reclaiming reservations): each thread's runtime follows its use, the
+            // pool's total must stay within its budget.
+            for pool in rules.as_ref().map(|r| r.demand_pools(&assigned)).unwrap_or_default() {
+                let held: u64 = pool.members.iter().map(|&i| crate::rules::current_runtime(assigned[i].0)).sum();
+                if held > pool.runtime_ns {
+                    st.drift.push(Drift {
+                        what: format!("workload {} SCHED_DEADLINE budget (period {} µs)", w.name, pool.period_ns / 1000),
+                        expected: format!("at most {} µs in total over its {} thread(s)", pool.runtime_ns / 1000, pool.members.len()),
+                        actual: format!("{} µs", held / 1000),
+                    });
+                }
+            }
             {
                 for (pid, tid, comm) in all {
                     let wanted = assigned.iter().find(|(t, _)| *t == tid).map(|(_, w)| w.clone());

@@ -292,7 +292,13 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
         }
         for w in p.workloads.iter().filter(|_| refuse.is_none()) {
             let Allocation::Reservation { reservation, .. } = &w.allocation else { continue };
-            if let Some(t) = tick {
+            // SCHED_DEADLINE holds a period shorter than the tick over time: its replenishment is a
+            // high-resolution timer and an overrun (detected when the thread blocks, is preempted or
+            // at the tick) is repaid from the next periods; a thread that blocks every period (a vBS,
+            // each TTI) is held per period (measured: deadline-vs-dedicated, 1 ms at HZ=250). A
+            // group's budget is throttled only at ticks, which a 1 ms period cannot survive (66 % of
+            // the frontier's deadlines missed under RT groups).
+            if let (Some(t), false) = (tick, mech == Mechanism::Deadline) {
                 if reservation.period < t {
                     refuse = Some((
                         w.name.clone(),
@@ -379,6 +385,35 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
             }
         }
         if refuse.is_none() {
+            // Explicit SCHED_DEADLINE rules outside reservations (a dedicated workload's deadline rules
+            // take their part of the node's cap) meet the same admission whatever the mechanism:
+            // sched_rt_runtime_us/period less the deadline servers' share of each CPU.
+            if let Some(cap) = kernel_cap(kernel, Mechanism::Deadline) {
+                for w in p.workloads.iter().filter(|w| !matches!(w.allocation, Allocation::Reservation { .. })) {
+                    let dl: f64 = w.threads.iter().filter_map(|t| deadline_bw(&t.sched)).sum();
+                    if dl > cap * w.cpus.len() as f64 + 1e-9 {
+                        refuse = Some((
+                            w.name.clone(),
+                            format!(
+                                "its SCHED_DEADLINE rules need {} of a CPU, but the kernel admits {} on its {} CPU(s) ({} of each: \
+                                 sched_rt_runtime_us/sched_rt_period_us{}); give the rules explicit runtimes or lower node.cap to {}",
+                                pct(dl),
+                                pct(cap * w.cpus.len() as f64),
+                                w.cpus.len(),
+                                pct(cap),
+                                if kernel.dl_server > 0.0 { format!(" less the deadline servers' {}", pct(kernel.dl_server)) } else { String::new() },
+                                pct(cap)
+                            ),
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+        if refuse.is_none() && !kernel.no_partition_cpus.is_empty() {
+            refuse = boot_isolated_refusal(&p, mech, &kernel.no_partition_cpus);
+        }
+        if refuse.is_none() {
             // Partitions must leave the system a CPU, whatever the mechanism: apply makes one for every
             // dedicated or shielded workload and every workload with SCHED_DEADLINE threads (explicit
             // deadline rules too, under RT groups).
@@ -418,7 +453,18 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
     if let Some(t) = tick {
         for w in &plan.workloads {
             if let Allocation::Reservation { reservation, .. } = &w.allocation {
-                if reservation.period < t * 5 {
+                if mech == Mechanism::Deadline && reservation.period < t {
+                    warnings.push(format!(
+                        "`{}`: its period {} is shorter than the kernel's tick ({} at HZ={}, no HRTICK): SCHED_DEADLINE notices an \
+                         overrun when the thread blocks, is preempted or at the tick, and repays it from the next periods, so the \
+                         bandwidth holds over time and threads that block every period are held to it, but a thread running \
+                         without blocking may overrun one period by up to a tick",
+                        w.name,
+                        rtslice_spec::units::format_duration(reservation.period),
+                        rtslice_spec::units::format_duration(t),
+                        kernel.hz.unwrap_or(0)
+                    ));
+                } else if reservation.period < t * 5 {
                     warnings.push(format!(
                         "`{}`: budgets are enforced at ticks ({} at HZ={}, no HRTICK): each period of {} may overrun its runtime by up to a tick",
                         w.name,
@@ -440,6 +486,66 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
     }
     plan.kernel = Some(k);
     plan
+}
+
+/// cgroup v2 with boot isolation: no partition may hold the CPUs isolated at boot (6.12: "partition
+/// config conflicts with housekeeping setup"), so a workload that needs one gets a plain cpuset there
+/// (as apply does). That works only if the workload lies wholly on isolated CPUs, and, with
+/// SCHED_DEADLINE threads, spans all of them: the isolated CPUs share one root domain and the kernel
+/// admits a deadline thread only if its affinity spans its root domain (EPERM otherwise), so neither
+/// a part of them nor a rule pinning its threads to some of them can hold a deadline thread. The
+/// refusals and reasons are apply's own (host `prepare`).
+fn boot_isolated_refusal(p: &Plan, mech: Mechanism, isolated: &[u32]) -> Option<(String, String)> {
+    let mut iso: Vec<u32> = isolated.to_vec();
+    iso.sort_unstable();
+    iso.dedup();
+    let list = |c: &[u32]| format!("[{}]", rtslice_spec::format_cpu_list(c));
+    for w in &p.workloads {
+        let Some(k) = kernel_workload(w, mech) else { continue };
+        if !k.partition || w.cpus == p.node.cpus || !w.cpus.iter().any(|c| iso.contains(c)) {
+            continue;
+        }
+        if !w.cpus.iter().all(|c| iso.contains(c)) {
+            return Some((
+                w.name.clone(),
+                format!(
+                    "its CPUs {} mix CPUs isolated at boot {} (isolcpus=domain) with housekeeping CPUs, but it needs an exclusive \
+                     partition (SCHED_DEADLINE, dedicated or shielded CPUs) and the kernel refuses a partition holding boot-isolated \
+                     CPUs; give it only isolated CPUs (no partition needed there) or only housekeeping CPUs",
+                    list(&w.cpus),
+                    list(&iso)
+                ),
+            ));
+        }
+        for (t, kt) in w.threads.iter().zip(&k.threads) {
+            if !matches!(kt.sched, ThreadSched::Deadline { .. }) {
+                continue;
+            }
+            let mut affinity = match &t.cpus {
+                crate::ThreadCpus::Cpus(c) => c.clone(),
+                _ => w.cpus.clone(),
+            };
+            affinity.sort_unstable();
+            affinity.dedup();
+            if affinity != iso {
+                return Some((
+                    w.name.clone(),
+                    format!(
+                        "its rule /{}/ would be SCHED_DEADLINE on CPUs {} isolated at boot, but SCHED_DEADLINE on CPUs isolated at \
+                         boot needs an affinity of all of them {}: they form one root domain (isolcpus=domain) and the kernel admits \
+                         a deadline task only if its affinity spans its root domain; give the workload all of {} with no per-rule \
+                         CPUs, use --mechanism none (FIFO/RR threads pinned as asked, no budget enforced), or boot without \
+                         isolcpus=domain for these CPUs",
+                        t.pattern,
+                        list(&affinity),
+                        list(&iso),
+                        list(&iso)
+                    ),
+                ));
+            }
+        }
+    }
+    None
 }
 
 fn deadline_bw(s: &ThreadSched) -> Option<f64> {
@@ -511,6 +617,14 @@ pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<Kerne
         }
         (Some(_), Mechanism::None) => budget = "not enforced (mechanism none)".into(),
         (None, _) => budget = String::new(),
+    }
+    let mut budget = budget;
+    if w.reclaim && mech == Mechanism::Deadline && reservation.is_some() {
+        budget.push_str(
+            "; reclaim: SCHED_FLAG_RECLAIM (GRUB: a thread may run on bandwidth its partition leaves unused, up to the kernel's cap) \
+             and one pool per period: the agent re-splits the rules' runtimes together over their threads by each one's measured \
+             CPU use every 200 ms (a quarter of the pool in equal parts), never more than the pool in total",
+        );
     }
     for t in threads.iter_mut() {
         if matches!(t.sched, ThreadSched::Deadline { .. }) {

@@ -35,6 +35,10 @@ fn float(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<f64> {
     r.float(n, p)
 }
 
+fn boolean(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<bool> {
+    r.boolean(n, p)
+}
+
 fn strings(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<Vec<String>> {
     list(r, n, p, "strings", string)
 }
@@ -141,7 +145,7 @@ fn workload(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<WorkloadSpec> {
     let m = r.fields(
         n,
         p,
-        &["name", "emulate", "command", "ping", "loadgen", "output", "role", "share", "replicas", "threads", "reservation"],
+        &["name", "emulate", "command", "ping", "loadgen", "output", "role", "share", "replicas", "threads", "reservation", "reclaim"],
     )?;
     let name = m.required(r, "name", "name the workload", string);
     let emulate = m.optional(r, "emulate", |r, n, p| {
@@ -172,7 +176,8 @@ fn workload(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<WorkloadSpec> {
     let replicas = m.optional(r, "replicas", u32_of).unwrap_or(1);
     let threads = m.optional(r, "threads", |r, n, p| list(r, n, p, "thread rules", thread)).unwrap_or_default();
     let reservation = m.optional(r, "reservation", float);
-    Some(WorkloadSpec { name: name?, emulate, command, ping, loadgen, output, role, share, replicas, threads, reservation })
+    let reclaim = m.optional(r, "reclaim", boolean).unwrap_or(false);
+    Some(WorkloadSpec { name: name?, emulate, command, ping, loadgen, output, role, share, replicas, threads, reservation, reclaim })
 }
 
 fn thread(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<ThreadSlot> {

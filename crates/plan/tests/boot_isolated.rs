@@ -1,0 +1,69 @@
+//! plan == apply on a cgroup v2 host booted with `isolcpus=domain,4-7` (the kernel matrix's 8-vCPU
+//! guest): the planner refuses, with apply's reason, what apply refuses there — SCHED_DEADLINE
+//! threads pinned to some of the boot-isolated CPUs (study A's TA layouts) — and admits the rest.
+
+use std::path::PathBuf;
+
+use rtslice_plan::{plan_for_kernel, KernelFacts, Mechanism, NodeFacts};
+
+fn example(name: &str) -> rtslice_spec::Spec {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(name);
+    rtslice_spec::parse(&std::fs::read_to_string(&path).unwrap(), name).unwrap()
+}
+
+fn guest() -> (NodeFacts, KernelFacts) {
+    let facts = NodeFacts { online: (0..8).collect(), isolcpus: (4..8).collect() };
+    let kernel = KernelFacts {
+        available: vec![Mechanism::Deadline],
+        rt_cap: Some(0.95),
+        dl_server: 0.05,
+        hz: Some(1000),
+        hrtick: false,
+        no_partition_cpus: (4..8).collect(),
+    };
+    (facts, kernel)
+}
+
+#[test]
+fn deadline_threads_pinned_to_some_boot_isolated_cpus_are_refused_with_the_kernels_reason() {
+    let (facts, kernel) = guest();
+    for name in ["study-a-ta.yaml", "study-a-ia-ta.yaml"] {
+        let plan = plan_for_kernel(&example(name), &facts, &kernel, None);
+        assert_eq!(plan.rejected.len(), 1, "{name}: {:?}", plan.rejected);
+        let why = &plan.rejected[0].reason;
+        assert!(why.contains("SCHED_DEADLINE on CPUs isolated at boot needs an affinity of all of them [4-7]"), "{name}: {why}");
+        assert!(why.contains("/^ru-thread$/") && why.contains("--mechanism none"), "{name}: names the rule and a way out: {why}");
+        // Without enforcement the threads stay FIFO, pinned as asked: admitted.
+        let none = plan_for_kernel(&example(name), &facts, &kernel, Some(Mechanism::None));
+        assert!(none.all_admitted(), "{name} under none: {:?}", none.rejected);
+    }
+    // Layouts whose deadline threads span all of 4-7 (wide affinity, IRQ steering) are admitted with a
+    // plain cpuset (no partition), as apply gives them.
+    for name in ["study-a-wa.yaml", "study-a-ia-wa.yaml", "study-a-ia.yaml"] {
+        let plan = plan_for_kernel(&example(name), &facts, &kernel, None);
+        assert!(plan.all_admitted(), "{name}: {:?}", plan.rejected);
+        let k = plan.kernel.unwrap();
+        assert_eq!(k.mechanism, Mechanism::Deadline, "{name}");
+        assert!(!k.workloads[0].partition, "{name}: no partition on boot-isolated CPUs");
+    }
+}
+
+#[test]
+fn a_deadline_workload_on_part_of_the_isolated_cpus_or_mixing_them_is_refused() {
+    let (facts, kernel) = guest();
+    let spec = |cpus: &str| {
+        let text = format!(
+            "apiVersion: rtslice/v1\nnode:\n  cpus: 0-7\n  housekeeping: 0\nworkloads:\n  - name: du\n    demand:\n      reservation: {{ runtime: 5ms, period: 10ms, cpus: {cpus} }}\n    threads:\n      - match: ^l1$\n        policy: fifo\n        priority: 50\n"
+        );
+        rtslice_spec::parse(&text, "du.yaml").unwrap()
+    };
+    let part = plan_for_kernel(&spec("5-7"), &facts, &kernel, None);
+    assert!(part.rejected[0].reason.contains("needs an affinity of all of them [4-7]"), "{:?}", part.rejected);
+    let mixed = plan_for_kernel(&spec("3-4"), &facts, &kernel, None);
+    assert!(mixed.rejected[0].reason.contains("mix CPUs isolated at boot [4-7]"), "{:?}", mixed.rejected);
+    let all = plan_for_kernel(&spec("4-7"), &facts, &kernel, None);
+    assert!(all.all_admitted(), "{:?}", all.rejected);
+    // Without boot isolation (cgroup v1, or no isolcpus) nothing changes: a partition on 5-7.
+    let plain = plan_for_kernel(&spec("5-7"), &facts, &KernelFacts { no_partition_cpus: vec![], ..kernel.clone() }, None);
+    assert!(plain.all_admitted() && plain.kernel.unwrap().workloads[0].partition, "{:?}", plain.rejected);
+}

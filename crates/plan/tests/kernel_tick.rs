@@ -1,0 +1,36 @@
+//! Periods shorter than the tick on a kernel without HRTICK (HZ=250 here): SCHED_DEADLINE holds them
+//! over time (hrtimer replenishment, overruns repaid from the next periods), so `plan` admits them
+//! with a warning, as apply does; an RT group's budget is throttled only at ticks, so `plan` refuses
+//! them under RT groups.
+
+use rtslice_plan::{plan_for_kernel, KernelFacts, Mechanism, NodeFacts};
+
+fn spec() -> rtslice_spec::Spec {
+    let text = "apiVersion: rtslice/v1\nnode:\n  cpus: 0-1\nworkloads:\n  - name: vbs\n    demand:\n      reservation: { runtime: 900us, period: 1ms, cpus: 1 }\n    threads:\n      - match: ^ru-thread$\n        policy: fifo\n        priority: 97\n";
+    rtslice_spec::parse(text, "vbs.yaml").unwrap()
+}
+
+fn kernel() -> KernelFacts {
+    KernelFacts {
+        available: vec![Mechanism::Deadline, Mechanism::RtGroup],
+        rt_cap: Some(0.95),
+        dl_server: 0.05,
+        hz: Some(250),
+        hrtick: false,
+        no_partition_cpus: vec![],
+    }
+}
+
+#[test]
+fn a_tti_period_under_the_tick_is_admitted_under_deadline_and_refused_under_rt_groups() {
+    let facts = NodeFacts { online: vec![0, 1], isolcpus: vec![] };
+    let dl = plan_for_kernel(&spec(), &facts, &kernel(), Some(Mechanism::Deadline));
+    assert!(dl.all_admitted(), "{:?}", dl.rejected);
+    assert!(dl.warnings.iter().any(|w| w.contains("shorter than the kernel's tick") && w.contains("repays")), "{:?}", dl.warnings);
+    let rt = plan_for_kernel(&spec(), &facts, &kernel(), Some(Mechanism::RtGroup));
+    assert_eq!(rt.rejected.len(), 1);
+    assert!(rt.rejected[0].reason.contains("shorter than the kernel's tick"), "{:?}", rt.rejected);
+    // With HRTICK nothing is said.
+    let hr = plan_for_kernel(&spec(), &facts, &KernelFacts { hrtick: true, ..kernel() }, Some(Mechanism::RtGroup));
+    assert!(hr.all_admitted() && !hr.warnings.iter().any(|w| w.contains("tick")), "{:?} {:?}", hr.rejected, hr.warnings);
+}
