@@ -161,7 +161,7 @@ impl Service {
         };
         let online = host.base().online.iter().collect();
         let isolcpus = host.facts().boot_isolated.iter().collect();
-        let mut svc = Service { host, desired, dir, events: VecDeque::new(), next_event: 1, facts: NodeFacts { online, isolcpus } };
+        let mut svc = Service { host, desired, dir, events: VecDeque::new(), next_event: 1, facts: NodeFacts { online, isolcpus, ..Default::default() } };
         if opened.created {
             svc.event("started", None, format!("node base applied (mechanism {})", svc.host.base().mechanism));
         }
