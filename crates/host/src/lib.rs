@@ -21,6 +21,7 @@ pub mod cgroup;
 mod cpus;
 pub mod doctor;
 mod error;
+pub mod foreign;
 mod from_plan;
 mod fsio;
 pub mod irq;

@@ -33,8 +33,3 @@ pub enum ForeignBasis {
 pub fn foreign_on(foreign: &[ForeignRt], cpu: u32) -> f64 {
     foreign.iter().filter(|f| f.cpus.contains(&cpu)).map(|f| f.per_cpu.max(0.0)).sum()
 }
-
-/// The sources present on `cpu`, for messages.
-pub fn sources_on(foreign: &[ForeignRt], cpu: u32) -> Vec<&str> {
-    foreign.iter().filter(|f| f.cpus.contains(&cpu) && f.per_cpu > 0.0).map(|f| f.source.as_str()).collect()
-}
