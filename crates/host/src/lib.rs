@@ -24,6 +24,7 @@ mod error;
 pub mod foreign;
 mod from_plan;
 mod fsio;
+pub mod image;
 pub mod irq;
 mod journal;
 mod launch;

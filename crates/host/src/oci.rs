@@ -134,6 +134,98 @@ pub fn config_json(c: &ContainerConfig, runc_version: Option<(u32, u32, u32)>) -
     })
 }
 
+/// The user's own container configuration (a bundle's `config.json`, or the one made from an image)
+/// with rtslice's part merged in, so the container runs as they built it:
+/// - kept as the user wrote it: process (args, env, cwd, user, rlimits, …), mounts, hostname, the
+///   device rules and other resources (memory, pids, …), namespaces, masked/readonly paths, their
+///   seccomp profile, hooks, annotations;
+/// - rtslice's: the root path (absolute, so the bundle is not modified; read-only as the user said),
+///   `linux.cgroupsPath` (the workload's group), `resources.cpu` cpus/mems and the RT group budget,
+///   the scheduler (runc >= 1.2) and `terminal: false` (output goes to the workload's log);
+/// - added where missing: CAP_SYS_NICE and CAP_IPC_LOCK (RT threads need them), a network namespace
+///   when `c.netns`, Docker's default seccomp profile when `c.seccomp` and the user has none;
+/// - `args_override`: rtslice's args replace the user's (a spec or caller that names a command).
+pub fn merge_config(
+    mut spec: oci_spec::runtime::Spec,
+    c: &ContainerConfig,
+    args_override: bool,
+    rootfs: &Path,
+    runc_version: Option<(u32, u32, u32)>,
+) -> Result<oci_spec::runtime::Spec> {
+    use oci_spec::runtime::{Capability, LinuxCpu, LinuxNamespaceBuilder, LinuxNamespaceType, LinuxResources, LinuxSeccomp, RootBuilder, Scheduler};
+    let bad = |what: &str, e: &dyn std::fmt::Display| HostError::Invalid(format!("container {}: {what}: {e}", c.id));
+    let readonly = spec.root().as_ref().and_then(|r| r.readonly()).unwrap_or(false);
+    spec.set_root(Some(RootBuilder::default().path(rootfs).readonly(readonly).build().map_err(|e| bad("root", &e))?));
+    if spec.hostname().is_none() {
+        spec.set_hostname(Some(c.id.clone()));
+    }
+    let mut process = spec.process().clone().unwrap_or_default();
+    if args_override || process.args().as_ref().is_none_or(|a| a.is_empty()) {
+        process.set_args(Some(c.args.clone()));
+    }
+    process.set_terminal(Some(false));
+    let mut caps = process.capabilities().clone().unwrap_or_default();
+    for needed in [Capability::SysNice, Capability::IpcLock] {
+        let add = |set: Option<oci_spec::runtime::Capabilities>| {
+            let mut set = set.unwrap_or_default();
+            set.insert(needed);
+            Some(set)
+        };
+        caps.set_bounding(add(caps.bounding().clone()));
+        caps.set_effective(add(caps.effective().clone()));
+        caps.set_permitted(add(caps.permitted().clone()));
+        // Ambient only where the user keeps an ambient set (a non-root process keeps it over exec).
+        if caps.ambient().as_ref().is_some_and(|a| !a.is_empty()) {
+            caps.set_ambient(add(caps.ambient().clone()));
+        }
+    }
+    process.set_capabilities(Some(caps));
+    if let (Some(policy), Some(v)) = (c.scheduler, runc_version) {
+        if v >= (1, 2, 0) {
+            let sched: Scheduler = serde_json::from_value(scheduler_json(policy)).map_err(|e| bad("scheduler", &e))?;
+            process.set_scheduler(Some(sched));
+        }
+    }
+    spec.set_process(Some(process));
+    let mut linux = spec.linux().clone().unwrap_or_default();
+    linux.set_cgroups_path(Some(PathBuf::from(&c.cgroups_path)));
+    let mut resources = linux.resources().clone().unwrap_or_else(|| {
+        // No resources at all: deny devices like runc's default spec (runc still allows its defaults).
+        serde_json::from_value::<LinuxResources>(json!({"devices": [{"allow": false, "access": "rwm"}]})).unwrap_or_default()
+    });
+    let mut cpu = resources.cpu().clone().unwrap_or_else(LinuxCpu::default);
+    cpu.set_cpus(Some(c.cpus.to_string()));
+    cpu.set_mems(Some(c.mems.clone()));
+    if let Some(r) = c.rt {
+        cpu.set_realtime_runtime(Some(r.runtime_us() as i64));
+        cpu.set_realtime_period(Some(r.period_us()));
+    }
+    resources.set_cpu(Some(cpu));
+    linux.set_resources(Some(resources));
+    let mut namespaces = linux.namespaces().clone().unwrap_or_default();
+    if c.netns && !namespaces.iter().any(|n| n.typ() == LinuxNamespaceType::Network) {
+        namespaces.push(LinuxNamespaceBuilder::default().typ(LinuxNamespaceType::Network).build().map_err(|e| bad("namespace", &e))?);
+    }
+    linux.set_namespaces(Some(namespaces));
+    if c.seccomp && linux.seccomp().is_none() {
+        let profile: LinuxSeccomp = serde_json::from_value(default_seccomp()).map_err(|e| bad("seccomp", &e))?;
+        linux.set_seccomp(Some(profile));
+    }
+    spec.set_linux(Some(linux));
+    Ok(spec)
+}
+
+/// Reads a bundle's `config.json`; `None` when the bundle has none (rtslice then writes its own).
+pub fn load_user_config(bundle: &Path) -> Result<Option<oci_spec::runtime::Spec>> {
+    let path = bundle.join("config.json");
+    if !path.exists() {
+        return Ok(None);
+    }
+    oci_spec::runtime::Spec::load(&path).map(Some).map_err(|e| {
+        HostError::Invalid(format!("{}: not a valid OCI runtime configuration: {e}; fix it or remove it (rtslice then writes its own)", path.display()))
+    })
+}
+
 fn scheduler_json(p: SchedAttr) -> Value {
     match p {
         SchedAttr::Fifo { priority } => json!({"policy": "SCHED_FIFO", "priority": priority}),
