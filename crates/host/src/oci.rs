@@ -1,6 +1,9 @@
-//! Launching OCI bundles through runc: rtslice writes the bundle's config.json (CPUs, memory nodes,
-//! RT budget on v1, the scheduler on runc >= 1.2, the capabilities RT threads need, an optional network
-//! namespace and Docker's default seccomp allow-list), then `runc create` / `runc start`.
+//! Launching OCI bundles through runc. A bundle's own config.json is kept and rtslice's part merged
+//! into it ([`merge_config`], with the `oci-spec` types): the cgroup path, CPUs, memory nodes, the RT
+//! budget on v1, the scheduler on runc >= 1.2, the capabilities RT threads need, an optional network
+//! namespace and Docker's default seccomp allow-list. A bundle without config.json gets rtslice's own
+//! ([`config_json`]). rtslice writes the result into its state directory (the user's bundle is not
+//! modified), then `runc create` / `runc start`. Images are unpacked into bundles by `image`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -154,6 +157,43 @@ pub fn merge_config(
 ) -> Result<oci_spec::runtime::Spec> {
     use oci_spec::runtime::{Capability, LinuxCpu, LinuxNamespaceBuilder, LinuxNamespaceType, LinuxResources, LinuxSeccomp, RootBuilder, Scheduler};
     let bad = |what: &str, e: &dyn std::fmt::Display| HostError::Invalid(format!("container {}: {what}: {e}", c.id));
+    // What a minimal config.json leaves out (mounts, namespaces, masked paths, capabilities, …) comes
+    // from rtslice's own default, so a three-line config does not run in the host's mount namespace.
+    let base: oci_spec::runtime::Spec = serde_json::from_value(config_json(c, runc_version)).map_err(|e| bad("rtslice's default configuration", &e))?;
+    if spec.mounts().is_none() {
+        spec.set_mounts(base.mounts().clone());
+    }
+    let base_process = base.process().clone().unwrap_or_default();
+    if let Some(p) = spec.process_mut().as_mut() {
+        if p.capabilities().is_none() {
+            p.set_capabilities(base_process.capabilities().clone());
+        }
+        if p.rlimits().is_none() {
+            p.set_rlimits(base_process.rlimits().clone());
+        }
+        if p.env().is_none() {
+            p.set_env(base_process.env().clone());
+        }
+    }
+    match (spec.linux_mut().as_mut(), base.linux().clone()) {
+        (Some(l), Some(b)) => {
+            if l.namespaces().is_none() {
+                l.set_namespaces(b.namespaces().clone());
+            }
+            if l.masked_paths().is_none() {
+                l.set_masked_paths(b.masked_paths().clone());
+            }
+            if l.readonly_paths().is_none() {
+                l.set_readonly_paths(b.readonly_paths().clone());
+            }
+        }
+        (None, Some(mut b)) => {
+            // rtslice's seccomp choice is applied below, as for a user's linux section.
+            b.set_seccomp(None);
+            spec.set_linux(Some(b));
+        }
+        _ => {}
+    }
     let readonly = spec.root().as_ref().and_then(|r| r.readonly()).unwrap_or(false);
     spec.set_root(Some(RootBuilder::default().path(rootfs).readonly(readonly).build().map_err(|e| bad("root", &e))?));
     if spec.hostname().is_none() {
@@ -442,5 +482,83 @@ mod tests {
         let names = default_seccomp()["syscalls"][0]["names"].as_array().unwrap().clone();
         assert!(names.iter().any(|n| n == "sched_setattr"));
         assert!(!names.iter().any(|n| n == "init_module" || n == "kexec_load" || n == "bpf"));
+    }
+
+    fn cc() -> ContainerConfig {
+        ContainerConfig {
+            id: "vbs".into(),
+            args: vec!["sh".into()],
+            cgroups_path: "/rtslice/w/vbs".into(),
+            cpus: CpuList::parse("1").unwrap(),
+            mems: "0".into(),
+            rt: Some(Reservation::from_micros(20000, 100000)),
+            scheduler: Some(SchedAttr::Fifo { priority: 10 }),
+            netns: true,
+            seccomp: true,
+        }
+    }
+
+    #[test]
+    fn merge_keeps_the_users_configuration_and_adds_rtslices_part() {
+        let user: oci_spec::runtime::Spec = serde_json::from_value(json!({
+            "ociVersion": "1.0.2",
+            "process": {"args": ["/bin/emu", "--profile", "srsenb"], "env": ["MODE=lte"], "cwd": "/work", "user": {"uid": 1000, "gid": 100},
+                        "terminal": true, "capabilities": {"bounding": ["CAP_KILL"], "effective": ["CAP_KILL"], "permitted": ["CAP_KILL"]}},
+            "root": {"path": "rootfs", "readonly": true},
+            "hostname": "users-box",
+            "mounts": [{"destination": "/data", "type": "bind", "source": "/srv/data", "options": ["rbind", "ro"]}],
+            "linux": {"resources": {"devices": [{"allow": true, "type": "c", "major": 10, "minor": 200, "access": "rwm"}], "memory": {"limit": 1073741824},
+                                    "cpu": {"shares": 512}},
+                      "namespaces": [{"type": "pid"}, {"type": "mount"}], "cgroupsPath": "/users/own"}
+        }))
+        .unwrap();
+        let m = merge_config(user, &cc(), false, Path::new("/abs/rootfs"), Some((1, 1, 5))).unwrap();
+        let v = serde_json::to_value(&m).unwrap();
+        // The user's.
+        assert_eq!(v["process"]["args"], json!(["/bin/emu", "--profile", "srsenb"]));
+        assert_eq!(v["process"]["env"], json!(["MODE=lte"]));
+        assert_eq!(v["process"]["cwd"], "/work");
+        assert_eq!(v["process"]["user"]["uid"], 1000);
+        assert_eq!(v["hostname"], "users-box");
+        assert_eq!(v["mounts"][0]["destination"], "/data");
+        assert_eq!(v["mounts"].as_array().unwrap().len(), 1);
+        assert_eq!(v["linux"]["resources"]["devices"][0]["major"], 10);
+        assert_eq!(v["linux"]["resources"]["memory"]["limit"], 1073741824i64);
+        assert_eq!(v["linux"]["resources"]["cpu"]["shares"], 512);
+        assert_eq!(v["root"]["readonly"], true);
+        // rtslice's.
+        assert_eq!(v["root"]["path"], "/abs/rootfs");
+        assert_eq!(v["process"]["terminal"], false);
+        assert_eq!(v["linux"]["cgroupsPath"], "/rtslice/w/vbs");
+        assert_eq!(v["linux"]["resources"]["cpu"]["cpus"], "1");
+        assert_eq!(v["linux"]["resources"]["cpu"]["realtimeRuntime"], 20000);
+        assert_eq!(v["linux"]["resources"]["cpu"]["realtimePeriod"], 100000);
+        let caps = v["process"]["capabilities"]["bounding"].as_array().unwrap();
+        assert!(["CAP_KILL", "CAP_SYS_NICE", "CAP_IPC_LOCK"].iter().all(|c| caps.iter().any(|x| x == c)), "{caps:?}");
+        let ns: Vec<&str> = v["linux"]["namespaces"].as_array().unwrap().iter().map(|n| n["type"].as_str().unwrap()).collect();
+        assert_eq!(ns, vec!["pid", "mount", "network"]);
+        assert_eq!(v["linux"]["seccomp"]["defaultAction"], "SCMP_ACT_ERRNO");
+        assert!(v["process"].get("scheduler").is_none(), "runc 1.1 has no process.scheduler");
+        // rtslice's args only when asked to replace the user's; the scheduler with runc >= 1.2.
+        let user2: oci_spec::runtime::Spec = serde_json::from_value(v.clone()).unwrap();
+        let m2 = serde_json::to_value(merge_config(user2, &cc(), true, Path::new("/abs/rootfs"), Some((1, 2, 0))).unwrap()).unwrap();
+        assert_eq!(m2["process"]["args"], json!(["sh"]));
+        assert_eq!(m2["process"]["scheduler"]["policy"], "SCHED_FIFO");
+    }
+
+    #[test]
+    fn a_minimal_config_gets_namespaces_mounts_and_capabilities() {
+        let user: oci_spec::runtime::Spec = serde_json::from_value(json!({
+            "ociVersion": "1.0.2", "process": {"args": ["sh"], "env": ["PATH=/bin"], "cwd": "/"}, "root": {"path": "rootfs", "readonly": true}
+        }))
+        .unwrap();
+        let c = ContainerConfig { netns: false, seccomp: false, ..cc() };
+        let v = serde_json::to_value(merge_config(user, &c, false, Path::new("/r"), None).unwrap()).unwrap();
+        let ns: Vec<&str> = v["linux"]["namespaces"].as_array().unwrap().iter().map(|n| n["type"].as_str().unwrap()).collect();
+        assert_eq!(ns, vec!["pid", "ipc", "uts", "mount"]);
+        assert!(v["mounts"].as_array().unwrap().iter().any(|m| m["destination"] == "/proc"));
+        assert!(v["process"]["capabilities"]["bounding"].as_array().unwrap().iter().any(|c| c == "CAP_SYS_NICE"));
+        assert!(v["linux"].get("seccomp").is_none());
+        assert_eq!(v["linux"]["resources"]["cpu"]["realtimeRuntime"], 20000);
     }
 }
