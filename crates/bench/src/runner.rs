@@ -290,7 +290,6 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
     let exp = ctx.exp;
     let opt = ctx.opt;
     let rtslice = opt.rtslice.display().to_string();
-    let block = &exp.blocks[cell.block];
     // 1. Workloads.
     let total = exp.warmup + exp.duration;
     for (idx, p) in layout.placements.iter().enumerate() {

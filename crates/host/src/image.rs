@@ -217,7 +217,11 @@ pub fn apply_layer(layer: &Path, rootfs: &Path) -> Result<()> {
         f.rewind().map_err(|source| HostError::Read { path: layer.to_path_buf(), source })?;
         Ok(if n == 2 && magic == [0x1f, 0x8b] { Box::new(flate2::read::GzDecoder::new(BufReader::new(f))) } else { Box::new(BufReader::new(f)) })
     };
-    let bad = |e: std::io::Error| image_err(format!("layer {}: {e}", layer.display()));
+    // tar's errors wrap the cause ("failed to unpack PATH" around the errno): show both.
+    let bad = |e: std::io::Error| {
+        let cause = std::error::Error::source(&e).map(|c| format!(" ({c})")).unwrap_or_default();
+        image_err(format!("layer {}: {e}{cause}", layer.display()))
+    };
     // Pass 1: whiteouts.
     let mut ar = tar::Archive::new(open()?);
     for entry in ar.entries().map_err(bad)? {
@@ -300,6 +304,9 @@ mod tests {
                     h.set_entry_type(tar::EntryType::Regular);
                     h.set_size(d.len() as u64);
                     h.set_mode(0o644);
+        h.set_uid(0);
+        h.set_gid(0);
+        h.set_mtime(0);
                     h.set_cksum();
                     b.append_data(&mut h, path, *d).unwrap();
                 }
@@ -307,6 +314,9 @@ mod tests {
                     h.set_entry_type(tar::EntryType::Directory);
                     h.set_size(0);
                     h.set_mode(0o755);
+                    h.set_uid(0);
+                    h.set_gid(0);
+                    h.set_mtime(0);
                     h.set_cksum();
                     b.append_data(&mut h, path, &[][..]).unwrap();
                 }

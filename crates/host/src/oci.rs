@@ -261,9 +261,26 @@ pub fn load_user_config(bundle: &Path) -> Result<Option<oci_spec::runtime::Spec>
     if !path.exists() {
         return Ok(None);
     }
-    oci_spec::runtime::Spec::load(&path).map(Some).map_err(|e| {
+    let bad = |e: &dyn std::fmt::Display| {
         HostError::Invalid(format!("{}: not a valid OCI runtime configuration: {e}; fix it or remove it (rtslice then writes its own)", path.display()))
-    })
+    };
+    let text = std::fs::read_to_string(&path).map_err(|source| HostError::Read { path: path.clone(), source })?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| bad(&e))?;
+    parse_user_config(v).map(Some).map_err(|e| bad(&e))
+}
+
+/// A user's configuration as the `oci-spec` types take it. runc accepts configs that leave out
+/// `ociVersion`, `process.user` and `process.cwd` (`runc spec` writes them, hand-written ones often
+/// do not); the types require them, so their runc defaults are filled in first.
+pub fn parse_user_config(mut v: Value) -> std::result::Result<oci_spec::runtime::Spec, serde_json::Error> {
+    if let Some(obj) = v.as_object_mut() {
+        obj.entry("ociVersion").or_insert_with(|| json!("1.0.2"));
+        if let Some(p) = obj.get_mut("process").and_then(Value::as_object_mut) {
+            p.entry("user").or_insert_with(|| json!({"uid": 0, "gid": 0}));
+            p.entry("cwd").or_insert_with(|| json!("/"));
+        }
+    }
+    serde_json::from_value(v)
 }
 
 fn scheduler_json(p: SchedAttr) -> Value {
@@ -548,7 +565,8 @@ mod tests {
 
     #[test]
     fn a_minimal_config_gets_namespaces_mounts_and_capabilities() {
-        let user: oci_spec::runtime::Spec = serde_json::from_value(json!({
+        // What examples/oci/make-busybox-bundle.sh writes: no user, no linux section, no mounts.
+        let user = parse_user_config(json!({
             "ociVersion": "1.0.2", "process": {"args": ["sh"], "env": ["PATH=/bin"], "cwd": "/"}, "root": {"path": "rootfs", "readonly": true}
         }))
         .unwrap();

@@ -131,6 +131,9 @@ fn layer(dir: Option<&Path>, extra: &[(&str, &[u8])]) -> Vec<u8> {
         let mut h = tar::Header::new_gnu();
         h.set_size(data.len() as u64);
         h.set_mode(0o644);
+        h.set_uid(0);
+        h.set_gid(0);
+        h.set_mtime(0);
         h.set_cksum();
         b.append_data(&mut h, path, *data).unwrap();
     }
@@ -221,6 +224,9 @@ fn a_docker_save_archive_runs_under_a_reservation() {
         let mut h = tar::Header::new_gnu();
         h.set_size(data.len() as u64);
         h.set_mode(0o644);
+        h.set_uid(0);
+        h.set_gid(0);
+        h.set_mtime(0);
         h.set_cksum();
         b.append_data(&mut h, path, data).unwrap();
     };
