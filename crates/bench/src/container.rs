@@ -46,9 +46,12 @@ impl Container {
 /// Builds the bundle for `argv` under `dir` with the variant's isolation.
 pub fn prepare(dir: &Path, id: &str, argv: &[String], v: &OciVariant) -> Result<Container, String> {
     let runc = rtslice_host::oci::find_runc().ok_or("runc is not installed (apt-get install runc, or `sudo make deps`)")?;
+    let mk = |p: &Path| std::fs::create_dir_all(p).map_err(|e| format!("cannot create {}: {e}", p.display()));
+    // runc resolves a relative root against the bundle: every path it gets is absolute.
+    mk(dir)?;
+    let dir = &std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let bundle = dir.join(format!("bundle-{id}"));
     let rootfs = bundle.join("rootfs");
-    let mk = |p: &Path| std::fs::create_dir_all(p).map_err(|e| format!("cannot create {}: {e}", p.display()));
     mk(&rootfs)?;
     let mut mounts: Vec<serde_json::Value> = vec![];
     let mut bind = |host: &Path| -> Result<(), String> {
