@@ -57,6 +57,9 @@ pub fn foreign_rt(window: Duration, exclude: &[u32]) -> Vec<ForeignRt> {
         })
     };
     let mut found: Vec<RtThread> = Vec::new();
+    // The window starts before the scan: a thread's first reading is taken during it, and a scan of
+    // a busy host's /proc takes a good part of the window.
+    let t0 = Instant::now();
     for pid in all_pids() {
         if pid == me || exclude.contains(&pid) || procfs::is_kernel_thread(pid as i32) || in_budgeted_group(pid) {
             continue;
@@ -71,7 +74,6 @@ pub fn foreign_rt(window: Duration, exclude: &[u32]) -> Vec<ForeignRt> {
             found.push(RtThread { pid, tid, attr, cpus, oncpu_ns });
         }
     }
-    let t0 = Instant::now();
     let measured = found.iter().any(|t| !matches!(t.attr, SchedAttr::Deadline { .. }));
     if measured && !window.is_zero() {
         std::thread::sleep(window);
