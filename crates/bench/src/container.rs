@@ -90,7 +90,9 @@ pub fn prepare(dir: &Path, id: &str, argv: &[String], v: &OciVariant) -> Result<
     let cc = rtslice_host::oci::ContainerConfig {
         id: id.to_string(),
         args,
-        cgroups_path: format!("/rtslice-bench/{id}"),
+        // Directly under the root (runc removes it with the container): a parent left behind with
+        // every CPU would block exclusive cpuset partitions of later runs (EINVAL on cpu_exclusive).
+        cgroups_path: format!("/{id}"),
         cpus,
         mems,
         rt: None,
