@@ -2,9 +2,11 @@
 # Builds a tiny OCI bundle from Debian's busybox-static (apt-get install busybox-static):
 #   examples/oci/make-busybox-bundle.sh /var/lib/rtslice/bundles/busybox-spinner
 # The bundle holds rootfs/ (busybox and one symlink per applet) and a minimal config.json whose
-# process.args is a CPU spinner; `rtslice apply` never modifies it — it writes its own config.json
-# (CPUs, RT budget, capabilities, namespaces, seccomp) into its state directory and points runc at
-# this rootfs. rtslice-host's runc test builds the same bundle with rtslice_host::oci::busybox_bundle.
+# process.args is a CPU spinner; `rtslice apply` never modifies it — it keeps this configuration
+# (args, env, cwd, and whatever you add: mounts, devices, namespaces) and merges its own part into a
+# copy in its state directory (cgroup path, CPUs, RT budget, scheduler, capabilities; a network
+# namespace and Docker's seccomp profile on request; what a minimal config leaves out, such as the
+# namespaces and /proc, from rtslice's default), pointing runc at this rootfs. rtslice-host's runc test builds the same bundle with rtslice_host::oci::busybox_bundle.
 set -eu
 dir=${1:?usage: $0 BUNDLE_DIR [ARGS...]}
 shift || true

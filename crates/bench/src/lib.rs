@@ -20,6 +20,7 @@ pub mod results;
 pub mod report;
 pub mod specgen;
 pub mod netns;
+pub mod container;
 pub mod periodic;
 pub mod parse;
 pub mod proc;

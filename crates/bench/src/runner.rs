@@ -207,6 +207,8 @@ struct Running {
     netns: Option<String>,
     /// Loadgen server address.
     addr: Option<String>,
+    /// The runc container it runs in (study C's OCI variants), removed afterwards.
+    container: Option<crate::container::Container>,
     cpu_last: u64,
     switches_start: u64,
 }
@@ -219,6 +221,8 @@ struct RunCtx<'a> {
     instances: Vec<Running>,
     applied: bool,
     rec: RunRecord,
+    /// Study C's variants: measured workloads run in a runc container with this isolation.
+    oci: Option<crate::experiment::OciVariant>,
 }
 
 fn run_one(exp: &Experiment, cell: &Cell, seq: usize, repetition: u32, facts: &HostShape, opt: &Options) -> RunRecord {
@@ -252,20 +256,12 @@ fn run_one(exp: &Experiment, cell: &Cell, seq: usize, repetition: u32, facts: &H
             return rec;
         }
     };
-    if variant.oci.is_some() {
-        rec.status = RunStatus::Skipped {
-            reason: "OCI launch variants (seccomp, network namespace) need `rtslice apply` to launch the workload through runc; \
-                     the bench adopts running processes by PID and cannot wrap them in a container"
-                .into(),
-        };
-        return rec;
-    }
     let dir = opt.out.join("runs").join(format!("{seq:04}-{}-r{}", sanitize(&cell.id), repetition + 1));
     if let Err(e) = std::fs::create_dir_all(&dir) {
         rec.status = RunStatus::Failed { error: format!("cannot create {}: {e}", dir.display()) };
         return rec;
     }
-    let mut ctx = RunCtx { exp, opt, dir, noise: None, instances: vec![], applied: false, rec };
+    let mut ctx = RunCtx { exp, opt, dir, noise: None, instances: vec![], applied: false, rec, oci: variant.oci.clone() };
     let outcome = execute(&mut ctx, cell, &layout, facts, &workloads);
     let mut errors: Vec<String> = vec![];
     if let Err(e) = outcome {
@@ -294,7 +290,6 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
     let exp = ctx.exp;
     let opt = ctx.opt;
     let rtslice = opt.rtslice.display().to_string();
-    let block = &exp.blocks[cell.block];
     // 1. Workloads.
     let total = exp.warmup + exp.duration;
     for (idx, p) in layout.placements.iter().enumerate() {
@@ -336,12 +331,23 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
         } else {
             return Err(format!("workload `{}` has nothing to run", w.name));
         };
+        // Study C's OCI variants: the measured workload runs in a container (runc run, foreground).
+        let container = match (&ctx.oci, w.role) {
+            (Some(v), Role::Measured) => {
+                let id = format!("rtsb-{}-{}-{idx}", std::process::id(), ctx.rec.seq);
+                let c = crate::container::prepare(&ctx.dir, &id, &argv, v)?;
+                ctx.rec.notes.push(format!("{} in runc container {id} (seccomp {}, network {})", p.name, v.seccomp, v.network));
+                Some(c)
+            }
+            _ => None,
+        };
+        let argv = container.as_ref().map(|c| c.argv()).unwrap_or(argv);
         let proc = Proc::spawn(&p.name, &argv, &ctx.dir).inspect_err(|_| {
             if let Some(ns) = &netns {
                 crate::netns::remove(ns);
             }
         })?;
-        ctx.instances.push(Running { name: p.name.clone(), workload: w, proc, netns, addr, cpu_last: 0, switches_start: 0 });
+        ctx.instances.push(Running { name: p.name.clone(), workload: w, proc, netns, addr, container, cpu_last: 0, switches_start: 0 });
     }
     // Threads of real stacks appear in the first few hundred ms; rules are applied to the threads
     // present when `apply` runs.
@@ -354,13 +360,24 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
             return Err(format!("{} did not reach its stopped start state", r.name));
         }
     }
+    if noise_before_plan(exp, cell) && !start_noise(ctx, cell, layout)? {
+        return Ok(());
+    }
     // 2-3. The strategy: plan (admission control, pure) then apply with the host backend.
     let pids: Vec<(String, u32)> = ctx.instances.iter().map(|r| (r.name.clone(), r.proc.pid())).collect();
     if let Some(spec) = specgen::spec_for(layout, &facts.cpus, &opt.steering, &|name| pids.iter().find(|(n, _)| n == name).map(|(_, p)| *p)) {
         let yaml = specgen::to_yaml(&spec)?;
         let path = ctx.dir.join("spec.yaml");
         std::fs::write(&path, &yaml).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        let plan = rtslice_plan::plan(&spec, &rtslice_plan::NodeFacts { online: facts.cpus.clone(), isolcpus: facts.isolated.clone() });
+        // Real-time threads the runner did not start as workloads (the interference, anything else
+        // on the host) hold part of each CPU's cap: the planner takes them as facts.
+        let ours: Vec<u32> = ctx.instances.iter().flat_map(|r| procfs_tree(r.proc.pid())).collect();
+        let foreign_rt = rtslice_host::foreign::foreign_rt(rtslice_host::foreign::DEFAULT_WINDOW, &ours);
+        for f in &foreign_rt {
+            ctx.rec.notes.push(format!("foreign real-time bandwidth: {} holds {:.1}% of CPU(s) {:?}", f.source, f.per_cpu * 100.0, f.cpus));
+        }
+        let node_facts = rtslice_plan::NodeFacts { online: facts.cpus.clone(), isolcpus: facts.isolated.clone(), foreign_rt };
+        let plan = rtslice_plan::plan(&spec, &node_facts);
         if !plan.all_admitted() {
             let why: Vec<String> = plan.rejected.iter().map(|r| format!("{}: {}", r.name, r.reason)).collect();
             return Err(format!("the planner rejected the {} layout: {}", cell.strategy, why.join("; ")));
@@ -417,7 +434,27 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
         }
     }
     // 4. Interference, after apply: the host's apply and reset journal with fsync, and an I/O
-    //    stressor (study A's User set writes to disk) can stretch one fsync to a minute.
+    //    stressor (study A's User set writes to disk) can stretch one fsync to a minute. Real-time
+    //    noise started before the plan (it is what the planner must see).
+    if ctx.noise.is_none() && !start_noise(ctx, cell, layout)? {
+        return Ok(());
+    }
+    // 5. Warm-up (the time since the workloads started counts).
+    let warm_left = exp.warmup.saturating_sub(Duration::from_millis(400) + if ctx.noise.is_some() { NOISE_SETTLE } else { Duration::ZERO });
+    if !nap(warm_left, &opt.stop) {
+        return Ok(());
+    }
+    check_alive(ctx, "after warm-up")?;
+    // 6. Measurement window.
+    measure(ctx, cell)
+}
+
+/// Starts the cell's interference (none for `idle`); false when asked to stop meanwhile.
+fn start_noise(ctx: &mut RunCtx, cell: &Cell, layout: &Layout) -> Result<bool, String> {
+    let exp = ctx.exp;
+    let opt = ctx.opt;
+    let rtslice = opt.rtslice.display().to_string();
+    let block = &exp.blocks[cell.block];
     let scenario = &block.scenarios[cell.scenario];
     let noise_argv: Option<Vec<String>> = match &scenario.kind {
         ScenarioKind::Idle => None,
@@ -440,7 +477,7 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
         let mut p = Proc::spawn("noise", &argv, &ctx.dir)?;
         if !nap(NOISE_SETTLE, &opt.stop) {
             ctx.noise = Some(p);
-            return Ok(());
+            return Ok(false);
         }
         if let Some(st) = p.poll() {
             if !st.success() {
@@ -450,14 +487,18 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
         }
         ctx.noise = Some(p);
     }
-    // 5. Warm-up (the time since the workloads started counts).
-    let warm_left = exp.warmup.saturating_sub(Duration::from_millis(400) + if ctx.noise.is_some() { NOISE_SETTLE } else { Duration::ZERO });
-    if !nap(warm_left, &opt.stop) {
-        return Ok(());
-    }
-    check_alive(ctx, "after warm-up")?;
-    // 6. Measurement window.
-    measure(ctx, cell)
+    Ok(true)
+}
+
+/// Real-time interference runs before the plan: study B's question is whether a reservation holds
+/// next to real-time tasks already running, and the planner must see their bandwidth to answer it.
+fn noise_before_plan(exp: &Experiment, cell: &Cell) -> bool {
+    matches!(&exp.blocks[cell.block].scenarios[cell.scenario].kind, ScenarioKind::Noise { kind, .. } if kind == "rt")
+}
+
+/// A process and its descendants (the workloads' own processes are not foreign).
+fn procfs_tree(pid: u32) -> Vec<u32> {
+    rtslice_sys::procfs::process_tree(pid)
 }
 
 /// True once the process is in the stopped state (`T` in /proc/PID/stat).
@@ -680,6 +721,9 @@ fn teardown(ctx: &mut RunCtx, errors: &mut Vec<String>) {
     for r in ctx.instances.iter_mut() {
         if let Some(ns) = r.netns.take() {
             crate::netns::remove(&ns);
+        }
+        if let Some(c) = r.container.take() {
+            c.remove();
         }
     }
 }

@@ -147,7 +147,7 @@ mod tests {
                 let yaml = to_yaml(&spec).unwrap();
                 let parsed = rtslice_spec::parse(&yaml, "generated.yaml").unwrap_or_else(|e| panic!("{s} on {n} CPUs:\n{yaml}\n{e}"));
                 assert_eq!(parsed.workloads.len(), 2);
-                let facts = rtslice_plan::NodeFacts { online: host.cpus.clone(), isolcpus: host.isolated.clone() };
+                let facts = rtslice_plan::NodeFacts { online: host.cpus.clone(), isolcpus: host.isolated.clone(), ..Default::default() };
                 let plan = rtslice_plan::plan(&parsed, &facts);
                 assert!(plan.all_admitted(), "{s} on {n} CPUs: {:?}\n{yaml}", plan.rejected);
                 let vb = plan.workload("vbs").unwrap();

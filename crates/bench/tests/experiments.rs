@@ -114,6 +114,11 @@ fn study_b_noise_quick() {
         // A request carries ~500 µs of work on average: responses take at least some of it.
         assert!(sum.median > 50.0 && sum.p99 >= sum.median, "{}: {sum:?}", c.id);
     }
+    // Issue 18: the reservation holds next to rt-app's FIFO tasks (the planner counts them as foreign
+    // real-time bandwidth): every cell, the reservation under noise included, completes.
+    for c in &r.cells {
+        ok_runs(&r, &c.id);
+    }
     let html = common::check_report(dir.path(), &["overview", "server"]);
     assert!(html.contains("ECDF of round-trip / response time"));
 }
@@ -129,6 +134,14 @@ fn study_c_density_quick() {
     assert!(one > 0.01 && three > one, "CPU grows with the vBS count: n=1 {one}, n=3 {three}");
     let sw = aggregate::switches_per_ms(&ok_runs(&r, "density/n=1/idle/wide")).unwrap();
     assert!(sw > 0.1, "a vBS switches at least every few ms: {sw}/ms");
+    // Study C's container variants run (no skip): CPU per vBS with and without seccomp and netns.
+    for v in ["container", "seccomp", "netns"] {
+        for n in [1, 3] {
+            let id = format!("isolation-overhead/{v} n={n}/idle/none");
+            let c = cpu(&id);
+            assert!(c > 0.01, "{id}: the containerised vBS ran: {c}");
+        }
+    }
     let html = common::check_report(dir.path(), &["overview", "density", "isolation-overhead", "counters"]);
     assert!(html.contains("CPU use vs number of vBS") && html.contains("ideal"));
     if !r.runs.iter().any(|x| x.counters.available) {

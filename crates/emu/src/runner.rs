@@ -23,6 +23,7 @@ use crate::profile::{Profile, ThreadRole, ThreadSpec};
 use crate::EmuError;
 
 mod config;
+mod handoff;
 mod summary;
 mod threads;
 
@@ -236,8 +237,8 @@ struct Wiring {
     dl_tx: Option<Sender<Job>>,
     l1tx: Option<Receiver<(u64, u64)>>,
     l1tx_tx: Option<SyncSender<(u64, u64)>>,
-    pool: Option<Arc<Mutex<Receiver<Job>>>>,
-    pool_tx: Option<SyncSender<Job>>,
+    /// srsENB's worker pool (TXRX gives, workers take): see `handoff` for why not a channel.
+    pool: Option<Arc<handoff::Handoff<Job>>>,
     cb_pool: Option<Arc<Mutex<Receiver<CbJob>>>>,
     cb_pool_tx: Option<Sender<CbJob>>,
     stack: Option<Receiver<Vec<u8>>>,
@@ -439,10 +440,8 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
     let (tx, rx) = mpsc::sync_channel(1);
     w.l1tx_tx = Some(tx);
     w.l1tx = Some(rx);
-    // Rendezvous: the send completes only when an idle worker takes the TTI.
-    let (tx, rx) = mpsc::sync_channel(0);
-    w.pool_tx = Some(tx);
-    w.pool = Some(Arc::new(Mutex::new(rx)));
+    // TXRX hands a TTI over only to an idle worker (srsENB's pool), sleeping meanwhile.
+    w.pool = Some(Arc::new(handoff::Handoff::new()));
     let (tx, rx) = mpsc::channel();
     w.cb_pool_tx = Some(tx);
     w.cb_pool = Some(Arc::new(Mutex::new(rx)));
@@ -472,7 +471,7 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
         let fep_tx = if clock { w.fep_tx.clone() } else { None };
         let l1_tx = if clock { w.l1_tx.clone() } else { None };
         let l1tx_tx = if clock { w.l1tx_tx.clone() } else { None };
-        let pool_tx = if clock { w.pool_tx.clone() } else { None };
+        let pool_tx = if clock { w.pool.clone() } else { None };
         let dl_tx = if role == ThreadRole::L1 { w.dl_tx.clone() } else { None };
         let cb_pool_tx = if role == ThreadRole::L1 { w.cb_pool_tx.clone() } else { None };
         let up_tx = if role == ThreadRole::Stack { w.up_tx.clone() } else { None };

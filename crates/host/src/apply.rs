@@ -77,12 +77,9 @@ pub fn apply_with_facts(setup: &Setup, opts: &ApplyOptions, facts: &HostFacts) -
     };
     for w in &setup.workloads {
         if let Launch::Oci(o) = &w.launch {
-            if !o.bundle.join("rootfs").is_dir() {
-                return Err(rejected(format!(
-                    "workload {}: OCI bundle {} has no rootfs/ directory",
-                    w.name,
-                    o.bundle.display()
-                )));
+            // A bundle (rootfs/), an OCI image layout or a docker-save archive (unpacked at launch).
+            if let Err(e) = crate::image::OciSource::detect(&o.bundle) {
+                return Err(rejected(format!("workload {}: {e}", w.name)));
             }
         }
         if let Launch::Attach { pids } = &w.launch {

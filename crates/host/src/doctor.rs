@@ -76,6 +76,9 @@ pub struct HostReport {
     pub nics: Vec<(String, Option<u32>)>,
     pub runc: Option<(PathBuf, String)>,
     pub crun: Option<(PathBuf, String)>,
+    /// Real-time bandwidth held by threads and RT groups rtslice did not place (`foreign` module).
+    #[serde(default)]
+    pub foreign_rt: Vec<rtslice_plan::ForeignRt>,
     pub findings: Vec<Finding>,
 }
 
@@ -483,6 +486,31 @@ pub fn doctor_for(reserved: Option<&CpuList>) -> HostReport {
         )),
     }
 
+    // Real-time threads and groups rtslice did not place share the RT/DEADLINE cap with its
+    // reservations; `rtslice plan` and the bench planner take them as facts (NodeFacts::foreign_rt).
+    let foreign_rt = crate::foreign::foreign_rt(DOCTOR_FOREIGN_WINDOW, &applied_pids());
+    if foreign_rt.is_empty() {
+        f.push(finding("foreign-rt", Level::Ok, "no real-time threads or RT groups outside rtslice's workloads", ""));
+    } else {
+        for fr in &foreign_rt {
+            f.push(finding(
+                "foreign-rt",
+                Level::Info,
+                format!(
+                    "{} holds {:.1}% of CPU(s) {} ({}); reservations get the cap less this",
+                    fr.source,
+                    fr.per_cpu * 100.0,
+                    CpuList::from_cpus(fr.cpus.iter().copied()),
+                    match fr.basis {
+                        rtslice_plan::ForeignBasis::Declared => "declared budget",
+                        rtslice_plan::ForeignBasis::Measured => "measured over 300 ms",
+                    }
+                ),
+                "",
+            ));
+        }
+    }
+
     let irqbalance_pids = crate::irq::pids_named("irqbalance");
     let irqbalance_banned = irqbalance_banned(&irqbalance_pids);
     let reserved = reserved.cloned().unwrap_or_else(|| reserved_cpus(&isolated));
@@ -603,8 +631,23 @@ pub fn doctor_for(reserved: Option<&CpuList>) -> HostReport {
         nics,
         runc,
         crun,
+        foreign_rt,
         findings: f,
     }
+}
+
+/// How long doctor watches FIFO/RR threads to measure their CPU time.
+const DOCTOR_FOREIGN_WINDOW: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// Processes of the workloads applied in the default state directory: rtslice's own, not foreign.
+fn applied_pids() -> Vec<u32> {
+    crate::journal::StateDir::default()
+        .load()
+        .ok()
+        .flatten()
+        .and_then(|s| s.record)
+        .map(|r| r.workloads.iter().flat_map(|w| w.pids.iter().map(|p| p.pid as u32)).collect())
+        .unwrap_or_default()
 }
 
 /// Reserved CPUs as far as doctor can know them without a spec: boot-isolated CPUs plus the CPUs of

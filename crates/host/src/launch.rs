@@ -149,6 +149,11 @@ pub(crate) fn attach(txn: &mut Txn, pid: i32, facts: &HostFacts, p: &Prepared) -
 
 /// Writes the container's config.json into rtslice's own bundle directory and `runc create`s it
 /// (started later, after its thread rules are in place). Returns its init pid and runc root.
+///
+/// `o.bundle` may be a runtime bundle, an OCI image layout or a `docker save` archive (an image is
+/// unpacked into the state directory first, `image`). The user's configuration (the bundle's
+/// config.json, or the image's) is kept and rtslice's resources, scheduler and namespaces are merged
+/// into it (`oci::merge_config`); a bundle without config.json gets rtslice's own default.
 pub(crate) fn oci_create(
     txn: &mut Txn,
     facts: &HostFacts,
@@ -163,17 +168,9 @@ pub(crate) fn oci_create(
     // rtslice's own bundle dir: config.json here, rootfs by absolute path — the user's bundle is not modified.
     let bundle = state.join("oci-configs").join(id);
     std::fs::create_dir_all(&bundle).map_err(|source| HostError::Create { path: bundle.clone(), source })?;
-    let user_cfg: Option<serde_json::Value> =
-        std::fs::read_to_string(o.bundle.join("config.json")).ok().and_then(|t| serde_json::from_str(&t).ok());
-    let args = if o.args.is_empty() {
-        user_cfg
-            .as_ref()
-            .and_then(|c| c["process"]["args"].as_array().cloned())
-            .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
-            .unwrap_or_else(|| vec!["sh".to_string()])
-    } else {
-        o.args.clone()
-    };
+    let source = crate::image::OciSource::detect(&o.bundle)?;
+    let user_bundle = crate::image::bundle_for(&source, &state.join("oci-images").join(id))?;
+    let user_cfg = crate::oci::load_user_config(&user_bundle)?;
     let cgroups_path = match &facts.backend {
         Backend::V1 { .. } => format!("/{}/{}/{id}", crate::cgroup::V1_PARENT, p.ws.name),
         Backend::V2 { .. } => format!("/{}/{}/{id}", crate::cgroup::V2_PARENT, p.ws.name),
@@ -181,7 +178,7 @@ pub(crate) fn oci_create(
     let scheduler = p.ws.threads.iter().find_map(|r| r.policy.filter(|x| x.is_realtime()));
     let cc = crate::oci::ContainerConfig {
         id: id.to_string(),
-        args,
+        args: if o.args.is_empty() { vec!["sh".to_string()] } else { o.args.clone() },
         cgroups_path,
         cpus: p.ws.cpus.clone(),
         mems: p.ws.mems.clone().unwrap_or_else(|| facts.mems.clone()),
@@ -190,14 +187,25 @@ pub(crate) fn oci_create(
         netns: o.netns,
         seccomp: o.seccomp,
     };
-    let mut cfg = crate::oci::config_json(&cc, crate::oci::runc_version(runc));
-    let rootfs = std::fs::canonicalize(o.bundle.join("rootfs"))
-        .map_err(|source| HostError::Read { path: o.bundle.join("rootfs"), source })?;
-    cfg["root"]["path"] = serde_json::json!(rootfs);
-    if let Some(env) = user_cfg.as_ref().and_then(|c| c["process"].get("env").cloned()) {
-        cfg["process"]["env"] = env;
+    let rootfs_rel = user_cfg
+        .as_ref()
+        .and_then(|c| c.root().as_ref().map(|r| r.path().clone()))
+        .unwrap_or_else(|| PathBuf::from("rootfs"));
+    let rootfs_dir = if rootfs_rel.is_absolute() { rootfs_rel } else { user_bundle.join(rootfs_rel) };
+    let rootfs = std::fs::canonicalize(&rootfs_dir).map_err(|source| HostError::Read { path: rootfs_dir.clone(), source })?;
+    let runc_version = crate::oci::runc_version(runc);
+    match user_cfg {
+        Some(user) => {
+            let merged = crate::oci::merge_config(user, &cc, !o.args.is_empty(), &rootfs, runc_version)?;
+            let path = bundle.join("config.json");
+            merged.save(&path).map_err(|e| HostError::Write { path, value: "<config.json>".into(), source: std::io::Error::other(e.to_string()) })?;
+        }
+        None => {
+            let mut cfg = crate::oci::config_json(&cc, runc_version);
+            cfg["root"]["path"] = serde_json::json!(rootfs);
+            crate::oci::write_config(&bundle, &cfg)?;
+        }
     }
-    crate::oci::write_config(&bundle, &cfg)?;
     txn.record(Change::Container { id: id.to_string(), runc_root: runc_root.clone(), runc: runc.to_path_buf() })?;
     let pid = crate::oci::runc_run(runc, &runc_root, &bundle, id, &state.join(format!("{id}.log")))?;
     Ok((pid, runc_root))

@@ -420,8 +420,8 @@ impl Node {
     fn runc_for(&self, ws: &WorkloadSetup) -> Result<Option<PathBuf>> {
         match &ws.launch {
             Launch::Oci(o) => {
-                if !o.bundle.join("rootfs").is_dir() {
-                    return Err(rejected(format!("workload {}: OCI bundle {} has no rootfs/ directory", ws.name, o.bundle.display())));
+                if let Err(e) = crate::image::OciSource::detect(&o.bundle) {
+                    return Err(rejected(format!("workload {}: {e}", ws.name)));
                 }
                 Ok(Some(self.opts.runc.clone().or_else(crate::oci::find_runc).ok_or_else(|| {
                     rejected("an OCI launch needs runc, which is not installed (apt-get install runc)")

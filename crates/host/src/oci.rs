@@ -1,6 +1,9 @@
-//! Launching OCI bundles through runc: rtslice writes the bundle's config.json (CPUs, memory nodes,
-//! RT budget on v1, the scheduler on runc >= 1.2, the capabilities RT threads need, an optional network
-//! namespace and Docker's default seccomp allow-list), then `runc create` / `runc start`.
+//! Launching OCI bundles through runc. A bundle's own config.json is kept and rtslice's part merged
+//! into it ([`merge_config`], with the `oci-spec` types): the cgroup path, CPUs, memory nodes, the RT
+//! budget on v1, the scheduler on runc >= 1.2, the capabilities RT threads need, an optional network
+//! namespace and Docker's default seccomp allow-list. A bundle without config.json gets rtslice's own
+//! ([`config_json`]). rtslice writes the result into its state directory (the user's bundle is not
+//! modified), then `runc create` / `runc start`. Images are unpacked into bundles by `image`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -132,6 +135,152 @@ pub fn config_json(c: &ContainerConfig, runc_version: Option<(u32, u32, u32)>) -
         ],
         "linux": linux
     })
+}
+
+/// The user's own container configuration (a bundle's `config.json`, or the one made from an image)
+/// with rtslice's part merged in, so the container runs as they built it:
+/// - kept as the user wrote it: process (args, env, cwd, user, rlimits, …), mounts, hostname, the
+///   device rules and other resources (memory, pids, …), namespaces, masked/readonly paths, their
+///   seccomp profile, hooks, annotations;
+/// - rtslice's: the root path (absolute, so the bundle is not modified; read-only as the user said),
+///   `linux.cgroupsPath` (the workload's group), `resources.cpu` cpus/mems and the RT group budget,
+///   the scheduler (runc >= 1.2) and `terminal: false` (output goes to the workload's log);
+/// - added where missing: CAP_SYS_NICE and CAP_IPC_LOCK (RT threads need them), a network namespace
+///   when `c.netns`, Docker's default seccomp profile when `c.seccomp` and the user has none;
+/// - `args_override`: rtslice's args replace the user's (a spec or caller that names a command).
+pub fn merge_config(
+    mut spec: oci_spec::runtime::Spec,
+    c: &ContainerConfig,
+    args_override: bool,
+    rootfs: &Path,
+    runc_version: Option<(u32, u32, u32)>,
+) -> Result<oci_spec::runtime::Spec> {
+    use oci_spec::runtime::{Capability, LinuxCpu, LinuxNamespaceBuilder, LinuxNamespaceType, LinuxResources, LinuxSeccomp, RootBuilder, Scheduler};
+    let bad = |what: &str, e: &dyn std::fmt::Display| HostError::Invalid(format!("container {}: {what}: {e}", c.id));
+    // What a minimal config.json leaves out (mounts, namespaces, masked paths, capabilities, …) comes
+    // from rtslice's own default, so a three-line config does not run in the host's mount namespace.
+    let base: oci_spec::runtime::Spec = serde_json::from_value(config_json(c, runc_version)).map_err(|e| bad("rtslice's default configuration", &e))?;
+    if spec.mounts().is_none() {
+        spec.set_mounts(base.mounts().clone());
+    }
+    let base_process = base.process().clone().unwrap_or_default();
+    if let Some(p) = spec.process_mut().as_mut() {
+        if p.capabilities().is_none() {
+            p.set_capabilities(base_process.capabilities().clone());
+        }
+        if p.rlimits().is_none() {
+            p.set_rlimits(base_process.rlimits().clone());
+        }
+        if p.env().is_none() {
+            p.set_env(base_process.env().clone());
+        }
+    }
+    match (spec.linux_mut().as_mut(), base.linux().clone()) {
+        (Some(l), Some(b)) => {
+            if l.namespaces().is_none() {
+                l.set_namespaces(b.namespaces().clone());
+            }
+            if l.masked_paths().is_none() {
+                l.set_masked_paths(b.masked_paths().clone());
+            }
+            if l.readonly_paths().is_none() {
+                l.set_readonly_paths(b.readonly_paths().clone());
+            }
+        }
+        (None, Some(mut b)) => {
+            // rtslice's seccomp choice is applied below, as for a user's linux section.
+            b.set_seccomp(None);
+            spec.set_linux(Some(b));
+        }
+        _ => {}
+    }
+    let readonly = spec.root().as_ref().and_then(|r| r.readonly()).unwrap_or(false);
+    spec.set_root(Some(RootBuilder::default().path(rootfs).readonly(readonly).build().map_err(|e| bad("root", &e))?));
+    if spec.hostname().is_none() {
+        spec.set_hostname(Some(c.id.clone()));
+    }
+    let mut process = spec.process().clone().unwrap_or_default();
+    if args_override || process.args().as_ref().is_none_or(|a| a.is_empty()) {
+        process.set_args(Some(c.args.clone()));
+    }
+    process.set_terminal(Some(false));
+    let mut caps = process.capabilities().clone().unwrap_or_default();
+    for needed in [Capability::SysNice, Capability::IpcLock] {
+        let add = |set: Option<oci_spec::runtime::Capabilities>| {
+            let mut set = set.unwrap_or_default();
+            set.insert(needed);
+            Some(set)
+        };
+        caps.set_bounding(add(caps.bounding().clone()));
+        caps.set_effective(add(caps.effective().clone()));
+        caps.set_permitted(add(caps.permitted().clone()));
+        // Ambient only where the user keeps an ambient set (a non-root process keeps it over exec).
+        if caps.ambient().as_ref().is_some_and(|a| !a.is_empty()) {
+            caps.set_ambient(add(caps.ambient().clone()));
+        }
+    }
+    process.set_capabilities(Some(caps));
+    if let (Some(policy), Some(v)) = (c.scheduler, runc_version) {
+        if v >= (1, 2, 0) {
+            let sched: Scheduler = serde_json::from_value(scheduler_json(policy)).map_err(|e| bad("scheduler", &e))?;
+            process.set_scheduler(Some(sched));
+        }
+    }
+    spec.set_process(Some(process));
+    let mut linux = spec.linux().clone().unwrap_or_default();
+    linux.set_cgroups_path(Some(PathBuf::from(&c.cgroups_path)));
+    let mut resources = linux.resources().clone().unwrap_or_else(|| {
+        // No resources at all: deny devices like runc's default spec (runc still allows its defaults).
+        serde_json::from_value::<LinuxResources>(json!({"devices": [{"allow": false, "access": "rwm"}]})).unwrap_or_default()
+    });
+    let mut cpu = resources.cpu().clone().unwrap_or_else(LinuxCpu::default);
+    cpu.set_cpus(Some(c.cpus.to_string()));
+    cpu.set_mems(Some(c.mems.clone()));
+    if let Some(r) = c.rt {
+        cpu.set_realtime_runtime(Some(r.runtime_us() as i64));
+        cpu.set_realtime_period(Some(r.period_us()));
+    }
+    resources.set_cpu(Some(cpu));
+    linux.set_resources(Some(resources));
+    let mut namespaces = linux.namespaces().clone().unwrap_or_default();
+    if c.netns && !namespaces.iter().any(|n| n.typ() == LinuxNamespaceType::Network) {
+        namespaces.push(LinuxNamespaceBuilder::default().typ(LinuxNamespaceType::Network).build().map_err(|e| bad("namespace", &e))?);
+    }
+    linux.set_namespaces(Some(namespaces));
+    if c.seccomp && linux.seccomp().is_none() {
+        let profile: LinuxSeccomp = serde_json::from_value(default_seccomp()).map_err(|e| bad("seccomp", &e))?;
+        linux.set_seccomp(Some(profile));
+    }
+    spec.set_linux(Some(linux));
+    Ok(spec)
+}
+
+/// Reads a bundle's `config.json`; `None` when the bundle has none (rtslice then writes its own).
+pub fn load_user_config(bundle: &Path) -> Result<Option<oci_spec::runtime::Spec>> {
+    let path = bundle.join("config.json");
+    if !path.exists() {
+        return Ok(None);
+    }
+    let bad = |e: &dyn std::fmt::Display| {
+        HostError::Invalid(format!("{}: not a valid OCI runtime configuration: {e}; fix it or remove it (rtslice then writes its own)", path.display()))
+    };
+    let text = std::fs::read_to_string(&path).map_err(|source| HostError::Read { path: path.clone(), source })?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| bad(&e))?;
+    parse_user_config(v).map(Some).map_err(|e| bad(&e))
+}
+
+/// A user's configuration as the `oci-spec` types take it. runc accepts configs that leave out
+/// `ociVersion`, `process.user` and `process.cwd` (`runc spec` writes them, hand-written ones often
+/// do not); the types require them, so their runc defaults are filled in first.
+pub fn parse_user_config(mut v: Value) -> std::result::Result<oci_spec::runtime::Spec, serde_json::Error> {
+    if let Some(obj) = v.as_object_mut() {
+        obj.entry("ociVersion").or_insert_with(|| json!("1.0.2"));
+        if let Some(p) = obj.get_mut("process").and_then(Value::as_object_mut) {
+            p.entry("user").or_insert_with(|| json!({"uid": 0, "gid": 0}));
+            p.entry("cwd").or_insert_with(|| json!("/"));
+        }
+    }
+    serde_json::from_value(v)
 }
 
 fn scheduler_json(p: SchedAttr) -> Value {
@@ -350,5 +499,84 @@ mod tests {
         let names = default_seccomp()["syscalls"][0]["names"].as_array().unwrap().clone();
         assert!(names.iter().any(|n| n == "sched_setattr"));
         assert!(!names.iter().any(|n| n == "init_module" || n == "kexec_load" || n == "bpf"));
+    }
+
+    fn cc() -> ContainerConfig {
+        ContainerConfig {
+            id: "vbs".into(),
+            args: vec!["sh".into()],
+            cgroups_path: "/rtslice/w/vbs".into(),
+            cpus: CpuList::parse("1").unwrap(),
+            mems: "0".into(),
+            rt: Some(Reservation::from_micros(20000, 100000)),
+            scheduler: Some(SchedAttr::Fifo { priority: 10 }),
+            netns: true,
+            seccomp: true,
+        }
+    }
+
+    #[test]
+    fn merge_keeps_the_users_configuration_and_adds_rtslices_part() {
+        let user: oci_spec::runtime::Spec = serde_json::from_value(json!({
+            "ociVersion": "1.0.2",
+            "process": {"args": ["/bin/emu", "--profile", "srsenb"], "env": ["MODE=lte"], "cwd": "/work", "user": {"uid": 1000, "gid": 100},
+                        "terminal": true, "capabilities": {"bounding": ["CAP_KILL"], "effective": ["CAP_KILL"], "permitted": ["CAP_KILL"]}},
+            "root": {"path": "rootfs", "readonly": true},
+            "hostname": "users-box",
+            "mounts": [{"destination": "/data", "type": "bind", "source": "/srv/data", "options": ["rbind", "ro"]}],
+            "linux": {"resources": {"devices": [{"allow": true, "type": "c", "major": 10, "minor": 200, "access": "rwm"}], "memory": {"limit": 1073741824},
+                                    "cpu": {"shares": 512}},
+                      "namespaces": [{"type": "pid"}, {"type": "mount"}], "cgroupsPath": "/users/own"}
+        }))
+        .unwrap();
+        let m = merge_config(user, &cc(), false, Path::new("/abs/rootfs"), Some((1, 1, 5))).unwrap();
+        let v = serde_json::to_value(&m).unwrap();
+        // The user's.
+        assert_eq!(v["process"]["args"], json!(["/bin/emu", "--profile", "srsenb"]));
+        assert_eq!(v["process"]["env"], json!(["MODE=lte"]));
+        assert_eq!(v["process"]["cwd"], "/work");
+        assert_eq!(v["process"]["user"]["uid"], 1000);
+        assert_eq!(v["hostname"], "users-box");
+        assert_eq!(v["mounts"][0]["destination"], "/data");
+        assert_eq!(v["mounts"].as_array().unwrap().len(), 1);
+        assert_eq!(v["linux"]["resources"]["devices"][0]["major"], 10);
+        assert_eq!(v["linux"]["resources"]["memory"]["limit"], 1073741824i64);
+        assert_eq!(v["linux"]["resources"]["cpu"]["shares"], 512);
+        assert_eq!(v["root"]["readonly"], true);
+        // rtslice's.
+        assert_eq!(v["root"]["path"], "/abs/rootfs");
+        assert_eq!(v["process"]["terminal"], false);
+        assert_eq!(v["linux"]["cgroupsPath"], "/rtslice/w/vbs");
+        assert_eq!(v["linux"]["resources"]["cpu"]["cpus"], "1");
+        assert_eq!(v["linux"]["resources"]["cpu"]["realtimeRuntime"], 20000);
+        assert_eq!(v["linux"]["resources"]["cpu"]["realtimePeriod"], 100000);
+        let caps = v["process"]["capabilities"]["bounding"].as_array().unwrap();
+        assert!(["CAP_KILL", "CAP_SYS_NICE", "CAP_IPC_LOCK"].iter().all(|c| caps.iter().any(|x| x == c)), "{caps:?}");
+        let ns: Vec<&str> = v["linux"]["namespaces"].as_array().unwrap().iter().map(|n| n["type"].as_str().unwrap()).collect();
+        assert_eq!(ns, vec!["pid", "mount", "network"]);
+        assert_eq!(v["linux"]["seccomp"]["defaultAction"], "SCMP_ACT_ERRNO");
+        assert!(v["process"].get("scheduler").is_none(), "runc 1.1 has no process.scheduler");
+        // rtslice's args only when asked to replace the user's; the scheduler with runc >= 1.2.
+        let user2: oci_spec::runtime::Spec = serde_json::from_value(v.clone()).unwrap();
+        let m2 = serde_json::to_value(merge_config(user2, &cc(), true, Path::new("/abs/rootfs"), Some((1, 2, 0))).unwrap()).unwrap();
+        assert_eq!(m2["process"]["args"], json!(["sh"]));
+        assert_eq!(m2["process"]["scheduler"]["policy"], "SCHED_FIFO");
+    }
+
+    #[test]
+    fn a_minimal_config_gets_namespaces_mounts_and_capabilities() {
+        // What examples/oci/make-busybox-bundle.sh writes: no user, no linux section, no mounts.
+        let user = parse_user_config(json!({
+            "ociVersion": "1.0.2", "process": {"args": ["sh"], "env": ["PATH=/bin"], "cwd": "/"}, "root": {"path": "rootfs", "readonly": true}
+        }))
+        .unwrap();
+        let c = ContainerConfig { netns: false, seccomp: false, ..cc() };
+        let v = serde_json::to_value(merge_config(user, &c, false, Path::new("/r"), None).unwrap()).unwrap();
+        let ns: Vec<&str> = v["linux"]["namespaces"].as_array().unwrap().iter().map(|n| n["type"].as_str().unwrap()).collect();
+        assert_eq!(ns, vec!["pid", "ipc", "uts", "mount"]);
+        assert!(v["mounts"].as_array().unwrap().iter().any(|m| m["destination"] == "/proc"));
+        assert!(v["process"]["capabilities"]["bounding"].as_array().unwrap().iter().any(|c| c == "CAP_SYS_NICE"));
+        assert!(v["linux"].get("seccomp").is_none());
+        assert_eq!(v["linux"]["resources"]["cpu"]["realtimeRuntime"], 20000);
     }
 }

@@ -253,7 +253,7 @@ impl Service {
             dir,
             events: VecDeque::new(),
             next_event: 1,
-            facts: NodeFacts { online, isolcpus },
+            facts: NodeFacts { online, isolcpus, ..Default::default() },
             exits: HashMap::new(),
             drift_seen: HashMap::new(),
             last_drift_check: None,

@@ -9,6 +9,7 @@
 //! explains the algorithms and the JSON schema.
 
 mod defrag;
+mod foreign;
 pub mod kernel;
 mod types;
 
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 use rtslice_spec::{format_cpu_list, Demand, NodeCpus, SchedPolicy, Slots, Spec, Workload};
 
+pub use foreign::{foreign_on, ForeignBasis, ForeignRt};
 pub use kernel::{plan_for_kernel, KernelFacts, KernelPlan, Mechanism};
 pub use types::*;
 
@@ -59,6 +61,8 @@ pub(crate) struct CpuState {
     /// (workload index, bandwidth), in admission order.
     pub shares: Vec<(usize, Bw)>,
     pub reserved: Bw,
+    /// Real-time bandwidth of threads and groups rtslice did not place (see `foreign`).
+    pub foreign: Bw,
 }
 
 #[derive(Clone)]
@@ -79,7 +83,7 @@ impl State {
         if c.housekeeping || c.exclusive.is_some() {
             0
         } else {
-            self.cap.saturating_sub(c.reserved)
+            self.cap.saturating_sub(c.reserved).saturating_sub(c.foreign)
         }
     }
     fn idx(&self, cpu: u32) -> Option<usize> {
@@ -152,12 +156,28 @@ impl Planner {
                     exclusive: None,
                     shares: Vec::new(),
                     reserved: 0,
+                    foreign: bw_from_f64(foreign::foreign_on(&facts.foreign_rt, id)),
                 })
                 .collect(),
             names: spec.workloads.iter().map(|w| w.name.clone()).collect(),
             movable: vec![false; spec.workloads.len()],
             wants_defrag: vec![false; spec.workloads.len()],
         };
+        for f in facts.foreign_rt.iter().filter(|f| f.per_cpu > 0.0) {
+            let on: Vec<u32> = f.cpus.iter().copied().filter(|c| node_cpus.contains(c)).collect();
+            if !on.is_empty() {
+                warnings.push(format!(
+                    "{} holds {} of CPU(s) {} ({}); planned as taken",
+                    f.source,
+                    pct(bw_from_f64(f.per_cpu)),
+                    format_cpu_list(&on),
+                    match f.basis {
+                        ForeignBasis::Declared => "its declared budget",
+                        ForeignBasis::Measured => "measured CPU time",
+                    }
+                ));
+            }
+        }
 
         let n = spec.workloads.len();
         let mut outcome: Vec<Option<Result<Vec<u32>, Rejection>>> = vec![None; n];
@@ -267,6 +287,7 @@ impl Planner {
                 housekeeping: c.housekeeping,
                 exclusive_to: c.exclusive.map(|i| st.names[i].clone()),
                 reserved: bw_f64(c.reserved),
+                foreign: bw_f64(c.foreign),
                 by: c.shares.iter().map(|&(i, b)| CpuShare { workload: st.names[i].clone(), bandwidth: bw_f64(b) }).collect(),
                 free: bw_f64(st.free(c)),
             })
@@ -398,7 +419,12 @@ fn admit(st: &mut State, i: usize, w: &Workload, want: &Want, named: &[u32]) -> 
                 } else if exclusive && !c.shares.is_empty() {
                     problems.push(format!("CPU {cpu} already carries {} for {}", pct(c.reserved), sharers(st, c)));
                 } else if !exclusive && st.free(c) < b {
-                    problems.push(format!("CPU {cpu} has {} free, needs {}", pct(st.free(c)), pct(b)));
+                    let held = if c.foreign > 0 {
+                        format!(" ({} held by real-time threads rtslice did not place)", pct(c.foreign))
+                    } else {
+                        String::new()
+                    };
+                    problems.push(format!("CPU {cpu} has {} free{held}, needs {}", pct(st.free(c)), pct(b)));
                 }
                 idxs.push(ci);
             }

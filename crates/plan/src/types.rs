@@ -10,18 +10,23 @@ pub use rtslice_spec::{FitPolicy, Isolation, Launch};
 use rtslice_spec::units::serde_nanos;
 
 /// What only the host knows; the CLI fills it from /sys, tests and benchmarks make it up.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct NodeFacts {
     /// Online CPU ids (/sys/devices/system/cpu/online). Used when the spec says `cpus: discovered`.
     pub online: Vec<u32>,
     /// CPUs isolated at boot (`isolcpus=`, /sys/devices/system/cpu/isolated).
     pub isolcpus: Vec<u32>,
+    /// Real-time bandwidth already held on the host by threads and groups rtslice did not place
+    /// (rtslice-host's `foreign_rt`); each CPU's free bandwidth is the cap less this and less the
+    /// reservations. Empty: rtslice plans as if it were alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub foreign_rt: Vec<crate::ForeignRt>,
 }
 
 impl NodeFacts {
     /// CPUs 0..n online, none isolated.
     pub fn with_cpus(n: u32) -> Self {
-        NodeFacts { online: (0..n).collect(), isolcpus: Vec::new() }
+        NodeFacts { online: (0..n).collect(), isolcpus: Vec::new(), foreign_rt: Vec::new() }
     }
 }
 
@@ -70,9 +75,12 @@ pub struct CpuUse {
     pub exclusive_to: Option<String>,
     /// Sum of reserved bandwidth on this CPU (1.0 when dedicated).
     pub reserved: f64,
+    /// Real-time bandwidth held here by threads and groups rtslice did not place (`NodeFacts::foreign_rt`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub foreign: f64,
     /// Who reserved what here.
     pub by: Vec<CpuShare>,
-    /// What is still reservable here: cap − reserved (0 when exclusive to a workload or housekeeping).
+    /// What is still reservable here: cap − reserved − foreign (0 when exclusive to a workload or housekeeping).
     pub free: f64,
 }
 
@@ -326,4 +334,8 @@ impl Plan {
     pub fn all_admitted(&self) -> bool {
         self.rejected.is_empty()
     }
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }

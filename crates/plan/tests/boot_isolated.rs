@@ -12,7 +12,7 @@ fn example(name: &str) -> rtslice_spec::Spec {
 }
 
 fn guest() -> (NodeFacts, KernelFacts) {
-    let facts = NodeFacts { online: (0..8).collect(), isolcpus: (4..8).collect() };
+    let facts = NodeFacts { online: (0..8).collect(), isolcpus: (4..8).collect(), ..Default::default() };
     let kernel = KernelFacts {
         available: vec![Mechanism::Deadline],
         rt_cap: Some(0.95),

@@ -23,7 +23,7 @@ fn kernel() -> KernelFacts {
 
 #[test]
 fn a_tti_period_under_the_tick_is_admitted_under_deadline_and_refused_under_rt_groups() {
-    let facts = NodeFacts { online: vec![0, 1], isolcpus: vec![] };
+    let facts = NodeFacts { online: vec![0, 1], isolcpus: vec![], ..Default::default() };
     let dl = plan_for_kernel(&spec(), &facts, &kernel(), Some(Mechanism::Deadline));
     assert!(dl.all_admitted(), "{:?}", dl.rejected);
     assert!(dl.warnings.iter().any(|w| w.contains("shorter than the kernel's tick") && w.contains("repays")), "{:?}", dl.warnings);

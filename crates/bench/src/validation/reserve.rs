@@ -71,6 +71,7 @@ impl Launcher for HostLauncher {
         let facts = NodeFacts {
             online: rtslice_sys::procfs::online_cpus().unwrap_or_default(),
             isolcpus: rtslice_sys::procfs::isolated_cpus().unwrap_or_default(),
+            ..Default::default()
         };
         let workload = format!("loadgen-{}", self.tag);
         let text = server_spec(exp, command, &workload, facts.online.len());

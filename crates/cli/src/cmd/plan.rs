@@ -98,7 +98,7 @@ pub fn host_facts(online: Option<&str>, isolcpus: Option<&str>) -> anyhow::Resul
         Some(s) => parse_cpu_list(s).context("--isolcpus")?,
         None => read("/sys/devices/system/cpu/isolated")?,
     };
-    Ok(NodeFacts { online, isolcpus })
+    Ok(NodeFacts { online, isolcpus, ..Default::default() })
 }
 
 /// The human view: per-CPU map, then per-workload resources and rules, then rejections.

@@ -22,8 +22,10 @@ pub(super) fn clock_loop(
     fep_tx: Option<Sender<HalfGrid>>,
     l1_tx: Option<SyncSender<Job>>,
     l1tx_tx: Option<SyncSender<(u64, u64)>>,
-    pool_tx: Option<SyncSender<Job>>,
+    pool_tx: Option<Arc<handoff::Handoff<Job>>>,
 ) {
+    // Workers end when the clock does, however it ends.
+    let _close = pool_tx.as_deref().map(handoff::CloseOnDrop);
     let mut scratch = Scratch::default();
     let (done_tx, done_rx) = mpsc::sync_channel::<()>(1);
     // Start a little ahead, so every thread is waiting when the first TTI arrives.
@@ -84,8 +86,8 @@ pub(super) fn clock_loop(
             }
             Profile::Srsenb => {
                 // TXRX waits for an idle worker, as srsENB's worker pool does.
-                if let Some(tx) = &pool_tx {
-                    if tx.send(Job { n, avail, buf, grid: Vec::new() }).is_err() {
+                if let Some(pool) = &pool_tx {
+                    if pool.give(Job { n, avail, buf, grid: Vec::new() }).is_err() {
                         drop_both(cell, n, avail);
                     }
                 }
@@ -212,10 +214,10 @@ pub(super) fn take_job<T>(pool: &Mutex<Receiver<T>>) -> Option<T> {
 }
 
 /// srsENB WORKERn: the whole TTI (FFT, decode, DL build, IFFT) on one thread.
-pub(super) fn worker_loop(cell: &Cell, pool: Arc<Mutex<Receiver<Job>>>, l2: Option<Sender<Vec<u8>>>) {
+pub(super) fn worker_loop(cell: &Cell, pool: Arc<handoff::Handoff<Job>>, l2: Option<Sender<Vec<u8>>>) {
     let mut scratch = Scratch::default();
     let mut grid = vec![Complex32::new(0.0, 0.0); cell.phy.grid_len()];
-    while let Some(job) = take_job(&pool) {
+    while let Some(job) = pool.take() {
         let sf = &cell.ul[job.buf];
         cell.phy.ul_fft(&sf.time, &mut grid, 0..SYMBOLS, &mut scratch);
         let mut payload = Vec::new();

@@ -1,0 +1,77 @@
+//! Foreign real-time bandwidth, found on the real kernel: rt-app's FIFO tasks are measured (their CPU
+//! time over the window), a SCHED_DEADLINE process is counted by its declared runtime/period, and
+//! excluded processes (rtslice's own workloads) are not listed.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use rtslice_plan::ForeignBasis;
+use rtslice_testkit::{root_or_skip, KernelLock};
+
+/// Kills the child on drop (a failing assertion must not leave FIFO spinners behind).
+struct Killed(Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn rt_app(dir: &std::path::Path) -> Option<Killed> {
+    if rtslice_host::oci::find_in_path("rt-app").is_none() {
+        eprintln!("SKIPPED: rt-app not installed (make deps installs it)");
+        return None;
+    }
+    // Two FIFO tasks on CPU 0, each busy 20 ms every 100 ms: 40 % of CPU 0.
+    let json = serde_json::json!({
+        "tasks": {
+            "frt0": {"policy": "SCHED_FIFO", "priority": 10, "cpus": [0], "loop": -1, "runtime": 20000, "timer": {"ref": "t0", "period": 100000}},
+            "frt1": {"policy": "SCHED_FIFO", "priority": 10, "cpus": [0], "loop": -1, "runtime": 20000, "timer": {"ref": "t1", "period": 100000}}
+        },
+        "global": {"duration": -1, "calibration": 100, "default_policy": "SCHED_OTHER", "lock_pages": false, "logdir": dir, "log_basename": "frt"}
+    });
+    let file = dir.join("rt-app.json");
+    std::fs::write(&file, json.to_string()).unwrap();
+    let child = Command::new("rt-app").arg(&file).current_dir(dir).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    Some(Killed(child))
+}
+
+#[test]
+fn fifo_threads_are_measured_and_deadline_threads_declared() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let Some(rt) = rt_app(dir.path()) else { return };
+    // 5 ms every 100 ms under SCHED_DEADLINE, over every online CPU (its root domain).
+    let dl = Killed(
+        Command::new("chrt")
+            .args(["-d", "--sched-runtime", "5000000", "--sched-deadline", "100000000", "--sched-period", "100000000", "0", "sleep", "60"])
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    let online = rtslice_host::doctor::online_cpus().len() as f64;
+    let found = rtslice_host::foreign::foreign_rt(Duration::from_millis(1000), &[]);
+    eprintln!("FOUND: {found:#?}");
+    let rt_pid = rt.0.id();
+    let fifo: Vec<_> = found.iter().filter(|f| f.source.contains(&format!("[{rt_pid}]"))).collect();
+    assert_eq!(fifo.len(), 1, "rt-app listed once: {found:?}");
+    assert_eq!(fifo[0].basis, ForeignBasis::Measured);
+    assert_eq!(fifo[0].cpus, vec![0]);
+    assert!(fifo[0].source.contains("SCHED_FIFO") && fifo[0].source.contains("2 thread"), "{}", fifo[0].source);
+    eprintln!("MEASURED: rt-app 2 x 20 ms / 100 ms on CPU 0 holds {:.1}% of it", fifo[0].per_cpu * 100.0);
+    assert!(fifo[0].per_cpu > 0.25 && fifo[0].per_cpu < 0.6, "about 40%: {}", fifo[0].per_cpu);
+    let dl_pid = dl.0.id();
+    let d: Vec<_> = found.iter().filter(|f| f.source.contains(&format!("[{dl_pid}]"))).collect();
+    assert_eq!(d.len(), 1, "the deadline process listed once: {found:?}");
+    assert_eq!(d[0].basis, ForeignBasis::Declared);
+    assert!((d[0].per_cpu - ((0.05 / online * 1000.0).round() / 1000.0)).abs() < 1e-9, "5% over {online} CPUs: {}", d[0].per_cpu);
+    // The planner takes them: CPU 0's free bandwidth is the cap less both.
+    let facts = rtslice_plan::NodeFacts { online: (0..online as u32).collect(), foreign_rt: found.clone(), ..Default::default() };
+    let spec = rtslice_spec::parse("apiVersion: rtslice/v1\nnode: {}\nworkloads: []\n", "empty.yaml").unwrap();
+    let plan = rtslice_plan::plan(&spec, &facts);
+    assert!(plan.node.per_cpu[0].foreign >= fifo[0].per_cpu + d[0].per_cpu - 1e-9, "{:?}", plan.node.per_cpu[0]);
+    // Excluded processes are rtslice's own, not foreign.
+    let again = rtslice_host::foreign::foreign_rt(Duration::from_millis(200), &[rt_pid, dl_pid]);
+    assert!(!again.iter().any(|f| f.source.contains(&format!("[{rt_pid}]")) || f.source.contains(&format!("[{dl_pid}]"))), "{again:?}");
+}
