@@ -9,11 +9,14 @@
 //! - `telemetry`: the Prometheus collector following the deployed workloads, the report socket
 //!   they get, the live views' history (`GET /metrics`, `GET /v1/telemetry`).
 //! - `dashboard`: the live dashboard at `/` (one self-contained page) and its access on TCP.
+//! - `containers`: Kubernetes containers through the NRI plugin — admission at creation, in-place
+//!   application at start, release; `GET /v1/inventory` for the scheduler extender (docs/kubernetes.md).
 //! - `openapi`: the OpenAPI document (`GET /v1/openapi.json`, checked in as docs/openapi.json).
 
 mod api;
 mod client;
 mod dashboard;
+mod containers;
 mod error;
 mod openapi;
 mod server;
@@ -21,6 +24,7 @@ mod service;
 mod telemetry;
 
 pub use api::{router, App, BODY_LIMIT};
+pub use containers::{ContainerEntry, CreateContainer};
 pub use client::{request, request_blocking, Reply};
 pub use error::{NodeError, Result};
 pub use openapi::document as openapi_document;

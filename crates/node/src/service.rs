@@ -212,6 +212,8 @@ pub struct Service {
     /// The drift last reported per workload (a drift event is logged when it changes).
     drift_seen: HashMap<String, String>,
     last_drift_check: Option<Instant>,
+    /// Kubernetes containers admitted through the NRI plugin (crate::containers).
+    pub(crate) containers: crate::containers::Containers,
 }
 
 /// How often [`Service::check_exits`] compares the running workloads with their journals.
@@ -246,6 +248,7 @@ impl Service {
         };
         let online = host.base().online.iter().collect();
         let isolcpus = host.facts().boot_isolated.iter().collect();
+        let containers = crate::containers::Containers::load(&dir)?;
         let mut svc = Service {
             host,
             launch_env: opts.launch_env.clone(),
@@ -257,6 +260,7 @@ impl Service {
             exits: HashMap::new(),
             drift_seen: HashMap::new(),
             last_drift_check: None,
+            containers,
         };
         if opened.created {
             svc.event("started", None, format!("node base applied (mechanism {})", svc.host.base().mechanism));
@@ -280,6 +284,11 @@ impl Service {
         Ok(svc)
     }
 
+    /// The node section the planner uses (`--node FILE`).
+    pub(crate) fn node_section(&self) -> &rtslice_spec::Node {
+        &self.desired.node
+    }
+
     pub fn mechanism(&self) -> Mechanism {
         self.host.base().mechanism
     }
@@ -288,7 +297,7 @@ impl Service {
         &self.host
     }
 
-    fn event(&mut self, kind: &str, workload: Option<&str>, message: String) {
+    pub(crate) fn event(&mut self, kind: &str, workload: Option<&str>, message: String) {
         tracing::info!(kind, workload, "{message}");
         self.events.push_back(Event { seq: self.next_event, time: now(), kind: kind.into(), workload: workload.map(String::from), message });
         self.next_event += 1;
@@ -336,15 +345,16 @@ impl Service {
             }
             spec.workloads.push(w);
         }
+        spec.workloads.extend(self.containers.pinned());
         spec
     }
 
-    fn planner(&self, except: &[&str]) -> Planner {
+    pub(crate) fn planner(&self, except: &[&str]) -> Planner {
         Planner::new(&self.pinned_spec(except), &self.facts)
     }
 
     /// Admission of one workload against what runs: its plan, or why not.
-    fn admit(&self, w: &Workload, except: &[&str]) -> std::result::Result<(WorkloadPlan, Setup), (String, Option<Defrag>)> {
+    pub(crate) fn admit(&self, w: &Workload, except: &[&str]) -> std::result::Result<(WorkloadPlan, Setup), (String, Option<Defrag>)> {
         let mut planner = self.planner(except);
         let plan = match planner.admit(w) {
             Ok(p) => p.clone(),
@@ -617,7 +627,7 @@ impl Service {
     }
 
     /// Retries the pending workloads in arrival order (after capacity freed up).
-    fn retry_pending(&mut self) -> Result<()> {
+    pub(crate) fn retry_pending(&mut self) -> Result<()> {
         let pending: Vec<String> =
             self.desired.workloads.iter().filter(|e| e.phase == Phase::Pending).map(|e| e.workload.name.clone()).collect();
         for n in pending {
@@ -956,7 +966,8 @@ impl Service {
     }
 
     /// Stops every workload and undoes the node (the daemon's `--reset-on-exit`, tests).
-    pub fn reset(self) -> Result<()> {
+    pub fn reset(mut self) -> Result<()> {
+        self.containers.release_all();
         self.host.reset()?;
         let _ = std::fs::remove_file(self.dir.join(DESIRED));
         Ok(())
