@@ -1,0 +1,37 @@
+#!/bin/bash
+# snapshot.sh DIR: writes the host state a Kubernetes node can change into DIR, one file per kind,
+# sorted, so that `diff` of a snapshot taken before the cluster and one after its teardown names
+# anything left behind (k8s/e2e/run.sh compares them; the kernel tests do the same with their
+# KernelSnapshot). What kubelet, containerd, runc and CNI plugins are known to change:
+#   mounts    mount points (/proc/self/mountinfo): overlay rootfs, sandbox shm, kubelet volumes
+#   cgroups   every directory of every hierarchy: kubepods/… in each v1 controller
+#   netns     named network namespaces (/run/netns, /var/run/netns): CNI's per-pod netns
+#   links     network interfaces: a CNI bridge and veths
+#   iptables  iptables-save/ip6tables-save rules without counters: kubelet's KUBE-* chains, CNI's
+#   sysctls   `sysctl -a` minus counters that move by themselves: kubelet's vm.overcommit_memory,
+#             kernel.panic, kernel.panic_on_oops, kernel.keys.*; a bridge's net.* keys
+#   paths     whether the directories the components write by default exist (they must not be
+#             created, since everything of ours is configured under /var/lib/rtslice-k8s)
+set -u
+out=$1
+mkdir -p "$out"
+awk '{print $5}' /proc/self/mountinfo | sort >"$out/mounts"
+find /sys/fs/cgroup -mindepth 2 -type d 2>/dev/null | sort >"$out/cgroups"
+ls -1 /run/netns /var/run/netns 2>/dev/null | sort -u >"$out/netns"
+ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | sort >"$out/links"
+{
+  for t in iptables-save ip6tables-save; do
+    command -v $t >/dev/null && $t 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//'
+  done
+  cat /proc/net/ip_tables_names /proc/net/ip6_tables_names 2>/dev/null
+} >"$out/iptables"
+# Keys that change on their own (counters, random values, the last pid) are left out.
+sysctl -a 2>/dev/null \
+  | grep -Ev '^(fs\.(dentry-state|file-nr|inode-nr|inode-state|quota\.)|kernel\.(ns_last_pid|random\.|pty\.nr)|net\.netfilter\.nf_conntrack_count)' \
+  | sort >"$out/sysctls"
+for p in /var/lib/kubelet /var/log/pods /var/log/containers /etc/kubernetes /run/containerd \
+         /var/lib/containerd /opt/containerd /etc/containerd /etc/cni /opt/cni /var/lib/cni \
+         /run/nri /var/run/nri /run/netns /var/lib/rtslice-k8s /run/rtslice-k8s /run/runc; do
+  [ -e "$p" ] && echo "$p"
+done >"$out/paths"
+exit 0
