@@ -18,6 +18,11 @@ say() { echo "k8s-build: $*" >&2; }
 die() { echo "k8s-build: error: $*" >&2; exit 1; }
 command -v go >/dev/null || die "no go toolchain on PATH (Go >= 1.24 is needed; https://go.dev/dl)"
 mkdir -p "$CACHE"
+# versions.env names the versions; the go.mod files pin them: they must agree.
+grep -q "k8s.io/kubernetes $K8S_VERSION\$" "$HERE/kubernetes/go.mod" && ! grep '=> k8s.io/' "$HERE/kubernetes/go.mod" | grep -vq " $K8S_STAGING_VERSION\$" \
+  || die "kubernetes/go.mod does not pin k8s.io/kubernetes $K8S_VERSION with every replace at $K8S_STAGING_VERSION (versions.env)"
+grep -q "github.com/containerd/containerd/v2 $CONTAINERD_VERSION\$" "$HERE/containerd/go.mod" \
+  || die "containerd/go.mod does not require containerd $CONTAINERD_VERSION (versions.env)"
 # Every file of ours that decides the result keys the directory too, so an edited go.mod rebuilds.
 key() { cat "$@" | sha256sum | cut -c1-12; }
 

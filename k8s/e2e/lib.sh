@@ -244,6 +244,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   plugin_path = "$K8S_STATE/nri/plugins"
   plugin_config_path = "$K8S_STATE/nri/conf.d"
 EOF
+  # containerd makes /run/containerd (its shims' socket directory, not configurable) even with its
+  # state elsewhere: remember whether it was there, for the teardown.
+  [ -e /run/containerd ] || touch "$K8S_RUN/made-run-containerd"
   start containerd "$K8S_BIN/containerd" --config "$cfg"
   wait_for 60 "containerd serving $CONTAINERD_SOCK" "$K8S_LOGS/containerd.log" \
     "$K8S_BIN/ctr" --address "$CONTAINERD_SOCK" version
@@ -358,6 +361,10 @@ down() {
   done
   # The CNI bridge, only if a non-hostNetwork pod made it.
   ip link show rtse2e0 >/dev/null 2>&1 && ip link delete rtse2e0
+  if [ -f "$K8S_RUN/made-run-containerd" ]; then
+    rmdir /run/containerd/s /run/containerd 2>/dev/null
+    [ -e /run/containerd ] && log "teardown: /run/containerd is not empty; left in place: $(ls -A /run/containerd | head -5 | tr '\n' ' ')"
+  fi
   rm -rf "$K8S_STATE" "$K8S_RUN"
   return 0
 }
