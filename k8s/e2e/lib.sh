@@ -290,7 +290,6 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 resolvConf: ""
 registerNode: true
-fileCheckFrequency: 0s
 syncFrequency: 10s
 nodeStatusReportFrequency: 10s
 EOF

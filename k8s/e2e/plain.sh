@@ -65,7 +65,7 @@ plain_pods() {
   fi
   cg=$(container_cgroup sleeper)
   pids=$(cat "$cg/cgroup.procs" 2>/dev/null | tr '\n' ' ')
-  if [ -n "$cg" ] && [ -n "$pids" ] && grep -q ":cpu,cpuacct:/kubepods/.*/$(basename "$cg")\$\|:cpu,cpuacct:/kubepods/.*$(basename "$cg")" /proc/${pids%% *}/cgroup; then
+  if [ -n "$cg" ] && [ -n "$pids" ] && grep -Eq "^[0-9]+:cpu(,cpuacct)?:/kubepods/.*/$(basename "$cg")\$" /proc/${pids%% *}/cgroup; then
     pass "pod in kubelet's cgroups" "${cg#/sys/fs/cgroup/cpu/} holds pids $pids"
   else
     fail "pod in kubelet's cgroups" "cgroup '${cg:-none found}' holds '${pids:-no pid}'"

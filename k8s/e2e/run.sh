@@ -4,7 +4,8 @@
 # that nothing is left. One line per check, `k8s: PASS|FAIL <check> …`, then `k8s: N passed, M failed`;
 # non-zero exit on any failure. See k8s/README.md.
 #
-# Environment: CARGO, CARGO_TARGET_DIR, RTSLICE_K8S_CACHE (binaries, default /var/cache/rtslice/k8s),
+# Environment: CARGO, CARGO_TARGET_DIR, RTSLICE_K8S_RTSLICE (an rtslice binary to use instead of
+# the one `cargo test --workspace --no-run` builds), RTSLICE_K8S_CACHE (binaries, default /var/cache/rtslice/k8s),
 # RTSLICE_K8S_LOGS (default $CARGO_TARGET_DIR/k8s), RTSLICE_K8S_KEEP=1 (leave the cluster up after
 # the checks, for a look by hand; `k8s/e2e/cluster.sh down` ends it), RTSLICE_K8S_LOCK_TIMEOUT (s to
 # wait for the host-wide kernel-test lock, default 1800).
@@ -37,11 +38,19 @@ else
 fi
 export K8S_BIN
 t=$(date +%s)
-if (cd "$K8S_REPO" && "$CARGO" build -p rtslice) >"$K8S_LOGS/cargo-build.log" 2>&1; then
-  RTSLICE=${CARGO_TARGET_DIR:-$K8S_REPO/target}/debug/rtslice
-else
-  fail images "cargo build -p rtslice failed (log: $K8S_LOGS/cargo-build.log)"; finish
+# The rtslice binary `cargo test --workspace` built (what `make test` just ran: no second build, no
+# feature-unification rebuild, as the kernel matrix does), unless RTSLICE_K8S_RTSLICE names one.
+RTSLICE=${RTSLICE_K8S_RTSLICE:-}
+if [ -z "$RTSLICE" ]; then
+  RTSLICE=$(cd "$K8S_REPO" && "$CARGO" test --workspace --no-run --message-format=json 2>"$K8S_LOGS/cargo-build.log" \
+    | python3 -c 'import json, sys
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "rtslice" and not m["profile"]["test"]:
+        print(m["executable"])' | tail -1)
 fi
+[ -x "$RTSLICE" ] || { fail images "no rtslice binary from cargo test --workspace --no-run (log: $K8S_LOGS/cargo-build.log)"; finish; }
 if "$K8S_E2E/../images/build.sh" "$K8S_LOGS/images" "$RTSLICE" >"$K8S_LOGS/images-build.log" 2>&1; then
   pass images "pause, busybox, emu as OCI archives in $(( $(date +%s) - t ))s"
 else

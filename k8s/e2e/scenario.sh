@@ -75,7 +75,7 @@ scenario() {
   scn_node_yaml "$K8S_NODE" "0-$(( $(nproc) - 1 ))" >"$K8S_STATE/rtslice/real-node.yaml"
   start node-service "$RTSLICE" daemon --socket "$K8S_RUN/rtslice.sock" --state-dir "$K8S_STATE/rtslice/state" \
     --node "$K8S_STATE/rtslice/real-node.yaml" --mechanism rt-group --kube-node "$K8S_NODE" --kubeconfig "$KUBECONFIG_FILE"
-  start nri-plugin "$nri" --nri-socket "$NRI_SOCK" --rtslice-socket "$K8S_RUN/rtslice.sock"
+  start nri-plugin "$nri" --nri-socket "$NRI_SOCK" --socket "$K8S_RUN/rtslice.sock"
   for ((i = 1; i <= SCN_INVENTORY_NODES; i++)); do
     name=inventory-$i
     scn_make_node "$name" || { fail "scenario: nodes" "cannot create Node $name"; return; }
@@ -151,9 +151,9 @@ scenario() {
     done
     if [ -n "$ok" ]; then pass "scenario: $p thread rules" "$ok"
     else fail "scenario: $p thread rules" "no phy* thread of pid ${pid:-?} runs SCHED_FIFO 80: $(for tid in $(ls /proc/$pid/task 2>/dev/null); do printf '%s:%s ' "$(cat /proc/$pid/task/$tid/comm)" "$(awk '{print $41 "/" $18}' /proc/$pid/task/$tid/stat)"; done)"; fi
-    if grep -q ":cpu,cpuacct:/kubepods/.*$(basename "$cg")" "/proc/$pid/cgroup" 2>/dev/null; then
-      pass "scenario: $p in kubelet's cgroups" "$(grep ':cpu,cpuacct:' /proc/$pid/cgroup | cut -d: -f3)"
-    else fail "scenario: $p in kubelet's cgroups" "pid ${pid:-?} is in $(grep ':cpu,cpuacct:' /proc/$pid/cgroup 2>/dev/null)"; fi
+    if grep -Eq "^[0-9]+:cpu(,cpuacct)?:/kubepods/.*/$(basename "$cg")\$" "/proc/$pid/cgroup" 2>/dev/null; then
+      pass "scenario: $p in kubelet's cgroups" "$(grep -E '^[0-9]+:cpu(,cpuacct)?:' /proc/$pid/cgroup | cut -d: -f3)"
+    else fail "scenario: $p in kubelet's cgroups" "pid ${pid:-?} is in $(grep -E '^[0-9]+:cpu(,cpuacct)?:' /proc/$pid/cgroup 2>/dev/null)"; fi
   done
 
   # 4. Delete one placed pod: the pending one gets placed.

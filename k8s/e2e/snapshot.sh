@@ -4,7 +4,8 @@
 # anything left behind (k8s/e2e/run.sh compares them; the kernel tests do the same with their
 # KernelSnapshot). What kubelet, containerd, runc and CNI plugins are known to change:
 #   mounts    mount points (/proc/self/mountinfo): overlay rootfs, sandbox shm, kubelet volumes
-#   cgroups   every directory of every hierarchy: kubepods/… in each v1 controller
+#   cgroups   every directory of every hierarchy (kubepods/… in each v1 controller), but the
+#             siblings of the script's own cgroups
 #   netns     named network namespaces (/run/netns, /var/run/netns): CNI's per-pod netns
 #   links     network interfaces: a CNI bridge and veths
 #   iptables  iptables-save/ip6tables-save rules without counters: kubelet's KUBE-* chains, CNI's
@@ -16,7 +17,14 @@ set -u
 out=$1
 mkdir -p "$out"
 awk '{print $5}' /proc/self/mountinfo | sort >"$out/mounts"
-find /sys/fs/cgroup -mindepth 2 -type d 2>/dev/null | sort >"$out/cgroups"
+# Less the siblings of the cgroups this script runs in (e.g. the launcher's per-job cgroups, which
+# come and go while the test runs): those are the launcher's, not the cluster's.
+own=$(cut -d: -f3 /proc/$$/cgroup | grep -v '^/$' | xargs -r -n1 dirname | grep -v '^/$' | sort -u | sed 's|$|/|')
+find /sys/fs/cgroup -mindepth 2 -type d 2>/dev/null | sort | awk -v own="$own" '
+  BEGIN { n = split(own, o, "\n") }
+  { rel = $0; sub("^/sys/fs/cgroup/[^/]*", "", rel); skip = 0
+    for (i = 1; i <= n; i++) if (o[i] != "" && (index(rel "/", o[i]) == 1 || rel "/" == o[i])) skip = 1
+    if (!skip) print }' >"$out/cgroups"
 ls -1 /run/netns /var/run/netns 2>/dev/null | sort -u >"$out/netns"
 ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | sort >"$out/links"
 {
