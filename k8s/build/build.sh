@@ -16,6 +16,8 @@ CACHE=${RTSLICE_K8S_CACHE:-/var/cache/rtslice/k8s}
 TIMEOUT=${RTSLICE_K8S_BUILD_TIMEOUT:-3600}
 say() { echo "k8s-build: $*" >&2; }
 die() { echo "k8s-build: error: $*" >&2; exit 1; }
+# Go: the machine's toolchain in /usr/local/go when `sudo` or make left it off PATH.
+command -v go >/dev/null || [ ! -x /usr/local/go/bin/go ] || export PATH=/usr/local/go/bin:$PATH
 command -v go >/dev/null || die "no go toolchain on PATH (Go >= 1.24 is needed; https://go.dev/dl)"
 mkdir -p "$CACHE"
 # versions.env names the versions; the go.mod files pin them: they must agree.

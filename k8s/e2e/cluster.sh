@@ -17,6 +17,8 @@ case ${1:-} in
     (cd "$K8S_REPO" && ${CARGO:-cargo} build -p rtslice -q) || exit 1
     "$K8S_E2E/../images/build.sh" "$K8S_LOGS/images" "${CARGO_TARGET_DIR:-$K8S_REPO/target}/debug/rtslice" >/dev/null || exit 1
     ip=$(node_ip); mkdir -p "$K8S_STATE" "$K8S_RUN"
+    [ -f "$K8S_RUN/absent-paths" ] || note_absent_paths
+    [ -f "$K8S_RUN/iptables-v4" ] || save_iptables
     make_pki "$ip" && start_etcd && start_apiserver "$ip" && start_containerd \
       && import_images "$K8S_LOGS"/images/{pause,busybox,emu}.tar && start_kubelet "$ip" \
       && start_scheduler "${RTSLICE_K8S_EXTENDER:-}" \

@@ -119,6 +119,17 @@ current-context: e2e
 EOF
 }
 
+# Directories the components make at fixed paths whatever they are configured with: containerd's
+# /run/containerd (its shims' sockets), kubelet's /var/lib/kubelet (device-plugins/ is a constant)
+# and /var/log/containers (its log symlinks). Those absent before the cluster started are the
+# cluster's: the teardown removes them (see down).
+FIXED_PATHS="/run/containerd /var/lib/kubelet /var/log/containers"
+note_absent_paths() {
+  local p
+  mkdir -p "$K8S_RUN"
+  for p in $FIXED_PATHS; do [ -e "$p" ] || echo "$p"; done >"$K8S_RUN/absent-paths"
+}
+
 # ---- the components, in start order ---------------------------------------------------------------
 start_etcd() {
   mkdir -p "$K8S_STATE/etcd"; chmod 700 "$K8S_STATE/etcd"
@@ -244,9 +255,6 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   plugin_path = "$K8S_STATE/nri/plugins"
   plugin_config_path = "$K8S_STATE/nri/conf.d"
 EOF
-  # containerd makes /run/containerd (its shims' socket directory, not configurable) even with its
-  # state elsewhere: remember whether it was there, for the teardown.
-  [ -e /run/containerd ] || touch "$K8S_RUN/made-run-containerd"
   start containerd "$K8S_BIN/containerd" --config "$cfg"
   wait_for 60 "containerd serving $CONTAINERD_SOCK" "$K8S_LOGS/containerd.log" \
     "$K8S_BIN/ctr" --address "$CONTAINERD_SOCK" version
@@ -294,7 +302,7 @@ syncFrequency: 10s
 nodeStatusReportFrequency: 10s
 EOF
   start kubelet "$K8S_BIN/kubelet" --config "$cfg" --kubeconfig "$KUBECONFIG_FILE" \
-    --root-dir "$K8S_STATE/kubelet" --hostname-override "$K8S_NODE" --node-ip "$ip" \
+    --root-dir "$K8S_STATE/kubelet" --cert-dir "$K8S_STATE/kubelet/pki" --hostname-override "$K8S_NODE" --node-ip "$ip" \
     --pod-infra-container-image "$PAUSE_IMAGE" --v 1
   wait_for 120 "kubelet healthy on 127.0.0.1:$KUBELET_HEALTHZ_PORT" "$K8S_LOGS/kubelet.log" \
     curl -fsS "http://127.0.0.1:$KUBELET_HEALTHZ_PORT/healthz"
@@ -360,10 +368,11 @@ down() {
   done
   # The CNI bridge, only if a non-hostNetwork pod made it.
   ip link show rtse2e0 >/dev/null 2>&1 && ip link delete rtse2e0
-  if [ -f "$K8S_RUN/made-run-containerd" ]; then
-    rmdir /run/containerd/s /run/containerd 2>/dev/null
-    [ -e /run/containerd ] && log "teardown: /run/containerd is not empty; left in place: $(ls -A /run/containerd | head -5 | tr '\n' ' ')"
-  fi
+  for p in $(cat "$K8S_RUN/absent-paths" 2>/dev/null); do
+    if grep -q " $p/" /proc/self/mountinfo; then log "teardown: $p still has mounts; left in place"
+    else rm -rf "$p"; fi
+  done
+  restore_iptables
   rm -rf "$K8S_STATE" "$K8S_RUN"
   return 0
 }
@@ -383,6 +392,35 @@ restore_sysctls() {
     else echo "$key: ${now:-?}, cannot write back $val"; fi
   done < <(comm -23 "$before/sysctls" "$K8S_LOGS/snapshot.tmp/sysctls")
   rm -rf "$K8S_LOGS/snapshot.tmp"
+}
+
+# restore_iptables: kubelet adds KUBE-FIREWALL (a rule in INPUT/OUTPUT), KUBE-KUBELET-CANARY and
+# KUBE-IPTABLES-HINT to the filter, nat and mangle tables and never removes them. Each table the
+# snapshot taken before the cluster ($K8S_RUN/iptables-v4|v6) did not hold as it is now is restored
+# from it (iptables-restore replaces a table whole: rules flushed, user chains deleted); a table that
+# did not exist then is restored empty.
+restore_iptables() {
+  local fam save restore t before now
+  for fam in v4 v6; do
+    save=iptables-save restore=iptables-restore
+    [ $fam = v6 ] && save=ip6tables-save restore=ip6tables-restore
+    command -v $save >/dev/null && [ -f "$K8S_RUN/iptables-$fam" ] || continue
+    for t in $($save 2>/dev/null | sed -n 's/^\*//p'); do
+      before=$(sed -n "/^\*$t\$/,/^COMMIT\$/p" "$K8S_RUN/iptables-$fam")
+      now=$($save -t "$t" 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//')
+      [ "$now" = "$before" ] && continue
+      printf '%s\n' "${before:-*$t
+COMMIT}" | $restore -T "$t" 2>&1 | sed "s/^/teardown: $restore -T $t: /" >&2
+    done
+  done
+}
+
+# save_iptables: the rules before the cluster, for restore_iptables.
+save_iptables() {
+  mkdir -p "$K8S_RUN"
+  command -v iptables-save >/dev/null && iptables-save 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//' >"$K8S_RUN/iptables-v4"
+  command -v ip6tables-save >/dev/null && ip6tables-save 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//' >"$K8S_RUN/iptables-v6"
+  return 0
 }
 
 # leftovers BEFORE_DIR AFTER_DIR KIND: what AFTER has of KIND that BEFORE had not, or lost (one a line).

@@ -11,6 +11,9 @@
 # wait for the host-wide kernel-test lock, default 1800).
 set -uo pipefail
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
+# All of it in one function: bash reads a script as it runs it, and the whole function is parsed
+# before it starts, so editing this file cannot derail a run in progress.
+main() {
 T0=$(date +%s)
 passed=0 failed=0
 pass() { passed=$((passed + 1)); say "PASS $1${2:+ — $2}"; }
@@ -62,7 +65,10 @@ fi
 # so the cluster runs only while no kernel test does (crates/testkit KernelLock's file).
 exec 9>/tmp/rtslice-kernel-tests.lock
 t=$(date +%s)
-flock -w "${RTSLICE_K8S_LOCK_TIMEOUT:-1800}" 9 || { fail lock "the kernel-test lock stayed taken for ${RTSLICE_K8S_LOCK_TIMEOUT:-1800}s"; finish; }
+if ! flock -n 9; then
+  say "waiting for the kernel-test lock (/tmp/rtslice-kernel-tests.lock: another test changes kernel state now)"
+  flock -w "${RTSLICE_K8S_LOCK_TIMEOUT:-1800}" 9 || { fail lock "the kernel-test lock stayed taken for ${RTSLICE_K8S_LOCK_TIMEOUT:-1800}s"; finish; }
+fi
 [ $(( $(date +%s) - t )) -gt 2 ] && say "waited $(( $(date +%s) - t ))s for the kernel-test lock"
 if [ -e "$K8S_STATE" ] || [ -e "$K8S_RUN" ]; then
   say "a previous cluster's directories exist ($K8S_STATE, $K8S_RUN): tearing it down first"
@@ -70,6 +76,8 @@ if [ -e "$K8S_STATE" ] || [ -e "$K8S_RUN" ]; then
 fi
 "$K8S_E2E/snapshot.sh" "$K8S_LOGS/snapshot.before"
 mkdir -p "$K8S_STATE" "$K8S_RUN"
+note_absent_paths
+save_iptables
 
 teardown_and_check() {
   trap - EXIT INT TERM
@@ -140,3 +148,5 @@ plain_pods
 scenario
 
 exit 0
+}
+main "$@"

@@ -27,12 +27,16 @@ find /sys/fs/cgroup -mindepth 2 -type d 2>/dev/null | sort | awk -v own="$own" '
     if (!skip) print }' >"$out/cgroups"
 ls -1 /run/netns /var/run/netns 2>/dev/null | sort -u >"$out/netns"
 ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | sort >"$out/links"
-{
-  for t in iptables-save ip6tables-save; do
-    command -v $t >/dev/null && $t 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//'
-  done
-  cat /proc/net/ip_tables_names /proc/net/ip6_tables_names 2>/dev/null
-} >"$out/iptables"
+# A table with nothing in it (built-in chains, policy ACCEPT, no rule) is as good as none: iptables
+# cannot remove a table once something made it, only empty it.
+for t in iptables-save ip6tables-save; do
+  command -v $t >/dev/null || continue
+  $t 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//' | awk -v fam="${t%%-save}" '
+    /^\*/ { table = $0; body = ""; keep = 0; next }
+    /^COMMIT/ { if (keep) printf "%s %s\n%s", fam, table, body; next }
+    { body = body fam " " $0 "\n"
+      if ($0 ~ /^-/ || ($0 ~ /^:/ && ($2 != "ACCEPT" || $1 !~ /^:(PREROUTING|INPUT|FORWARD|OUTPUT|POSTROUTING)$/))) keep = 1 }'
+done >"$out/iptables"
 # Keys that change on their own (counters, random values, the last pid) are left out.
 sysctl -a 2>/dev/null \
   | grep -Ev '^(fs\.(dentry-state|file-nr|inode-nr|inode-state|quota\.)|kernel\.(ns_last_pid|random\.|pty\.nr)|net\.netfilter\.nf_conntrack_count)' \

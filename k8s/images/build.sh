@@ -10,6 +10,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 out=$1 rtslice=$2
 die() { echo "k8s-images: error: $*" >&2; exit 1; }
+# Go: the machine's toolchain in /usr/local/go when `sudo` or make left it off PATH.
+command -v go >/dev/null || [ ! -x /usr/local/go/bin/go ] || export PATH=/usr/local/go/bin:$PATH
 mkdir -p "$out"
 [ -x /bin/busybox ] || die "no /bin/busybox (apt-get install busybox-static)"
 file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' || ldd /bin/busybox 2>&1 | grep -q 'not a dynamic' \
