@@ -13,11 +13,11 @@
 # processes still in kubelet's cgroups. Deleting one placed pod must get the pending one placed.
 
 SCN_INVENTORY_NODES=${RTSLICE_K8S_INVENTORY_NODES:-3}
-SCN_INVENTORY_CPUS=${RTSLICE_K8S_INVENTORY_CPUS:-0-3}
+SCN_INVENTORY_CPUS=${RTSLICE_K8S_INVENTORY_CPUS:-0-1}
 # 40% of one CPU: two per CPU under the default 95% cap, so the cluster fills after a few pods.
 SCN_RESERVATION='{runtime: 400us, period: 1ms, count: 1}'
 SCN_THREADS='[{match: ^phy, policy: fifo, priority: 80}, {match: ., policy: other}]'
-SCN_MAX_PODS=40
+SCN_MAX_PODS=30
 
 scn_rtslice_has() { "$RTSLICE" "$@" --help >/dev/null 2>&1; }
 
@@ -81,7 +81,8 @@ scenario() {
     scn_make_node "$name" || { fail "scenario: nodes" "cannot create Node $name"; return; }
     scn_node_yaml "$name" "$SCN_INVENTORY_CPUS" >"$K8S_STATE/rtslice/$name.yaml"
     start "$name" "$RTSLICE" daemon --inventory-only --node-file "$K8S_STATE/rtslice/$name.yaml" \
-      --kube-node "$name" --kubeconfig "$KUBECONFIG_FILE"
+      --kube-node "$name" --kubeconfig "$KUBECONFIG_FILE" \
+      --socket "$K8S_RUN/$name.sock" --state-dir "$K8S_STATE/rtslice/$name"
   done
   start extender "$RTSLICE" extender --listen "127.0.0.1:$EXTENDER_PORT" --kubeconfig "$KUBECONFIG_FILE"
   ok=1
