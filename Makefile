@@ -27,7 +27,7 @@ export CARGO_HOME ?= /home/$(SUDO_USER)/.cargo
 endif
 endif
 
-.PHONY: all deps apt-deps rust-deps build release test test-kernels test-k8s test-deb deb cargo-deb demo clean
+.PHONY: all deps apt-deps rust-deps build release test test-kernels test-k8s test-deb deb cargo-deb demo clean nri
 
 all: build
 
@@ -54,6 +54,13 @@ build: deps
 
 release: deps
 	$(CARGO) build --release -p rtslice
+
+# The NRI plugin (k8s/nri, Go, docs/kubernetes.md): Go from /usr/local/go (else PATH), modules from the
+# Go proxy, a static binary in target/rtslice-nri.
+GO ?= $(shell test -x /usr/local/go/bin/go && echo /usr/local/go/bin/go || command -v go)
+nri:
+	@if [ -z "$(GO)" ]; then echo "make: no Go toolchain found; install Go (https://go.dev/dl) into /usr/local/go"; exit 1; fi
+	cd k8s/nri && CGO_ENABLED=0 $(GO) build -trimpath -o $(CURDIR)/target/rtslice-nri .
 
 # The workspace's tests natively, the Debian package installed, run and purged, the real-kernel
 # matrix (`make test-kernels`, issue 11: cgroup v2, PREEMPT_RT, 4-8 CPUs are what edge servers run and

@@ -25,7 +25,7 @@ pub struct App {
 
 type Shared = Arc<App>;
 
-fn json_response(status: u16, body: Value) -> Response {
+pub(crate) fn json_response(status: u16, body: Value) -> Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (code, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
@@ -45,7 +45,7 @@ impl IntoResponse for NodeError {
 }
 
 /// Runs `f` on the service in a blocking thread (host operations sleep and wait for processes).
-async fn with_service<T: Send + 'static>(
+pub(crate) async fn with_service<T: Send + 'static>(
     app: Shared,
     f: impl FnOnce(&mut Service) -> Result<T, NodeError> + Send + 'static,
 ) -> Result<T, NodeError> {
@@ -59,7 +59,7 @@ async fn with_service<T: Send + 'static>(
 }
 
 /// Reads the body, refusing more than [`BODY_LIMIT`] bytes (413) and non-UTF-8 text (400).
-async fn body_text(body: Body) -> Result<String, Response> {
+pub(crate) async fn body_text(body: Body) -> Result<String, Response> {
     let bytes = axum::body::to_bytes(body, BODY_LIMIT).await.map_err(|_| {
         json_response(413, json!({ "error": format!("the request body is larger than {BODY_LIMIT} bytes"), "status": 413 }))
     })?;
@@ -179,7 +179,7 @@ async fn not_found() -> Response {
 
 /// The API's routes. `token`: required as `Authorization: Bearer <token>` on every request (TCP).
 pub fn router(app: Shared, token: Option<Arc<String>>) -> Router {
-    let r = Router::new()
+    let r = crate::containers::routes(Router::new())
         .route("/v1/node", get(node))
         .route("/v1/workloads", get(list).post(deploy))
         .route("/v1/workloads/{name}", get(get_one).put(resize).delete(remove))

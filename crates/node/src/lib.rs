@@ -6,16 +6,20 @@
 //! - `api`: the `/v1` resources (axum), errors as JSON, body limit, bearer token on TCP.
 //! - `server`: `rtslice daemon` — unix socket (0600) and optional TCP listener, reaping, signals.
 //! - `client`: requests over the unix socket (the CLI).
+//! - `containers`: Kubernetes containers through the NRI plugin — admission at creation, in-place
+//!   application at start, release; `GET /v1/inventory` for the scheduler extender (docs/kubernetes.md).
 //! - `openapi`: the OpenAPI document (`GET /v1/openapi.json`, checked in as docs/openapi.json).
 
 mod api;
 mod client;
+mod containers;
 mod error;
 mod openapi;
 mod server;
 mod service;
 
 pub use api::{router, App, BODY_LIMIT};
+pub use containers::{ContainerEntry, CreateContainer};
 pub use client::{request, request_blocking, Reply};
 pub use error::{NodeError, Result};
 pub use openapi::document as openapi_document;

@@ -118,9 +118,26 @@ pub async fn run_until(opts: DaemonOptions, stop: impl std::future::Future<Outpu
             }
         })
     };
+    // Threads a started container creates later get their rule within this interval.
+    let rescan = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let app = app.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    if let Some(s) = app.service.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                        s.containers.rescan();
+                    }
+                })
+                .await;
+            }
+        })
+    };
     stop.await;
     tracing::info!("stopping");
     watcher.abort();
+    rescan.abort();
     let _ = stop_tx.send(true);
     let _ = unix_srv.await;
     if let Some(t) = tcp_srv {

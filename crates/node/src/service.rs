@@ -131,6 +131,8 @@ pub struct Service {
     events: VecDeque<Event>,
     next_event: u64,
     facts: NodeFacts,
+    /// Kubernetes containers admitted through the NRI plugin (crate::containers).
+    pub(crate) containers: crate::containers::Containers,
 }
 
 fn now() -> f64 {
@@ -161,7 +163,9 @@ impl Service {
         };
         let online = host.base().online.iter().collect();
         let isolcpus = host.facts().boot_isolated.iter().collect();
-        let mut svc = Service { host, desired, dir, events: VecDeque::new(), next_event: 1, facts: NodeFacts { online, isolcpus } };
+        let containers = crate::containers::Containers::load(&dir)?;
+        let mut svc =
+            Service { host, desired, dir, events: VecDeque::new(), next_event: 1, facts: NodeFacts { online, isolcpus }, containers };
         if opened.created {
             svc.event("started", None, format!("node base applied (mechanism {})", svc.host.base().mechanism));
         }
@@ -184,6 +188,11 @@ impl Service {
         Ok(svc)
     }
 
+    /// The node section the planner uses (`--node FILE`).
+    pub(crate) fn node_section(&self) -> &rtslice_spec::Node {
+        &self.desired.node
+    }
+
     pub fn mechanism(&self) -> Mechanism {
         self.host.base().mechanism
     }
@@ -192,7 +201,7 @@ impl Service {
         &self.host
     }
 
-    fn event(&mut self, kind: &str, workload: Option<&str>, message: String) {
+    pub(crate) fn event(&mut self, kind: &str, workload: Option<&str>, message: String) {
         tracing::info!(kind, workload, "{message}");
         self.events.push_back(Event { seq: self.next_event, time: now(), kind: kind.into(), workload: workload.map(String::from), message });
         self.next_event += 1;
@@ -240,15 +249,16 @@ impl Service {
             }
             spec.workloads.push(w);
         }
+        spec.workloads.extend(self.containers.pinned());
         spec
     }
 
-    fn planner(&self, except: Option<&str>) -> Planner {
+    pub(crate) fn planner(&self, except: Option<&str>) -> Planner {
         Planner::new(&self.pinned_spec(except), &self.facts)
     }
 
     /// Admission of one workload against what runs: its plan, or why not.
-    fn admit(&self, w: &Workload, except: Option<&str>) -> std::result::Result<(WorkloadPlan, Setup), (String, Option<Defrag>)> {
+    pub(crate) fn admit(&self, w: &Workload, except: Option<&str>) -> std::result::Result<(WorkloadPlan, Setup), (String, Option<Defrag>)> {
         let mut planner = self.planner(except);
         let plan = match planner.admit(w) {
             Ok(p) => p.clone(),
@@ -381,7 +391,7 @@ impl Service {
     }
 
     /// Retries the pending workloads in arrival order (after capacity freed up).
-    fn retry_pending(&mut self) -> Result<()> {
+    pub(crate) fn retry_pending(&mut self) -> Result<()> {
         let pending: Vec<String> =
             self.desired.workloads.iter().filter(|e| e.phase == Phase::Pending).map(|e| e.workload.name.clone()).collect();
         for n in pending {
@@ -567,7 +577,8 @@ impl Service {
     }
 
     /// Stops every workload and undoes the node (the daemon's `--reset-on-exit`, tests).
-    pub fn reset(self) -> Result<()> {
+    pub fn reset(mut self) -> Result<()> {
+        self.containers.release_all();
         self.host.reset()?;
         let _ = std::fs::remove_file(self.dir.join(DESIRED));
         Ok(())

@@ -113,6 +113,13 @@ fn spec(cx: &mut Reader, root: &yaml::Node) -> Option<Spec> {
     Some(Spec { api_version: API_VERSION.into(), node, flavors, workloads })
 }
 
+/// One workload from a located tree that was not read from a spec file (the pod annotations of
+/// `crate::annotations`), checked against `node` exactly as a spec's workload is.
+pub(crate) fn workload_tree(cx: &mut Reader, n: &yaml::Node, node: &Node) -> Option<Workload> {
+    let known = Known { node, default_period: Some(node.default_period) };
+    workload(cx, n, "", &known, &BTreeMap::new(), &BTreeSet::new())
+}
+
 /// The node as far as it parsed, whether it parsed without error, and its default period unless
 /// that was given but invalid.
 fn node(cx: &mut Reader, n: &yaml::Node, path: &str) -> (Node, bool, Option<Duration>) {

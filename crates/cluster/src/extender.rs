@@ -1,0 +1,306 @@
+//! The extender's decision, pure: over a snapshot of the cluster (each node's inventory, the pods
+//! bound to each node), which nodes a pod fits on, why the others do not, and the score.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use k8s_openapi::api::core::v1::Pod;
+use rtslice_plan::{Allocation, Planner};
+use rtslice_spec::{FitPolicy, Workload};
+
+use crate::inventory::Inventory;
+
+/// kube-scheduler's extender scores are 0..=MAX_SCORE (`MaxExtenderPriority`).
+pub const MAX_SCORE: i64 = 10;
+
+/// A pod's real-time demand: one planner workload per container that rtslice annotations give one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodRequest {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    /// (container name, its workload), in the pod's container order.
+    pub containers: Vec<(String, Workload)>,
+}
+
+impl PodRequest {
+    /// The pod's demand; `Ok(None)` when it has no rtslice annotation (not the extender's business),
+    /// the spec's located errors (one per line) when its annotations are invalid.
+    pub fn from_pod(pod: &Pod) -> Result<Option<PodRequest>, String> {
+        let annotations: BTreeMap<String, String> = pod.metadata.annotations.clone().unwrap_or_default();
+        if !rtslice_spec::annotations::wants_rtslice(&annotations) {
+            return Ok(None);
+        }
+        let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let containers: Vec<String> = pod.spec.as_ref().map(|s| s.containers.iter().map(|c| c.name.clone()).collect()).unwrap_or_default();
+        let found = rtslice_spec::annotations::pod_workloads(&annotations, &namespace, &name, &containers, &rtslice_spec::Node::default())
+            .map_err(|e| e.to_string())?;
+        Ok(Some(PodRequest { uid: pod.metadata.uid.clone().unwrap_or_default(), namespace, name, containers: found }))
+    }
+}
+
+/// What the extender says about one node.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Fits; the score (0..=10) under the fit policy.
+    Fits(i64),
+    /// Does not fit now (the planner's reason); may fit once something is removed.
+    Unfit(String),
+    /// Cannot take rtslice pods at all (no node service, unreadable inventory).
+    Unresolvable(String),
+}
+
+/// The answer for a set of nodes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Decision {
+    /// Nodes it fits on, in the order asked, with their scores.
+    pub fits: Vec<(String, i64)>,
+    pub failed: BTreeMap<String, String>,
+    pub unresolvable: BTreeMap<String, String>,
+}
+
+struct NodeState {
+    annotation: Option<String>,
+    model: Result<NodeModel, String>,
+}
+
+#[derive(Clone)]
+struct NodeModel {
+    planner: Planner,
+    pods: BTreeSet<String>,
+}
+
+/// The cluster as the extender knows it.
+pub struct Cluster {
+    policy: FitPolicy,
+    nodes: HashMap<String, NodeState>,
+    /// Pods bound to each node (by the watch, or by our own `/bind`), by uid.
+    bound: HashMap<String, BTreeMap<String, PodRequest>>,
+    /// Which node each bound pod is on.
+    bound_on: HashMap<String, String>,
+}
+
+impl Cluster {
+    pub fn new(policy: FitPolicy) -> Cluster {
+        Cluster { policy, nodes: HashMap::new(), bound: HashMap::new(), bound_on: HashMap::new() }
+    }
+
+    /// A node appeared or changed; `annotation` is its `rtslice.io/inventory`, if any. The planner is
+    /// rebuilt only when the annotation changed.
+    pub fn set_node(&mut self, name: &str, annotation: Option<&str>) {
+        if let Some(s) = self.nodes.get(name) {
+            if s.annotation.as_deref() == annotation {
+                return;
+            }
+        }
+        let model = match annotation {
+            None => Err(format!(
+                "runs no rtslice node service (no {} annotation); install the rtslice DaemonSet on it (docs/kubernetes.md)",
+                crate::ANNOTATION
+            )),
+            Some(text) => Inventory::parse(text)
+                .map(|inv| NodeModel { planner: inv.planner(), pods: inv.pods.iter().cloned().collect() })
+                .map_err(|e| e.to_string()),
+        };
+        self.nodes.insert(name.to_string(), NodeState { annotation: annotation.map(str::to_string), model });
+    }
+
+    pub fn remove_node(&mut self, name: &str) {
+        self.nodes.remove(name);
+    }
+
+    /// A pod is bound to `node` (seen in the watch, or bound by us).
+    pub fn bind(&mut self, node: &str, pod: PodRequest) {
+        self.unbind(&pod.uid.clone());
+        self.bound_on.insert(pod.uid.clone(), node.to_string());
+        self.bound.entry(node.to_string()).or_default().insert(pod.uid.clone(), pod);
+    }
+
+    /// A pod is gone (deleted, finished).
+    pub fn unbind(&mut self, uid: &str) {
+        if let Some(node) = self.bound_on.remove(uid) {
+            if let Some(m) = self.bound.get_mut(&node) {
+                m.remove(uid);
+            }
+        }
+    }
+
+    pub fn bound_count(&self) -> usize {
+        self.bound_on.len()
+    }
+
+    /// Whether `pod` fits on `node`: the node's planner, plus every pod bound there that the node has
+    /// not admitted yet, plus each of the pod's containers.
+    pub fn verdict(&self, pod: &PodRequest, node: &str) -> Verdict {
+        let Some(state) = self.nodes.get(node) else {
+            return Verdict::Unresolvable("is not known to the rtslice extender yet (no Node object seen)".into());
+        };
+        let model = match &state.model {
+            Ok(m) => m,
+            Err(e) => return Verdict::Unresolvable(e.clone()),
+        };
+        let mut planner = model.planner.clone();
+        if let Some(on_node) = self.bound.get(node) {
+            for (uid, other) in on_node {
+                if uid == &pod.uid || model.pods.contains(uid) {
+                    continue;
+                }
+                // Bound but not admitted by the node yet: it takes its place first. One that does not
+                // fit any more will be refused by the node; it takes nothing here either.
+                for (_, w) in &other.containers {
+                    let _ = planner.admit(w);
+                }
+            }
+        }
+        let mut taken: Vec<u32> = Vec::new();
+        let mut reserved = false;
+        for (container, w) in &pod.containers {
+            match planner.admit(w) {
+                Ok(p) => {
+                    if let Allocation::Reservation { per_cpu, .. } = &p.allocation {
+                        reserved = true;
+                        taken.extend(per_cpu.iter().map(|c| c.cpu));
+                    }
+                }
+                Err(r) => return Verdict::Unfit(format!("container {container}: {}", r.reason)),
+            }
+        }
+        Verdict::Fits(self.score(&planner, reserved.then_some(&taken)))
+    }
+
+    /// Worst-fit across nodes, as the node's planner does across CPUs: the node whose CPUs keep the
+    /// most free bandwidth after the pod is placed scores highest (the mean free of the CPUs the
+    /// reservations took; for dedicated CPUs, the node's free bandwidth overall). Best-fit reverses
+    /// it; first-fit scores every node the same (kube-scheduler's other scores decide).
+    fn score(&self, planner: &Planner, taken: Option<&Vec<u32>>) -> i64 {
+        let plan = planner.plan();
+        let cap = plan.node.cap.max(1e-9);
+        let usable: Vec<_> = plan.node.per_cpu.iter().filter(|c| !c.housekeeping).collect();
+        let frac = match taken {
+            Some(cpus) if !cpus.is_empty() => {
+                let sum: f64 = cpus.iter().filter_map(|c| usable.iter().find(|u| u.cpu == *c)).map(|u| u.free).sum();
+                sum / cpus.len() as f64 / cap
+            }
+            _ if usable.is_empty() => 0.0,
+            _ => usable.iter().map(|u| u.free).sum::<f64>() / (usable.len() as f64 * cap),
+        };
+        let s = (frac.clamp(0.0, 1.0) * MAX_SCORE as f64).round() as i64;
+        match self.policy {
+            FitPolicy::WorstFit => s,
+            FitPolicy::BestFit => MAX_SCORE - s,
+            FitPolicy::FirstFit => 0,
+        }
+    }
+
+    /// The verdict on each of `nodes`.
+    pub fn decide(&self, pod: &PodRequest, nodes: &[String]) -> Decision {
+        let mut d = Decision::default();
+        for n in nodes {
+            match self.verdict(pod, n) {
+                Verdict::Fits(s) => d.fits.push((n.clone(), s)),
+                Verdict::Unfit(r) => {
+                    d.failed.insert(n.clone(), r);
+                }
+                Verdict::Unresolvable(r) => {
+                    d.unresolvable.insert(n.clone(), r);
+                }
+            }
+        }
+        d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtslice_plan::NodeFacts;
+    use rtslice_spec::{Demand, NodeCpus, Spec};
+    use std::time::Duration;
+
+    fn inventory(cpus: u32, placed: &[(&str, u64, u32)]) -> String {
+        let mut spec = Spec::default();
+        spec.node.cpus = NodeCpus::List((0..cpus).collect());
+        spec.node.housekeeping = vec![0];
+        for (name, pct, k) in placed {
+            spec.workloads.push(Workload::new(*name).with_demand(Demand::reservation(Duration::from_millis(*pct), Duration::from_millis(100), *k)));
+        }
+        let plan = Planner::new(&spec, &NodeFacts::default()).plan();
+        assert!(plan.rejected.is_empty(), "{:?}", plan.rejected);
+        serde_json::to_string(&Inventory::from_plan(&plan, spec.node.default_period, "rt_group", true, vec![])).unwrap()
+    }
+
+    fn pod(uid: &str, pct: u64, k: u32) -> PodRequest {
+        let w = Workload::new(format!("ns.{uid}.du")).with_demand(Demand::reservation(Duration::from_millis(pct), Duration::from_millis(100), k));
+        PodRequest { uid: uid.into(), namespace: "ns".into(), name: uid.into(), containers: vec![("du".into(), w)] }
+    }
+
+    #[test]
+    fn filters_with_the_planners_reason_and_scores_worst_fit() {
+        let mut c = Cluster::new(FitPolicy::WorstFit);
+        c.set_node("full", Some(&inventory(3, &[("a", 90, 2)])));
+        c.set_node("half", Some(&inventory(3, &[("a", 50, 2)])));
+        c.set_node("empty", Some(&inventory(3, &[])));
+        c.set_node("plain", None);
+        let names: Vec<String> = ["full", "half", "empty", "plain"].iter().map(|s| s.to_string()).collect();
+        let d = c.decide(&pod("p1", 30, 1), &names);
+        assert_eq!(d.fits.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), vec!["half", "empty"]);
+        assert!(d.failed["full"].starts_with("container du: asks for 30% on each of 1 CPU(s)"), "{:?}", d.failed);
+        assert!(d.unresolvable["plain"].contains("no rtslice.io/inventory annotation"), "{:?}", d.unresolvable);
+        let score = |n: &str| d.fits.iter().find(|(x, _)| x == n).unwrap().1;
+        assert!(score("empty") > score("half"), "{:?}", d.fits);
+        let mut best = Cluster::new(FitPolicy::BestFit);
+        best.set_node("half", Some(&inventory(3, &[("a", 50, 2)])));
+        best.set_node("empty", Some(&inventory(3, &[])));
+        let d = best.decide(&pod("p1", 30, 1), &names[1..3]);
+        assert!(d.fits[0].1 > d.fits[1].1, "best-fit packs: {:?}", d.fits);
+    }
+
+    /// Two pods scheduled at once: the second sees the first as bound (not yet admitted by the node)
+    /// and does not land on the CPU the first took; once the node's inventory lists the first, it is
+    /// not counted twice.
+    #[test]
+    fn pods_bound_but_not_running_are_accounted_once() {
+        let mut c = Cluster::new(FitPolicy::WorstFit);
+        c.set_node("n", Some(&inventory(2, &[])));
+        let names = vec!["n".to_string()];
+        assert!(matches!(c.verdict(&pod("p1", 60, 1), "n"), Verdict::Fits(_)));
+        c.bind("n", pod("p1", 60, 1));
+        let d = c.decide(&pod("p2", 60, 1), &names);
+        assert!(d.failed["n"].contains("asks for 60%"), "{d:?}");
+        // The node admitted p1: its inventory now holds it and lists its uid.
+        let mut spec = Spec::default();
+        spec.node.cpus = NodeCpus::List(vec![0, 1]);
+        spec.node.housekeeping = vec![0];
+        spec.workloads.push(pod("p1", 60, 1).containers[0].1.clone());
+        let plan = Planner::new(&spec, &NodeFacts::default()).plan();
+        let inv = Inventory::from_plan(&plan, Duration::from_millis(100), "rt_group", false, vec!["p1".into()]);
+        c.set_node("n", Some(&serde_json::to_string(&inv).unwrap()));
+        let again = c.decide(&pod("p2", 30, 1), &names);
+        assert_eq!(again.fits.len(), 1, "p1 counted once: {again:?}");
+        c.unbind("p1");
+        assert_eq!(c.bound_count(), 0);
+    }
+
+    #[test]
+    fn a_pods_annotations_become_its_request() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "vbs1", "namespace": "ran", "uid": "u1", "annotations": {
+                "rtslice.io/reservation.du": "{runtime: 400us, period: 1ms, count: 2}",
+                "rtslice.io/threads.du": "[{match: ^phy, policy: fifo, priority: 90, slots: 0}]"}},
+            "spec": {"containers": [{"name": "du", "image": "x"}, {"name": "log", "image": "y"}]}
+        }))
+        .unwrap();
+        let r = PodRequest::from_pod(&pod).unwrap().unwrap();
+        assert_eq!(r.containers.len(), 1);
+        assert_eq!(r.containers[0].1.name, "ran.vbs1.du");
+        let plain: Pod = serde_json::from_value(serde_json::json!({"metadata": {"name": "x"}, "spec": {"containers": []}})).unwrap();
+        assert_eq!(PodRequest::from_pod(&plain).unwrap(), None);
+        let bad: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "x", "annotations": {"rtslice.io/reservation": "{runtime: 2ms, period: 1ms}"}},
+            "spec": {"containers": [{"name": "c"}]}
+        }))
+        .unwrap();
+        let e = PodRequest::from_pod(&bad).unwrap_err();
+        assert!(e.starts_with("rtslice.io/reservation:1:"), "{e}");
+    }
+}

@@ -1,0 +1,237 @@
+//! The node service's side of the NRI plugin on the real kernel (root, KernelLock), without
+//! Kubernetes: a kubelet-like cgroup tree (`kubepods/pod<uid>/<container id>` in the cpu and cpuset
+//! hierarchies) with a process already in it, as runc leaves it; then create (admission by the live
+//! planner), start (in place: the container's RT budget, its ancestors' budgets, its threads'
+//! policies, threads born later), refusals with the planner's reason and the annotations' located
+//! errors, and release — the process never leaves its cgroup and every value comes back.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use rtslice_testkit::{root_or_skip, KernelLock};
+use serde_json::{json, Value};
+
+fn curl(socket: &Path, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let mut c = Command::new("curl");
+    c.args(["-s", "-o", "-", "-w", "\n%{http_code}", "--unix-socket"]).arg(socket).args(["-X", method]);
+    if let Some(b) = body {
+        c.args(["-H", "Content-Type: application/json", "--data-binary", &b.to_string()]);
+    }
+    let out = c.arg(format!("http://rtslice{path}")).output().expect("curl is installed");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (json, code) = text.rsplit_once('\n').expect("curl printed the status");
+    (code.trim().parse().unwrap(), serde_json::from_str(json).unwrap_or(Value::Null))
+}
+
+/// A kubelet-like tree in the cpu and cpuset hierarchies, removed (deepest first) on drop.
+struct KubeTree {
+    dirs: Vec<PathBuf>,
+}
+
+impl KubeTree {
+    fn new(mounts: &[PathBuf], rel: &[String]) -> KubeTree {
+        let mut t = KubeTree { dirs: Vec::new() };
+        for m in mounts {
+            let mut d = m.clone();
+            for part in rel {
+                let parent = d.clone();
+                d = d.join(part);
+                std::fs::create_dir(&d).unwrap_or_else(|e| panic!("creating {}: {e}", d.display()));
+                t.dirs.push(d.clone());
+                for f in ["cpuset.cpus", "cpuset.mems"] {
+                    if let Ok(v) = std::fs::read_to_string(parent.join(f)) {
+                        std::fs::write(d.join(f), v.trim()).unwrap();
+                    }
+                }
+            }
+        }
+        t
+    }
+    fn leaf(&self, mount: &Path) -> PathBuf {
+        self.dirs.iter().filter(|d| d.starts_with(mount)).max_by_key(|d| d.components().count()).unwrap().clone()
+    }
+}
+
+impl Drop for KubeTree {
+    fn drop(&mut self) {
+        let mut dirs = self.dirs.clone();
+        dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+        for d in dirs {
+            for _ in 0..50 {
+                if std::fs::remove_dir(&d).is_ok() || !d.exists() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+struct Procs(Vec<Child>);
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).trim().to_string()
+}
+
+fn enter(dirs: &[PathBuf], pid: u32) {
+    for d in dirs {
+        std::fs::write(d.join("cgroup.procs"), pid.to_string()).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+    }
+}
+
+fn policy(pid: u32) -> String {
+    format!("{}", rtslice_host::sched::get_attr(pid as i32).unwrap())
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn containers_are_admitted_applied_in_place_and_released() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    if let Err(why) = rtslice_host::inplace::reservations_supported() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    if rtslice_host::doctor::online_cpus().len() < 2 {
+        eprintln!("SKIPPED: needs 2 CPUs");
+        return;
+    }
+    let (Some(cpu), Some(cpuset)) = (rtslice_testkit::cgroup_mount(&["cpu"]), rtslice_testkit::cgroup_mount(&["cpuset"])) else {
+        eprintln!("SKIPPED: no v1 cpu and cpuset hierarchies");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let (state, socket) = (tmp.path().join("state"), tmp.path().join("api.sock"));
+    let me = std::process::id();
+    let (uid, cid) = (format!("uid-{me}"), format!("cid{me}"));
+    let rel = vec![format!("kubepods-t{me}"), format!("pod{uid}"), cid.clone()];
+    let tree = KubeTree::new(&[cpu.clone(), cpuset.clone()], &rel);
+    let (cpu_leaf, cpuset_leaf) = (tree.leaf(&cpu), tree.leaf(&cpuset));
+    let kubepods = cpu.join(&rel[0]);
+    let pod_dir = kubepods.join(&rel[1]);
+    let before: Vec<String> = [&kubepods, &pod_dir, &cpu_leaf].iter().map(|d| read(&d.join("cpu.rt_runtime_us"))).collect();
+    let root_budget = std::fs::read_to_string(cpu.join("rtslice").join("cpu.rt_runtime_us")).ok().and_then(|s| s.trim().parse::<i64>().ok());
+
+    // The container's process, already in its cgroups (as runc leaves it).
+    let mut procs = Procs(Vec::new());
+    let first = Command::new("sleep").arg("600").spawn().unwrap();
+    let pid = first.id();
+    procs.0.push(first);
+    enter(&[cpu_leaf.clone(), cpuset_leaf.clone()], pid);
+
+    let opts = rtslice_node::DaemonOptions {
+        service: rtslice_node::ServiceOptions {
+            state_dir: state.clone(),
+            node: Default::default(),
+            mechanism: None,
+            grace: Duration::from_secs(2),
+        },
+        socket: socket.clone(),
+        listen: None,
+        token_file: None,
+        reset_on_exit: true,
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let daemon = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+        rt.block_on(rtslice_node::run_until(opts, async move {
+            let _ = rx.await;
+        }))
+    });
+    wait_for("the daemon's socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
+
+    let annotations = json!({
+        "rtslice.io/reservation.du": "{runtime: 100ms, period: 1s, count: 1}",
+        "rtslice.io/threads.du": "[{match: ^sleep$, policy: fifo, priority: 10}]",
+    });
+    let create = |id: &str, container: &str, ann: &Value| {
+        curl(&socket, "POST", "/v1/containers", Some(&json!({"id": id, "namespace": "ran", "pod": "vbs1", "podUid": uid, "container": container, "annotations": ann})))
+    };
+
+    // Not rtslice's business: no annotation applies to the sidecar.
+    assert_eq!(create("side", "log", &annotations).0, 204);
+    // Invalid annotations: the spec's located errors, naming the annotation.
+    let (code, body) = create("bad", "du", &json!({"rtslice.io/threads.du": "[{match: x, policy: fif}]", "rtslice.io/reservation.du": "{runtime: 1ms}"}));
+    assert_eq!(code, 400, "{body}");
+    assert!(body["errors"][0].as_str().unwrap().starts_with("rtslice.io/threads.du:1:"), "{body}");
+    // Deadline rules cannot work inside kubelet's tree: refused with why.
+    let (code, body) = create("dl", "du", &json!({"rtslice.io/reservation.du": "{runtime: 1ms, period: 10ms}", "rtslice.io/threads.du": "[{match: x, policy: deadline}]"}));
+    assert_eq!(code, 422, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("SCHED_DEADLINE inside kubelet's cgroups"), "{body}");
+
+    let (code, body) = create(&cid, "du", &annotations);
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["workload"], "ran.vbs1.du");
+    let cpus = body["cpus"].as_str().unwrap().to_string();
+    // Idempotent: the runtime may retry.
+    assert_eq!(create(&cid, "du", &annotations).1["cpus"], body["cpus"]);
+
+    // A container that does not fit next to it fails creation with the planner's reason.
+    let n = rtslice_host::doctor::online_cpus().len();
+    let (code, body) = create("big", "du2", &json!({"rtslice.io/reservation.du2": format!("{{runtime: 900ms, period: 1s, count: {n}}}")}));
+    assert_eq!(code, 422, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("asks for 90%"), "{body}");
+
+    let (code, inv) = curl(&socket, "GET", "/v1/inventory", None);
+    assert_eq!(code, 200, "{inv}");
+    assert_eq!(inv["pods"], json!([uid]));
+    assert!(inv["perCpu"].as_array().unwrap().iter().any(|c| c["by"].as_array().unwrap().iter().any(|s| s["workload"] == "ran.vbs1.du")), "{inv}");
+
+    let (code, body) = curl(&socket, "POST", &format!("/v1/containers/{cid}/start"), Some(&json!({"pid": pid})));
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(read(&cpu_leaf.join("cpu.rt_runtime_us")), "100000");
+    assert_eq!(read(&cpu_leaf.join("cpu.rt_period_us")), "1000000");
+    assert_eq!(read(&cpuset_leaf.join("cpuset.cpus")), cpus);
+    for d in [&kubepods, &pod_dir] {
+        assert!(read(&d.join("cpu.rt_runtime_us")).parse::<i64>().unwrap() >= 100_000, "{}", d.display());
+    }
+    assert_eq!(policy(pid), "SCHED_FIFO 10");
+    // The process is where runc put it: kubelet's accounting holds it.
+    assert!(read(&cpu_leaf.join("cgroup.procs")).lines().any(|l| l == pid.to_string()));
+    assert!(read(&cpuset_leaf.join("cgroup.procs")).lines().any(|l| l == pid.to_string()));
+
+    // A process born later in the container gets its rule (the rescan).
+    let later = Command::new("sleep").arg("601").spawn().unwrap();
+    let later_pid = later.id();
+    procs.0.push(later);
+    enter(&[cpu_leaf.clone(), cpuset_leaf.clone()], later_pid);
+    wait_for("the later thread's rule", || policy(later_pid) == "SCHED_FIFO 10");
+
+    let (code, body) = curl(&socket, "DELETE", &format!("/v1/containers/{cid}"), None);
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["problems"], json!([]));
+    assert_eq!(curl(&socket, "DELETE", &format!("/v1/containers/{cid}"), None).0, 404);
+    assert_eq!(policy(pid), "SCHED_OTHER nice 0");
+    assert_eq!(policy(later_pid), "SCHED_OTHER nice 0");
+    let after: Vec<String> = [&kubepods, &pod_dir, &cpu_leaf].iter().map(|d| read(&d.join("cpu.rt_runtime_us"))).collect();
+    assert_eq!(after, before, "every RT budget is back");
+    assert!(read(&cpu_leaf.join("cgroup.procs")).lines().any(|l| l == pid.to_string()));
+    let (_, inv) = curl(&socket, "GET", "/v1/inventory", None);
+    assert_eq!(inv["pods"], json!([]));
+
+    tx.send(()).unwrap();
+    daemon.join().unwrap().expect("the daemon stops cleanly");
+    if let Some(b) = root_budget {
+        // The node was reset on exit: rtslice's own group is gone or back to its budget.
+        let now = std::fs::read_to_string(cpu.join("rtslice").join("cpu.rt_runtime_us")).ok().and_then(|s| s.trim().parse::<i64>().ok());
+        assert!(now.is_none() || now == Some(b), "rtslice's group budget: {now:?}, was {b}");
+    }
+    drop(procs);
+    drop(tree);
+}
