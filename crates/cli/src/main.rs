@@ -35,6 +35,8 @@ enum Command {
     Agent(cmd::agent::Args),
     /// The node service: admit, resize and remove workloads one at a time, with an HTTP API
     Daemon(cmd::daemon::Args),
+    /// The kube-scheduler extender: place pods by real-time bandwidth with each node's planner
+    Extender(cmd::extender::Args),
     /// Deploy workloads through the daemon (each admitted on its own; exit 1 if any is pending)
     Deploy(cmd::deploy::Args),
     /// Remove a workload the daemon runs
@@ -89,6 +91,7 @@ fn main() -> ExitCode {
         Command::Tune(a) => cmd::tune::run(a),
         Command::Agent(a) => cmd::agent::run(a),
         Command::Daemon(a) => cmd::daemon::run(a),
+        Command::Extender(a) => cmd::extender::run(a),
         Command::Deploy(a) => cmd::deploy::run(a),
         Command::Remove(a) => cmd::remove::run(a),
         Command::Resize(a) => cmd::resize::run(a),

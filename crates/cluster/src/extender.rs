@@ -68,6 +68,10 @@ struct NodeState {
 struct NodeModel {
     planner: Planner,
     pods: BTreeSet<String>,
+    /// Free bandwidth per usable (non-housekeeping) CPU as published, and the cap: the score is
+    /// computed from these and what the request takes, without building a whole plan per node.
+    free: BTreeMap<u32, f64>,
+    cap: f64,
 }
 
 /// The cluster as the extender knows it.
@@ -99,7 +103,12 @@ impl Cluster {
                 crate::ANNOTATION
             )),
             Some(text) => Inventory::parse(text)
-                .map(|inv| NodeModel { planner: inv.planner(), pods: inv.pods.iter().cloned().collect() })
+                .map(|inv| NodeModel {
+                    planner: inv.planner(),
+                    pods: inv.pods.iter().cloned().collect(),
+                    free: inv.per_cpu.iter().filter(|c| !c.housekeeping).map(|c| (c.cpu, c.free)).collect(),
+                    cap: inv.node.cap,
+                })
                 .map_err(|e| e.to_string()),
         };
         self.nodes.insert(name.to_string(), NodeState { annotation: annotation.map(str::to_string), model });
@@ -140,6 +149,22 @@ impl Cluster {
             Err(e) => return Verdict::Unresolvable(e.clone()),
         };
         let mut planner = model.planner.clone();
+        let mut free = model.free.clone();
+        let take = |free: &mut BTreeMap<u32, f64>, a: &Allocation| match a {
+            Allocation::Reservation { reservation, per_cpu } => {
+                for c in per_cpu {
+                    if let Some(f) = free.get_mut(&c.cpu) {
+                        *f = (*f - reservation.bandwidth()).max(0.0);
+                    }
+                }
+            }
+            Allocation::Dedicated { cpus } => {
+                for c in cpus {
+                    free.insert(*c, 0.0);
+                }
+            }
+            Allocation::BestEffort { .. } => {}
+        };
         if let Some(on_node) = self.bound.get(node) {
             for (uid, other) in on_node {
                 if uid == &pod.uid || model.pods.contains(uid) {
@@ -148,7 +173,9 @@ impl Cluster {
                 // Bound but not admitted by the node yet: it takes its place first. One that does not
                 // fit any more will be refused by the node; it takes nothing here either.
                 for (_, w) in &other.containers {
-                    let _ = planner.admit(w);
+                    if let Ok(p) = planner.admit(w) {
+                        take(&mut free, &p.allocation);
+                    }
                 }
             }
         }
@@ -161,28 +188,24 @@ impl Cluster {
                         reserved = true;
                         taken.extend(per_cpu.iter().map(|c| c.cpu));
                     }
+                    take(&mut free, &p.allocation);
                 }
                 Err(r) => return Verdict::Unfit(format!("container {container}: {}", r.reason)),
             }
         }
-        Verdict::Fits(self.score(&planner, reserved.then_some(&taken)))
+        Verdict::Fits(self.score(&free, model.cap, reserved.then_some(&taken)))
     }
 
     /// Worst-fit across nodes, as the node's planner does across CPUs: the node whose CPUs keep the
     /// most free bandwidth after the pod is placed scores highest (the mean free of the CPUs the
     /// reservations took; for dedicated CPUs, the node's free bandwidth overall). Best-fit reverses
     /// it; first-fit scores every node the same (kube-scheduler's other scores decide).
-    fn score(&self, planner: &Planner, taken: Option<&Vec<u32>>) -> i64 {
-        let plan = planner.plan();
-        let cap = plan.node.cap.max(1e-9);
-        let usable: Vec<_> = plan.node.per_cpu.iter().filter(|c| !c.housekeeping).collect();
+    fn score(&self, free: &BTreeMap<u32, f64>, cap: f64, taken: Option<&Vec<u32>>) -> i64 {
+        let cap = cap.max(1e-9);
         let frac = match taken {
-            Some(cpus) if !cpus.is_empty() => {
-                let sum: f64 = cpus.iter().filter_map(|c| usable.iter().find(|u| u.cpu == *c)).map(|u| u.free).sum();
-                sum / cpus.len() as f64 / cap
-            }
-            _ if usable.is_empty() => 0.0,
-            _ => usable.iter().map(|u| u.free).sum::<f64>() / (usable.len() as f64 * cap),
+            Some(cpus) if !cpus.is_empty() => cpus.iter().filter_map(|c| free.get(c)).sum::<f64>() / cpus.len() as f64 / cap,
+            _ if free.is_empty() => 0.0,
+            _ => free.values().sum::<f64>() / (free.len() as f64 * cap),
         };
         let s = (frac.clamp(0.0, 1.0) * MAX_SCORE as f64).round() as i64;
         match self.policy {

@@ -131,6 +131,15 @@ fn refuse_unsupported(w: &Workload) -> std::result::Result<(), String> {
     if let Some(Demand::Reservation(_)) = &w.demand {
         rtslice_host::inplace::reservations_supported()?;
     }
+    let rt_rule = w.threads.iter().find(|r| matches!(r.policy, SchedPolicy::Fifo { .. } | SchedPolicy::Rr { .. }));
+    if let (Some(Demand::Dedicated(_)), Some(r), Ok(())) = (&w.demand, rt_rule, rtslice_host::inplace::reservations_supported()) {
+        // With RT group scheduling a FIFO/RR thread needs its cgroup to hold an RT budget, and a
+        // dedicated container has none (its CPUs are whole, not a bandwidth).
+        return Err(format!(
+            "thread rule `{}`: fifo/rr threads in a pod need an RT budget on this node (cgroup v1 with RT group scheduling); ask for a reservation (rtslice.io/reservation) instead of dedicated CPUs",
+            r.pattern
+        ));
+    }
     Ok(())
 }
 

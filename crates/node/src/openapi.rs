@@ -104,6 +104,41 @@ pub fn document() -> Value {
                 "parameters": [{ "name": "since", "in": "query", "required": false, "schema": { "type": "integer", "minimum": 0 }, "description": "only events with a larger sequence number" }],
                 "responses": responses(&[("200", ok("events, oldest first", json!({ "type": "object", "properties": { "events": { "type": "array", "items": { "$ref": "#/components/schemas/Event" } } } })))], &with(&[("400", "bad query")]))
             }},
+            "/v1/containers": {
+                "get": {
+                    "summary": "Kubernetes containers admitted through the NRI plugin (docs/kubernetes.md)",
+                    "responses": responses(&[("200", ok("the containers", json!({ "type": "object", "properties": { "containers": { "type": "array", "items": { "type": "object" } } } })))], &with(&[]))
+                },
+                "post": {
+                    "summary": "CreateContainer: admit a container by its pod's rtslice.io/ annotations through the live planner; the cpuset to give it",
+                    "requestBody": { "required": true, "content": { "application/json": { "schema": { "type": "object", "required": ["id", "namespace", "pod", "container"], "properties": {
+                        "id": { "type": "string" }, "namespace": { "type": "string" }, "pod": { "type": "string" }, "podUid": { "type": "string" },
+                        "container": { "type": "string" }, "annotations": { "type": "object", "additionalProperties": { "type": "string" } } } } } } },
+                    "responses": responses(&[
+                        ("201", ok("admitted", json!({ "type": "object", "properties": { "workload": { "type": "string" }, "cpus": { "type": "string" }, "mems": { "type": "string" } } }))),
+                        ("204", json!({ "description": "no rtslice annotation applies to this container: nothing to do" }))
+                    ], &with(&[("400", "malformed body or invalid annotations (located, in `errors`)"), ("422", "does not fit (the planner's reason), or not possible inside kubelet's cgroups")]))
+                }
+            },
+            "/v1/containers/{id}": {
+                "parameters": [{ "name": "id", "in": "path", "required": true, "schema": { "type": "string" } }],
+                "delete": {
+                    "summary": "Stop/RemoveContainer: undo the in-place changes, return the CPUs and bandwidth",
+                    "responses": responses(&[("200", ok("released", json!({ "type": "object" })))], &with(&[("404", "no such container")]))
+                }
+            },
+            "/v1/containers/{id}/start": {
+                "parameters": [{ "name": "id", "in": "path", "required": true, "schema": { "type": "string" } }],
+                "post": {
+                    "summary": "StartContainer: apply the reservation, thread and IRQ rules to the cgroup of `pid`, in place",
+                    "requestBody": { "required": true, "content": { "application/json": { "schema": { "type": "object", "required": ["pid"], "properties": { "pid": { "type": "integer" } } } } } },
+                    "responses": responses(&[("200", ok("applied", json!({ "type": "object" })))], &with(&[("404", "no such container"), ("422", "the host refused it")]))
+                }
+            },
+            "/v1/inventory": { "get": {
+                "summary": "What the node publishes for the scheduler extender (the Node annotation rtslice.io/inventory)",
+                "responses": responses(&[("200", ok("the inventory", json!({ "type": "object" })))], &with(&[]))
+            }},
             "/v1/openapi.json": { "get": {
                 "summary": "This document",
                 "responses": { "200": { "description": "OpenAPI 3.1", "content": { "application/json": {} } } }

@@ -22,8 +22,19 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// A spec whose `node:` section (housekeeping CPUs, cap, fit policy) the node uses
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", alias = "node-file")]
     pub node: Option<PathBuf>,
+    /// Publish this node's inventory on the Kubernetes Node NAME (annotation rtslice.io/inventory)
+    /// for the scheduler extender (docs/kubernetes.md)
+    #[arg(long, value_name = "NAME")]
+    pub kube_node: Option<String>,
+    /// Kubeconfig for --kube-node (default: in-cluster service account, $KUBECONFIG, ~/.kube/config)
+    #[arg(long, value_name = "FILE", requires = "kube_node")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Plan the pods bound to --kube-node on the node declared by --node-file and publish the
+    /// inventory, launching nothing and touching no kernel state (a simulated node)
+    #[arg(long, requires_all = ["kube_node", "node"])]
+    pub inventory_only: bool,
     /// Reservation mechanism (default: HCBS, else RT groups, else SCHED_DEADLINE)
     #[arg(long, value_enum)]
     pub mechanism: Option<MechanismArg>,
@@ -77,6 +88,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Colours only for a person watching; a journal or log file gets plain text.
     tracing_subscriber::fmt().with_target(false).with_ansi(std::io::stderr().is_terminal()).with_writer(std::io::stderr).init();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    if let Some(kube_node) = args.kube_node {
+        return super::extender::run_kube_node(&rt, opts, kube_node, args.kubeconfig, args.inventory_only);
+    }
     match rt.block_on(rtslice_node::run(opts)) {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e @ rtslice_node::NodeError::Invalid(_)) => invalid(e),

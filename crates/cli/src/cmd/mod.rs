@@ -21,6 +21,7 @@ pub mod demo;
 pub mod deploy;
 pub mod doctor;
 pub mod emulate;
+pub mod extender;
 pub mod generate;
 pub mod get;
 pub mod import;
