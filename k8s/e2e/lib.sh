@@ -346,6 +346,12 @@ down() {
   for p in $(ls "$K8S_RUN/pids" 2>/dev/null | grep '^inventory-'); do stop "$p" 10; done
   stop nri-plugin 10
   stop node-service 20
+  # The node service undoes its node on exit (--reset-on-exit); if it died before, undo it here so no
+  # rtslice cgroup outlives the run (the next apply on this host would find it taken).
+  if [ -n "${RTSLICE:-}" ] && [ -d "$K8S_STATE/rtslice/state" ]; then
+    "$RTSLICE" reset --state-dir "$K8S_STATE/rtslice/state" >>"$K8S_LOGS/teardown.log" 2>&1 \
+      || log "teardown: rtslice reset of the node service's state failed (see $K8S_LOGS/teardown.log)"
+  fi
   stop kubelet 20
   stop containerd 20
   stop kube-scheduler 10

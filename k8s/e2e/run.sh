@@ -21,8 +21,9 @@ fail() { failed=$((failed + 1)); say "FAIL $1 — $2"; }
 finish() {
   say "wall time $(( $(date +%s) - T0 ))s; logs in $K8S_LOGS/"
   echo "k8s: $passed passed, $failed failed"
-  [ "$failed" -eq 0 ]
-  exit
+  # An explicit status: a bare `exit` in an EXIT trap keeps the status the shell was leaving with.
+  [ "$failed" -eq 0 ] && exit 0
+  exit 1
 }
 
 if [ "$(id -u)" -ne 0 ]; then

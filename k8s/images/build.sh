@@ -33,7 +33,7 @@ objcopy --strip-debug "$rtslice" "$out/rtslice" || die "objcopy --strip-debug $r
 libs=()
 while read -r lib; do
   [ -n "$lib" ] && libs+=("--file=$(readlink -f "$lib"):$lib:0755")
-done < <(ldd "$rtslice" | awk '/=> \//{print $3} /^\s*\/[^ ]*ld-linux/{print $1}')
+done < <(ldd "$rtslice" | awk '/=> \//{print $3} /^[ \t]*\/[^ ]*ld-linux/{print $1}')
 python3 "$HERE/mkimage.py" "$out/emu.tar" docker.io/rtslice/emu:e2e --entrypoint '["/bin/rtslice", "emulate"]' \
   --file "$out/rtslice:/bin/rtslice" --file /bin/busybox:/bin/busybox $(applets) "${libs[@]}" >/dev/null
 rm -f "$out/pause" "$out/rtslice"

@@ -104,7 +104,7 @@ impl Extender {
         }
     }
 
-    /// `/filter`.
+    /// `/filter`. The reasons go out through [`printf_safe`].
     pub fn filter(&self, args: &ExtenderArgs) -> FilterResult {
         let names = self.names_of(args);
         let request = match PodRequest::from_pod(&args.pod) {
@@ -114,7 +114,7 @@ impl Extender {
             }
             Err(errors) => {
                 // Invalid annotations fail everywhere and cannot be resolved by preemption.
-                let reason = format!("invalid rtslice annotations: {errors}");
+                let reason = printf_safe(format!("invalid rtslice annotations: {errors}"));
                 let unresolvable = names.iter().map(|n| (n.clone(), reason.clone())).collect();
                 return FilterResult { node_names: Some(Vec::new()), failed_nodes: BTreeMap::new(), failed_and_unresolvable: unresolvable, error: String::new() };
             }
@@ -122,8 +122,8 @@ impl Extender {
         let d = self.cluster.read().unwrap_or_else(|p| p.into_inner()).decide(&request, &names);
         FilterResult {
             node_names: Some(d.fits.into_iter().map(|(n, _)| n).collect()),
-            failed_nodes: d.failed,
-            failed_and_unresolvable: d.unresolvable,
+            failed_nodes: d.failed.into_iter().map(|(n, r)| (n, printf_safe(r))).collect(),
+            failed_and_unresolvable: d.unresolvable.into_iter().map(|(n, r)| (n, printf_safe(r))).collect(),
             error: String::new(),
         }
     }
@@ -284,6 +284,14 @@ pub async fn run(listen: SocketAddr, kubeconfig: Option<PathBuf>, policy: FitPol
     Ok(())
 }
 
+/// kube-scheduler passes a FailedScheduling event's message to `Eventf` as the format string, so a
+/// `%` of ours ("asks for 40% on each …") comes out as `%!o(MISSING)` in `kubectl describe pod`.
+/// The pod's condition takes the message verbatim, so `%%` would show doubled there; the fullwidth
+/// percent sign (U+FF05) reads the same in both and is no printf verb.
+fn printf_safe(reason: String) -> String {
+    reason.replace('%', "\u{ff05}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,7 +314,7 @@ mod tests {
         let args: ExtenderArgs = serde_json::from_value(body.clone()).unwrap();
         let r = serde_json::to_value(ext.filter(&args)).unwrap();
         assert_eq!(r["NodeNames"], json!([]));
-        assert!(r["FailedNodes"]["a"].as_str().unwrap().contains("container c: asks for 50% on each of 3 CPU(s)"), "{r}");
+        assert!(r["FailedNodes"]["a"].as_str().unwrap().contains("container c: asks for 50\u{ff05} on each of 3 CPU(s)"), "{r}");
         assert!(r["FailedAndUnresolvableNodes"]["b"].as_str().unwrap().contains("not known"), "{r}");
         assert_eq!(r["Error"], "");
         let mut ok = body.clone();
