@@ -23,6 +23,13 @@ pub fn rtslice_bin() -> PathBuf {
         // is an order of magnitude slower and would miss every deadline.
         let status = std::process::Command::new(env!("CARGO"))
             .args(["build", "-q", "--release", "-p", "rtslice"])
+            // `make test` hands its jobserver to cargo test through these; inherited by this nested
+            // build they reach libbpf-sys's vendored `make`, whose jobserver descriptors are not ours
+            // (seen: "could not find native static library bpf" when the release build had to
+            // rebuild libbpf-sys inside a test).
+            .env_remove("MAKEFLAGS")
+            .env_remove("MFLAGS")
+            .env_remove("CARGO_MAKEFLAGS")
             .current_dir(&root)
             .status()
             .expect("run cargo build -p rtslice");
