@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rtslice_testkit::prom::{free_port, http_get, http_get_with, now_unix, trace_quantile_ns, trace_wakeup_buckets, value_of, wait_for, Prometheus};
+use rtslice_testkit::prom::{free_port, http_get, http_get_with, now_unix, promql_quantile_band_ns, trace_quantile_ns, trace_wakeup_buckets, value_of, wait_for, Prometheus};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rtslice");
@@ -309,13 +309,8 @@ fn daemon_serves_metrics_prometheus_agrees_and_the_dashboard_shows_the_api_numbe
     let events: u64 = merged.iter().map(|b| b.2).sum();
     assert!(events >= 10_000, "the trace saw only {events} wake-ups in {WINDOW_S} s");
     let trace_p99_ns = trace_quantile_ns(&merged, 0.99) as f64;
-    // As in tests/prometheus.rs: between the lower edge of the Prometheus bucket below the trace's
-    // and the upper edge of the one above (interpolation, the fine bucket's upper edge, and window
-    // edges a scrape interval apart).
-    let bounds = rtslice_metrics::latency_bounds_ns();
-    let i = bounds.partition_point(|&b| (b as f64) < trace_p99_ns);
-    let lo = if i >= 2 { bounds[i - 2] as f64 } else { 0.0 };
-    let hi = bounds.get(i + 1).map(|&b| b as f64).unwrap_or(f64::INFINITY);
+    // As in tests/prometheus.rs (the band is derived in promql_quantile_band_ns).
+    let (lo, hi) = promql_quantile_band_ns(&rtslice_metrics::latency_bounds_ns(), trace_p99_ns);
     eprintln!(
         "vbs-a p99 wake-up latency: Prometheus {:.1} µs, rtslice trace {:.1} µs ({events} events); accepted {:.1}..{:.1} µs",
         prom_p99_s * 1e6,

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use rtslice_testkit::prom::{free_port, http_get, now_unix, trace_quantile_ns, trace_wakeup_buckets, value_of, wait_for, Proc, Prometheus};
+use rtslice_testkit::prom::{free_port, http_get, now_unix, promql_quantile_band_ns, trace_quantile_ns, trace_wakeup_buckets, value_of, wait_for, Proc, Prometheus};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rtslice");
@@ -115,15 +115,8 @@ workloads:
     let events: u64 = merged.iter().map(|b| b.2).sum();
     assert!(events >= 10_000, "the trace saw only {events} wake-ups in {WINDOW_S} s");
     let trace_p99_ns = trace_quantile_ns(&merged, 0.99) as f64;
-    // Tolerance from the bucket widths: histogram_quantile interpolates inside the Prometheus
-    // bucket holding the rank, the trace reports the fine bucket's upper edge (≤ 6.25 % above the
-    // true value), and the two windows differ by up to a scrape interval at each end, which may
-    // move the rank into a neighbouring bucket. So the PromQL value must lie between the lower edge
-    // of the bucket below the trace's and the upper edge of the bucket above it.
-    let bounds = rtslice_metrics::latency_bounds_ns();
-    let i = bounds.partition_point(|&b| (b as f64) < trace_p99_ns);
-    let lo = if i >= 2 { bounds[i - 2] as f64 } else { 0.0 };
-    let hi = bounds.get(i + 1).map(|&b| b as f64).unwrap_or(f64::INFINITY);
+    // Tolerance from the bucket widths (derived in promql_quantile_band_ns).
+    let (lo, hi) = promql_quantile_band_ns(&rtslice_metrics::latency_bounds_ns(), trace_p99_ns);
     eprintln!(
         "p99 wake-up latency: Prometheus {:.1} µs, rtslice trace {:.1} µs ({} events); accepted {:.1}..{:.1} µs",
         prom_p99_s * 1e6,

@@ -12,7 +12,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::watcher;
 use kube::Client;
 use rtslice_plan::{NodeFacts, Planner};
-use rtslice_spec::{Demand, NodeCpus, Spec, Workload};
+use rtslice_spec::{NodeCpus, Spec, Workload};
 use serde_json::json;
 
 use crate::extender::PodRequest;
@@ -99,7 +99,7 @@ impl Simulated {
         for (container, w) in &pod.containers {
             let p = trial.admit(w).map_err(|r| format!("container {container}: {}", r.reason))?;
             let mut w = w.clone();
-            w.demand = w.demand.take().map(|d| pin(d, &p.cpus));
+            w.demand = w.demand.take().map(|d| d.pinned_to(&p.cpus));
             pinned.push(w);
         }
         self.planner = trial;
@@ -126,25 +126,6 @@ impl Simulated {
     }
 }
 
-/// A demand fixed to the CPUs it holds.
-pub fn pin(d: Demand, cpus: &[u32]) -> Demand {
-    match d {
-        Demand::Reservation(mut r) => {
-            r.cpus = Some(cpus.to_vec());
-            r.count = None;
-            Demand::Reservation(r)
-        }
-        Demand::Dedicated(mut x) => {
-            x.cpus = Some(cpus.to_vec());
-            x.count = None;
-            Demand::Dedicated(x)
-        }
-        Demand::BestEffort(mut b) => {
-            b.cpus = Some(cpus.to_vec());
-            Demand::BestEffort(b)
-        }
-    }
-}
 
 /// `rtslice daemon --inventory-only`: plans the pods bound to `node_name` on the declared node,
 /// publishes the inventory, launches nothing; until SIGTERM/SIGINT.
@@ -207,6 +188,7 @@ pub async fn run_inventory_only(node: rtslice_spec::Node, node_name: String, kub
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtslice_spec::Demand;
 
     fn pod(uid: &str, pct: u64, k: u32) -> PodRequest {
         let w = Workload::new(format!("ns.{uid}.c")).with_demand(Demand::reservation(Duration::from_millis(pct), Duration::from_millis(100), k));

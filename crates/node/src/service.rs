@@ -340,7 +340,7 @@ impl Service {
             }
             let mut w = e.workload.clone();
             if let Some(d) = spec.effective_demand(&w) {
-                w.demand = Some(pin(d, &e.cpus));
+                w.demand = Some(d.pinned_to(&e.cpus));
                 w.flavor = None;
             }
             spec.workloads.push(w);
@@ -698,7 +698,7 @@ impl Service {
         };
         let pinned = same_count.then(|| {
             let mut p = w.clone();
-            p.demand = p.demand.take().map(|d| pin(d, &held));
+            p.demand = p.demand.take().map(|d| d.pinned_to(&held));
             p
         });
         let admitted = match pinned.map(|p| self.admit(&p, &[name])) {
@@ -1076,25 +1076,6 @@ fn read_desired(dir: &std::path::Path) -> Result<Option<Desired>> {
     Ok(Some(d))
 }
 
-/// A demand fixed to the CPUs the workload holds.
-fn pin(d: Demand, cpus: &[u32]) -> Demand {
-    match d {
-        Demand::Reservation(mut r) => {
-            r.cpus = Some(cpus.to_vec());
-            r.count = None;
-            Demand::Reservation(r)
-        }
-        Demand::Dedicated(mut x) => {
-            x.cpus = Some(cpus.to_vec());
-            x.count = None;
-            Demand::Dedicated(x)
-        }
-        Demand::BestEffort(mut b) => {
-            b.cpus = Some(cpus.to_vec());
-            Demand::BestEffort(b)
-        }
-    }
-}
 
 fn resized(d: Demand, req: &Resize) -> Result<Demand> {
     let dur = |s: &Option<String>, what: &str| -> Result<Option<Duration>> {

@@ -605,6 +605,26 @@ impl Demand {
     pub fn best_effort(cpus: Option<Vec<u32>>) -> Demand {
         Demand::BestEffort(BestEffort { weight: None, cap: None, cpus })
     }
+    /// The same demand fixed to the CPUs it already holds (a count becomes those CPUs), so that
+    /// re-planning a live node keeps every admitted workload where it runs.
+    pub fn pinned_to(self, cpus: &[u32]) -> Demand {
+        match self {
+            Demand::Reservation(mut r) => {
+                r.cpus = Some(cpus.to_vec());
+                r.count = None;
+                Demand::Reservation(r)
+            }
+            Demand::Dedicated(mut x) => {
+                x.cpus = Some(cpus.to_vec());
+                x.count = None;
+                Demand::Dedicated(x)
+            }
+            Demand::BestEffort(mut b) => {
+                b.cpus = Some(cpus.to_vec());
+                Demand::BestEffort(b)
+            }
+        }
+    }
 }
 
 impl ThreadRule {

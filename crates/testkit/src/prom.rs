@@ -153,6 +153,19 @@ pub fn trace_quantile_ns(buckets: &[(u64, u64, u64)], q: f64) -> u64 {
     unreachable!()
 }
 
+/// Where a PromQL `histogram_quantile` of the same threads may lie, given the trace's quantile
+/// `trace_ns` and the Prometheus histogram's bucket `bounds` (ns, ascending): histogram_quantile
+/// interpolates inside the bucket holding the rank, the trace reports the fine bucket's upper edge
+/// (≤ 6.25 % above the true value), and the two windows differ by up to a scrape interval at each
+/// end, which may move the rank into a neighbouring bucket. So: from the lower edge of the bucket
+/// below the trace's to the upper edge of the bucket above it, in ns.
+pub fn promql_quantile_band_ns(bounds: &[u64], trace_ns: f64) -> (f64, f64) {
+    let i = bounds.partition_point(|&b| (b as f64) < trace_ns);
+    let lo = if i >= 2 { bounds[i - 2] as f64 } else { 0.0 };
+    let hi = bounds.get(i + 1).map(|&b| b as f64).unwrap_or(f64::INFINITY);
+    (lo, hi)
+}
+
 /// The merged wake-up fine histogram of every thread of an `rtslice trace --json` report.
 pub fn trace_wakeup_buckets(report: &Value) -> Vec<(u64, u64, u64)> {
     let mut merged: Vec<(u64, u64, u64)> = Vec::new();
