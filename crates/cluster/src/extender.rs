@@ -125,6 +125,21 @@ impl Cluster {
         self.bound.entry(node.to_string()).or_default().insert(pod.uid.clone(), pod);
     }
 
+    /// A pod as the watch of bound pods sees it (added or changed). A bound pod counts on its node;
+    /// one that is terminating (`deletionTimestamp` set) or finished does not: its node releases it
+    /// (or never admits it), so from then on only the node's inventory may still hold it — counting
+    /// it as "bound, not yet admitted" would hold its bandwidth for as long as the object lingers,
+    /// which without a kubelet (an inventory-only node) or with a stuck one is forever.
+    pub fn pod_seen(&mut self, pod: &Pod) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+        let finished = pod.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
+        match (node, PodRequest::from_pod(pod)) {
+            (Some(node), Ok(Some(r))) if !finished && pod.metadata.deletion_timestamp.is_none() => self.bind(&node, r),
+            _ => self.unbind(&uid),
+        }
+    }
+
     /// A pod is gone (deleted, finished).
     pub fn unbind(&mut self, uid: &str) {
         if let Some(node) = self.bound_on.remove(uid) {
@@ -301,6 +316,45 @@ mod tests {
         let again = c.decide(&pod("p2", 30, 1), &names);
         assert_eq!(again.fits.len(), 1, "p1 counted once: {again:?}");
         c.unbind("p1");
+        assert_eq!(c.bound_count(), 0);
+    }
+
+    /// A deleted pod stays in the API while it terminates (for ever on a node without a kubelet):
+    /// once it is terminating it no longer counts as bound, so a pending pod fits in its place as
+    /// soon as the node's inventory no longer holds it.
+    #[test]
+    fn a_terminating_pod_is_not_counted_as_bound() {
+        let mut c = Cluster::new(FitPolicy::WorstFit);
+        c.set_node("n", Some(&inventory(2, &[])));
+        let names = vec!["n".to_string()];
+        let pod_json = |extra: serde_json::Value| -> Pod {
+            let mut v = serde_json::json!({
+                "metadata": {"name": "vbs1", "namespace": "ran", "uid": "u1",
+                             "annotations": {"rtslice.io/reservation": "{runtime: 60ms, period: 100ms}"}},
+                "spec": {"nodeName": "n", "containers": [{"name": "du", "image": "x"}]}
+            });
+            if let (Some(m), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+                for (k, x) in e {
+                    match (m.get_mut(k), x) {
+                        (Some(serde_json::Value::Object(into)), serde_json::Value::Object(add)) => into.extend(add.clone()),
+                        _ => {
+                            m.insert(k.clone(), x.clone());
+                        }
+                    }
+                }
+            }
+            serde_json::from_value(v).unwrap()
+        };
+        c.pod_seen(&pod_json(serde_json::json!({})));
+        assert_eq!(c.bound_count(), 1);
+        assert!(c.decide(&pod("p2", 60, 1), &names).failed["n"].contains("asks for 60%"));
+        c.pod_seen(&pod_json(serde_json::json!({"metadata": {"deletionTimestamp": "2026-11-24T03:00:00Z"}})));
+        assert_eq!(c.bound_count(), 0);
+        assert_eq!(c.decide(&pod("p2", 60, 1), &names).fits.len(), 1);
+        // Bound again, then finished: a finished pod holds nothing either.
+        c.pod_seen(&pod_json(serde_json::json!({})));
+        assert_eq!(c.bound_count(), 1);
+        c.pod_seen(&pod_json(serde_json::json!({"status": {"phase": "Succeeded"}})));
         assert_eq!(c.bound_count(), 0);
     }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::watcher;
 use kube::Client;
 use rtslice_plan::{NodeFacts, Planner};
@@ -127,6 +127,19 @@ impl Simulated {
 }
 
 
+/// Deletes a terminating pod of an inventory-only node with grace period 0, guarded by its uid (a
+/// pod re-created under the same name is left alone).
+async fn finish_deletion(client: Client, pod: Pod) {
+    let (Some(ns), Some(name)) = (pod.metadata.namespace.as_deref(), pod.metadata.name.as_deref()) else { return };
+    let api: Api<Pod> = Api::namespaced(client, ns);
+    let dp = DeleteParams { grace_period_seconds: Some(0), preconditions: pod.metadata.uid.clone().map(|uid| Preconditions { uid: Some(uid), resource_version: None }), ..Default::default() };
+    match api.delete(name, &dp).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+        Err(e) => tracing::warn!("cannot finish deleting pod {ns}/{name}: {e}"),
+    }
+}
+
 /// `rtslice daemon --inventory-only`: plans the pods bound to `node_name` on the declared node,
 /// publishes the inventory, launches nothing; until SIGTERM/SIGINT.
 pub async fn run_inventory_only(node: rtslice_spec::Node, node_name: String, kubeconfig: Option<PathBuf>) -> Result<(), ClusterError> {
@@ -134,6 +147,7 @@ pub async fn run_inventory_only(node: rtslice_spec::Node, node_name: String, kub
     let sim = std::sync::Arc::new(std::sync::Mutex::new(Simulated::new(node)?));
     let watch = {
         let sim = sim.clone();
+        let client = client.clone();
         let api: Api<Pod> = Api::all(client.clone());
         let cfg = watcher::Config::default().fields(&format!("spec.nodeName={node_name}"));
         let node_name = node_name.clone();
@@ -147,6 +161,12 @@ pub async fn run_inventory_only(node: rtslice_spec::Node, node_name: String, kub
                         let mut sim = sim.lock().unwrap_or_else(|p| p.into_inner());
                         if finished || p.metadata.deletion_timestamp.is_some() {
                             sim.release(&uid);
+                            if !finished {
+                                // What the kubelet does once a terminating pod's containers are gone:
+                                // delete the object for good. Here nothing runs, so at once; without
+                                // it the pod would stay Terminating for ever.
+                                tokio::spawn(finish_deletion(client.clone(), p));
+                            }
                             continue;
                         }
                         match PodRequest::from_pod(&p) {

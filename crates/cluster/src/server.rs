@@ -244,13 +244,7 @@ pub async fn watch(ext: Shared, client: Client) {
             while let Some(ev) = s.next().await {
                 match ev {
                     Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => {
-                        let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
-                        let uid = p.metadata.uid.clone().unwrap_or_default();
-                        let mut c = ext.cluster.write().unwrap_or_else(|p| p.into_inner());
-                        match (node, PodRequest::from_pod(&p)) {
-                            (Some(node), Ok(Some(r))) => c.bind(&node, r),
-                            _ => c.unbind(&uid),
-                        }
+                        ext.cluster.write().unwrap_or_else(|p| p.into_inner()).pod_seen(&p);
                     }
                     Ok(watcher::Event::Delete(p)) => {
                         if let Some(uid) = &p.metadata.uid {
