@@ -172,8 +172,10 @@ scenario() {
   local victim=${placed[0]}
   kc delete pod "$victim" --wait=false >/dev/null 2>&1
   t=$(date +%s)
-  # Open (issue 14): fails today — the pending pod is retried but the node still counts the deleted
-  # pod (seen: "only 0 of 1 eligible CPU(s) have that much free" 330 s after the delete).
+  # The delete sets the pod's deletionTimestamp first: from then on the extender counts it only
+  # through its node's inventory (which drops it once the node released it), and an inventory-only
+  # node finishes the deletion as a kubelet would. The Node's inventory change and the pod's
+  # deletion both move the pending pod back to kube-scheduler's active queue.
   if wait_for 120 "pod $pending placed" "$K8S_LOGS/kube-scheduler.log" pod_bound "$pending" 2>/dev/null; then
     pass "scenario: pending pod placed after a delete" "$pending on $(pod_node "$pending") $(( $(date +%s) - t ))s after $victim was deleted"
   else
