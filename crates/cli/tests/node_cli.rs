@@ -83,6 +83,16 @@ fn sleepers() -> Vec<i32> {
     v
 }
 
+/// SIGTERM to a daemon the test started, also when an assertion fails (a `--reset-on-exit` daemon
+/// then undoes the node, and `Cleanup` needs the state directory's lock it holds).
+struct Term(u32);
+
+impl Drop for Term {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg(self.0.to_string()).status();
+    }
+}
+
 struct Cleanup(PathBuf);
 
 impl Drop for Cleanup {
@@ -368,12 +378,6 @@ fn three_emulated_vbs_a_fourth_added_one_resized_one_removed_the_others_unaffect
         .spawn()
         .unwrap();
     // Stopped even when an assertion fails (the cleanup needs the state directory's lock).
-    struct Term(u32);
-    impl Drop for Term {
-        fn drop(&mut self) {
-            let _ = Command::new("kill").arg(self.0.to_string()).status();
-        }
-    }
     let _term = Term(child.id());
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while std::os::unix::net::UnixStream::connect(&socket).is_err() {
@@ -578,12 +582,6 @@ fn daemon_serves_https_on_tcp_with_the_token_only() {
         .stderr(std::fs::File::create(p("daemon.log")).unwrap())
         .spawn()
         .unwrap();
-    struct Term(u32);
-    impl Drop for Term {
-        fn drop(&mut self) {
-            let _ = Command::new("kill").arg(self.0.to_string()).status();
-        }
-    }
     let term = Term(child.id());
     let url = format!("https://127.0.0.1:{port}/v1/node");
     let auth = format!("Authorization: Bearer {token}");
