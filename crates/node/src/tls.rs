@@ -135,3 +135,52 @@ pub async fn secure_cookies(mut response: axum::response::Response) -> axum::res
     }
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::process::Command;
+
+    /// A self-signed certificate and its key made by openssl (a system package of `make deps`).
+    fn openssl(dir: &Path, name: &str) -> TlsFiles {
+        let (cert, key) = (dir.join(format!("{name}.pem")), dir.join(format!("{name}-key.pem")));
+        let out = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=t"])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .expect("openssl is installed (make deps)");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        TlsFiles { cert, key }
+    }
+
+    fn refusal(files: &TlsFiles) -> String {
+        match server_config(files) {
+            Err(NodeError::Invalid(m)) => m,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_matching_private_key_is_required_and_every_refusal_says_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = openssl(dir.path(), "a");
+        let b = openssl(dir.path(), "b");
+        assert!(server_config(&a).is_ok());
+        let mixed = TlsFiles { cert: a.cert.clone(), key: b.key.clone() };
+        assert!(refusal(&mixed).contains("do not go together"), "{}", refusal(&mixed));
+        std::fs::set_permissions(&a.key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(refusal(&a).contains("chmod 600"), "{}", refusal(&a));
+        let swapped = TlsFiles { cert: b.key.clone(), key: b.key.clone() };
+        assert!(refusal(&swapped).contains("no certificate"), "{}", refusal(&swapped));
+        let missing = TlsFiles { cert: dir.path().join("none.pem"), key: b.key.clone() };
+        assert!(refusal(&missing).contains("none.pem"), "{}", refusal(&missing));
+        let not_a_key = TlsFiles { cert: b.cert.clone(), key: b.cert.clone() };
+        std::fs::set_permissions(&b.cert, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(refusal(&not_a_key).contains("no PEM private key"), "{}", refusal(&not_a_key));
+    }
+}
