@@ -28,7 +28,7 @@ export CARGO_HOME ?= /home/$(SUDO_USER)/.cargo
 endif
 endif
 
-.PHONY: all deps apt-deps rust-deps build release test test-kernels test-k8s test-deb deb cargo-deb demo clean nri
+.PHONY: all deps apt-deps rust-deps build release install uninstall test test-kernels test-k8s test-deb test-install deb cargo-deb demo clean nri
 
 all: build
 
@@ -56,6 +56,18 @@ build: deps
 release: deps
 	$(CARGO) build --release -p rtslice
 
+# Without dpkg: the release binary into $(PREFIX)/bin and the systemd unit (its ExecStart on that
+# binary) into $(PREFIX)/lib/systemd/system, which systemd searches for /usr/local and /usr alike;
+# DESTDIR stages the tree elsewhere. `systemctl daemon-reload` runs only on a live systemd host with
+# no DESTDIR. `make uninstall` (same PREFIX/DESTDIR) removes exactly those two files. packaging/install.sh.
+PREFIX ?= /usr/local
+INSTALL_ENV = PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) $(if $(BINDIR),BINDIR=$(BINDIR)) $(if $(UNITDIR),UNITDIR=$(UNITDIR))
+install: release
+	$(INSTALL_ENV) packaging/install.sh install $(TARGET_DIR)/release/rtslice
+
+uninstall:
+	$(INSTALL_ENV) packaging/install.sh uninstall
+
 # The NRI plugin (k8s/nri, Go, docs/kubernetes.md): Go from /usr/local/go (else PATH), modules from the
 # Go proxy, a static binary in target/rtslice-nri.
 GO ?= $(shell test -x /usr/local/go/bin/go && echo /usr/local/go/bin/go || command -v go)
@@ -63,7 +75,8 @@ nri:
 	@if [ -z "$(GO)" ]; then echo "make: no Go toolchain found; install Go (https://go.dev/dl) into /usr/local/go"; exit 1; fi
 	cd k8s/nri && CGO_ENABLED=0 $(GO) build -trimpath -o $(CURDIR)/target/rtslice-nri .
 
-# The workspace's tests natively, the Debian package installed, run and purged, the real-kernel
+# The workspace's tests natively, the Debian package installed, run and purged, `make install` and
+# `make uninstall` into a staging DESTDIR (a few seconds: the release binary test-deb built is reused), the real-kernel
 # matrix (`make test-kernels`, issue 11: cgroup v2, PREEMPT_RT, 4-8 CPUs are what edge servers run and
 # this host is not), then the real Kubernetes cluster (`make test-k8s`, issue 14); fails if any of
 # them failed, and runs each even when an earlier one failed.
@@ -73,6 +86,7 @@ nri:
 test: deps
 	@rc=0; $(CARGO) test --workspace --no-fail-fast || rc=$$?; \
 	$(MAKE) --no-print-directory test-deb || rc=1; \
+	$(MAKE) --no-print-directory test-install || rc=1; \
 	$(MAKE) --no-print-directory test-kernels || rc=1; \
 	$(MAKE) --no-print-directory test-k8s || rc=1; exit $$rc
 
@@ -108,6 +122,11 @@ deb: deps cargo-deb
 
 test-deb: deb
 	packaging/test-deb.sh "$$(ls -t $(TARGET_DIR)/debian/rtslice_*.deb | head -1)"
+
+# make install / uninstall into a staging DESTDIR (no root needed); after test-deb the release binary
+# is built, so its `release` step only checks that it is fresh.
+test-install:
+	MAKE="$(MAKE)" packaging/test-install.sh
 
 demo: release
 	./target/release/rtslice demo

@@ -1,6 +1,8 @@
 //! `rtslice daemon` and its client subcommands as a user runs them: exit codes (0 ran, 1 pending or
 //! refused, 2 invalid input, 3 no daemon), and SIGKILL of the daemon in the middle of deploys,
-//! restarted each time: the workloads it admitted run once each, none orphaned, nothing drifted.
+//! restarted each time: the workloads it admitted run once each, none orphaned, nothing drifted;
+//! issue 12's live operations on three-four emulated vBS with the others' miss ratios compared
+//! against counting noise; HTTPS on the TCP listener.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -79,6 +81,16 @@ fn sleepers() -> Vec<i32> {
         .collect();
     v.sort();
     v
+}
+
+/// SIGTERM to a daemon the test started, also when an assertion fails (a `--reset-on-exit` daemon
+/// then undoes the node, and `Cleanup` needs the state directory's lock it holds).
+struct Term(u32);
+
+impl Drop for Term {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg(self.0.to_string()).status();
+    }
 }
 
 struct Cleanup(PathBuf);
@@ -248,64 +260,87 @@ fn apply_through_the_daemon_and_in_process_changes_only_the_difference() {
     assert!(sleepers().is_empty(), "the reset stopped every workload");
 }
 
-/// The latest SLI counters each emulator reported on its socket.
-struct Reports {
-    sockets: Vec<(String, std::os::unix::net::UnixDatagram)>,
-    latest: std::collections::BTreeMap<String, serde_json::Value>,
+/// One running workload as the kernel shows it: each process (pid, start time), its cgroup files
+/// in the cpu and cpuset hierarchies (counters left out), and per thread (name, policy, RT
+/// priority, allowed CPUs). Equal snapshots mean an operation on another workload did not touch it.
+#[derive(Debug, PartialEq)]
+struct Untouched {
+    procs: Vec<(i32, u64)>,
+    cgroup_files: std::collections::BTreeMap<String, String>,
+    threads: Vec<(i32, String, u32, u32, String)>,
 }
 
-impl Reports {
-    fn bind(dir: &Path, names: &[&str]) -> Reports {
-        let sockets = names
-            .iter()
-            .map(|n| {
-                let s = std::os::unix::net::UnixDatagram::bind(dir.join(format!("{n}.sock"))).unwrap();
-                s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-                (n.to_string(), s)
-            })
-            .collect();
-        Reports { sockets, latest: Default::default() }
-    }
+/// Fields of /proc/…/stat after the command name (field 3 is index 0).
+fn stat_fields(path: &str) -> Option<Vec<String>> {
+    let s = std::fs::read_to_string(path).ok()?;
+    Some(s[s.rfind(')')? + 2..].split_whitespace().map(String::from).collect())
+}
 
-    fn drain(&mut self) -> Vec<String> {
-        let mut got = Vec::new();
-        let mut buf = [0u8; 4096];
-        for (n, s) in &self.sockets {
-            while let Ok(len) = s.recv(&mut buf) {
-                if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&buf[..len]) {
-                    self.latest.insert(n.clone(), v);
-                    got.push(n.clone());
+fn untouched(name: &str) -> Untouched {
+    let mut cgroup_files = std::collections::BTreeMap::new();
+    let mut pids = Vec::new();
+    for h in ["cpu", "cpuset"] {
+        let dir = PathBuf::from(format!("/sys/fs/cgroup/{h}/rtslice/{name}"));
+        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+        for f in rd.flatten() {
+            let file = f.file_name().to_string_lossy().into_owned();
+            // Counters move by themselves; the rest is configuration and membership.
+            if file.contains("stat") || file.contains("pressure") || !f.path().is_file() {
+                continue;
+            }
+            if let Ok(v) = std::fs::read_to_string(f.path()) {
+                if h == "cpuset" && file == "cgroup.procs" {
+                    pids = v.split_whitespace().filter_map(|p| p.parse::<i32>().ok()).collect();
                 }
+                cgroup_files.insert(format!("{h}/{file}"), v);
             }
         }
-        got
     }
-
-    /// Waits until each of `names` sent two reports from now on (the second one counts everything
-    /// up to at least one second after this call), and returns (ttis, deadline misses) of each.
-    fn fresh(&mut self, names: &[&str]) -> std::collections::BTreeMap<String, (u64, u64)> {
-        self.drain();
-        let mut seen: std::collections::BTreeMap<String, u32> = Default::default();
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while names.iter().any(|n| seen.get(*n).copied().unwrap_or(0) < 2) {
-            assert!(std::time::Instant::now() < deadline, "no reports from {names:?}: {seen:?}");
-            for n in self.drain() {
-                *seen.entry(n).or_default() += 1;
-            }
+    assert!(!pids.is_empty(), "{name} has processes in its cpuset cgroup: {cgroup_files:?}");
+    pids.sort();
+    let procs = pids.iter().map(|p| (*p, stat_fields(&format!("/proc/{p}/stat")).map_or(0, |f| f[19].parse().unwrap_or(0)))).collect();
+    let mut threads = Vec::new();
+    for p in &pids {
+        for t in std::fs::read_dir(format!("/proc/{p}/task")).into_iter().flatten().flatten() {
+            let tid: i32 = t.file_name().to_string_lossy().parse().unwrap_or(0);
+            let base = format!("/proc/{p}/task/{tid}");
+            let (Some(f), Ok(status)) = (stat_fields(&format!("{base}/stat")), std::fs::read_to_string(format!("{base}/status"))) else { continue };
+            let comm = std::fs::read_to_string(format!("{base}/comm")).unwrap_or_default().trim().to_string();
+            let allowed = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap_or("").trim().to_string();
+            threads.push((tid, comm, f[38].parse().unwrap_or(99), f[37].parse().unwrap_or(999), allowed));
         }
-        names
-            .iter()
-            .map(|n| {
-                let v = &self.latest[*n];
-                (n.to_string(), (v["ttis"].as_u64().unwrap(), v["deadline_misses"].as_u64().unwrap()))
-            })
-            .collect()
     }
+    threads.sort();
+    Untouched { procs, cgroup_files, threads }
 }
 
-/// Issue 12's "Done when": three emulated vBS run; a fourth is added, one resized, another
-/// removed; the others notice nothing: the same PIDs, and their deadline-miss counters (reported by
-/// the emulators themselves over RTSLICE_REPORT_SOCKET) printed across every operation.
+/// (deadline misses, TTIs) per workload from the daemon's `/metrics` (the report channel).
+fn sli_counters(socket: &Path) -> std::collections::BTreeMap<String, (u64, u64)> {
+    let out = Command::new("curl").args(["-s", "--unix-socket"]).arg(socket).arg("http://rtslice/metrics").output().expect("curl (make deps)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut m: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for l in text.lines() {
+        for (family, misses) in [("rtslice_deadline_misses_total{workload=\"", true), ("rtslice_ttis_total{workload=\"", false)] {
+            let Some(rest) = l.strip_prefix(family) else { continue };
+            let Some((w, v)) = rest.split_once("\"} ") else { continue };
+            let v = v.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) as u64;
+            let e = m.entry(w.to_string()).or_default();
+            if misses {
+                e.0 = v
+            } else {
+                e.1 = v
+            }
+        }
+    }
+    m
+}
+
+/// Issue 12's "Done when", on the real kernel: three emulated vBS (OAI LTE, 1 ms TTIs) run under
+/// RT-group reservations, all on CPU 1 (CPU 0 is housekeeping); a fourth is deployed, one is
+/// resized up and back down, another removed. Across every operation the others keep the same
+/// processes (pid and start time), cgroup files and thread policies, and their deadline-miss ratio,
+/// read from the daemon's `/metrics` (the report channel), is not worse than in the quiet windows
+/// beyond counting noise. Prints the per-window table (docs/api.md, "Live operations").
 #[test]
 fn three_emulated_vbs_a_fourth_added_one_resized_one_removed_the_others_unaffected() {
     root_or_skip!();
@@ -318,75 +353,266 @@ fn three_emulated_vbs_a_fourth_added_one_resized_one_removed_the_others_unaffect
     let state = dir.path().join("state");
     let socket = dir.path().join("api.sock");
     let _cleanup = Cleanup(state.clone());
+    let node = write(dir.path(), "node.yaml", "apiVersion: rtslice/v1\nnode:\n  housekeeping: 0\nworkloads: []\n");
     let tag = std::process::id();
+    let full = |n: &str| format!("vbs{tag}-{n}");
+    // 10 % PHY load (≈100 µs a TTI, ≈2 ms in 20 ms with the other threads' share) under 4 ms every
+    // 20 ms: twice the need, as daemon_observe.rs sizes its vBS; four of them and the grown one
+    // (5 ms) make 0.85 of CPU 1, under the 0.95 cap.
     let vbs = |n: &str| {
         format!(
-            "  - name: vbs{tag}-{n}\n    launch:\n      command: [{}, emulate, --profile, oai-lte, --duration, 10m, --prb, \"6\", --traffic, 20%, --quiet]\n      env: {{ RTSLICE_REPORT_SOCKET: {} }}\n    demand: {{ reservation: {{ runtime: 200ms, period: 1s, count: 1 }} }}\n",
-            bin(),
-            dir.path().join(format!("{n}.sock")).display()
+            "  - name: {}\n    launch:\n      command: [{}, emulate, --profile, oai-lte, --load, 10%, --duration, 30m, --quiet]\n    demand: {{ reservation: {{ runtime: 4ms, period: 20ms, count: 1 }} }}\n",
+            full(n),
+            bin()
         )
     };
-    let mut reports = Reports::bind(dir.path(), &["du1", "du2", "du3", "du4"]);
-    let mut daemon = start(&state, &socket, true);
-    // Stopped even when an assertion fails (the cleanup needs the state directory's lock).
-    struct Term(u32);
-    impl Drop for Term {
-        fn drop(&mut self) {
-            let _ = Command::new("kill").arg(self.0.to_string()).status();
-        }
+    let mut child = Command::new(bin())
+        .args(["daemon", "--mechanism", "rt_group", "--reset-on-exit", "--grace", "2", "--no-trace", "--node"])
+        .arg(&node)
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("--socket")
+        .arg(&socket)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("daemon.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let term = Term(child.id());
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(std::time::Instant::now() < deadline, "the daemon did not start");
+        std::thread::sleep(Duration::from_millis(20));
     }
-    let _term = Term(daemon.id());
-    let o = rtslice(&socket, &["deploy", "-"], Some(&format!("apiVersion: rtslice/v1\nworkloads:\n{}{}{}", vbs("du1"), vbs("du2"), vbs("du3"))));
-    assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    let full = |n: &str| format!("vbs{tag}-{n}");
-    let mut rows = Vec::new();
-    // Each operation's window (from a fresh report before it to a fresh report after it) comes right
-    // after a control window of the same shape with no operation: the host's own noise (other jobs
-    // on this shared VM) shows there, the operation's effect is the difference.
-    let mut step = |what: &str, reports: &mut Reports, watched: &[&str], op: &dyn Fn()| {
-        let pids0 = pids_by_name(&socket);
-        let k0 = reports.fresh(watched);
-        let k1 = reports.fresh(watched);
-        let c0 = k1.clone();
+    let ok = |o: Output| assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    ok(rtslice(&socket, &["deploy", "-"], Some(&format!("apiVersion: rtslice/v1\nworkloads:\n{}{}{}", vbs("du1"), vbs("du2"), vbs("du3")))));
+    for n in ["du1", "du2", "du3"] {
+        let cpus = std::fs::read_to_string(format!("/sys/fs/cgroup/cpuset/rtslice/{}/cpuset.cpus", full(n))).unwrap();
+        assert_eq!(cpus.trim(), "1", "{n} shares CPU 1 (CPU 0 is housekeeping)");
+    }
+    // The emulators calibrate for a few seconds, then report once a second.
+    let t0 = std::time::Instant::now();
+    while !["du1", "du2", "du3"].iter().all(|n| sli_counters(&socket).get(&full(n)).is_some_and(|c| c.1 > 2000)) {
+        assert!(t0.elapsed() < Duration::from_secs(90), "the emulators report TTIs in /metrics: {:?}", sli_counters(&socket));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Windows of WINDOW each: quiet ones, and ones that begin with an operation.
+    const WINDOW: Duration = Duration::from_secs(6);
+    struct Window {
+        label: String,
+        operated: Option<String>,
+        counts: std::collections::BTreeMap<String, (u64, u64)>,
+    }
+    let mut windows: Vec<Window> = Vec::new();
+    let mut last = sli_counters(&socket);
+    let mut run_window = |label: &str, operated: Option<&str>, op: &dyn Fn()| {
+        let started = std::time::Instant::now();
         op();
-        let c1 = reports.fresh(watched);
-        let pids1 = pids_by_name(&socket);
-        for n in watched {
-            assert_eq!(pids1[&full(n)], pids0[&full(n)], "{n}'s processes during {what}");
-            assert!(c1[*n].0 > c0[*n].0, "{n} kept running (its TTI counter went on) during {what}");
-            rows.push(format!(
-                "{what:<24} {n}: pid {:?}  control: {} misses in {} TTIs  operation: deadline misses {} -> {} (+{}) in {} TTIs",
-                pids1[&full(n)],
-                k1[*n].1 - k0[*n].1,
-                k1[*n].0 - k0[*n].0,
-                c0[*n].1,
-                c1[*n].1,
-                c1[*n].1 - c0[*n].1,
-                c1[*n].0 - c0[*n].0
-            ));
+        let took = started.elapsed();
+        assert!(took < WINDOW, "{label} took {took:?}, longer than a window");
+        std::thread::sleep(WINDOW - took);
+        let now = sli_counters(&socket);
+        let counts = now
+            .iter()
+            .filter_map(|(w, c)| last.get(w).map(|l| (w.clone(), (c.0.saturating_sub(l.0), c.1.saturating_sub(l.1)))))
+            .collect();
+        last = now;
+        windows.push(Window { label: format!("{label} ({} ms)", took.as_millis()), operated: operated.map(|n| full(n)), counts });
+    };
+    // One operation on `operated`; the others' kernel view must be the same after it.
+    let mut checked = Vec::new();
+    let mut operate = |label: &str, operated: &str, others: &[&str], op: &dyn Fn(), run_window: &mut dyn FnMut(&str, Option<&str>, &dyn Fn())| {
+        let before: Vec<Untouched> = others.iter().map(|n| untouched(&full(n))).collect();
+        run_window(label, Some(operated), op);
+        for (n, b) in others.iter().zip(before) {
+            let a = untouched(&full(n));
+            assert_eq!(a, b, "{n} changed during «{label}»");
+            checked.push(format!("{label}: {n} kept {} processes, {} threads, {} cgroup files", a.procs.len(), a.threads.len(), a.cgroup_files.len()));
         }
     };
-    step("deploy du4", &mut reports, &["du1", "du2", "du3"], &|| {
-        let o = rtslice(&socket, &["deploy", "-"], Some(&format!("apiVersion: rtslice/v1\nworkloads:\n{}", vbs("du4"))));
-        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    });
-    step("resize du1 to 250ms/1s", &mut reports, &["du2", "du3", "du4"], &|| {
-        let o = rtslice(&socket, &["resize", &full("du1"), "--runtime", "250ms"], None);
-        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    });
-    step("remove du2", &mut reports, &["du1", "du3", "du4"], &|| {
-        let o = rtslice(&socket, &["remove", &full("du2")], None);
-        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    });
-    eprintln!("DONE-WHEN (debug build, shared 2-CPU VM):");
-    for r in &rows {
-        eprintln!("  {r}");
+    let nothing = || {};
+    run_window("quiet", None, &nothing);
+    run_window("quiet", None, &nothing);
+    operate("deploy du4", "du4", &["du1", "du2", "du3"], &|| ok(rtslice(&socket, &["deploy", "-"], Some(&format!("apiVersion: rtslice/v1\nworkloads:\n{}", vbs("du4"))))), &mut run_window);
+    run_window("quiet", None, &nothing);
+    let du1 = untouched(&full("du1"));
+    operate("resize du1 to 5ms/20ms", "du1", &["du2", "du3", "du4"], &|| ok(rtslice(&socket, &["resize", &full("du1"), "--runtime", "5ms"], None)), &mut run_window);
+    assert_eq!(untouched(&full("du1")).procs, du1.procs, "a resize keeps du1's processes running");
+    assert_eq!(std::fs::read_to_string(format!("/sys/fs/cgroup/cpu/rtslice/{}/cpu.rt_runtime_us", full("du1"))).unwrap().trim(), "5000");
+    run_window("quiet", None, &nothing);
+    operate("resize du1 back to 4ms", "du1", &["du2", "du3", "du4"], &|| ok(rtslice(&socket, &["resize", &full("du1"), "--runtime", "4ms"], None)), &mut run_window);
+    assert_eq!(untouched(&full("du1")), du1, "grown and shrunk back, du1 is as it was");
+    run_window("quiet", None, &nothing);
+    operate("remove du2", "du2", &["du1", "du3", "du4"], &|| ok(rtslice(&socket, &["remove", &full("du2")], None)), &mut run_window);
+    run_window("quiet", None, &nothing);
+
+    // The bound. Under "the operation changes nothing" a workload's m misses in the n TTIs of an
+    // operation's window are Binomial(n, p), p its miss probability, estimated by p̂ = M/N from its
+    // M misses in the N TTIs of all its quiet windows. The difference m/n − p̂ then has variance
+    // p(1−p)(1/n + 1/N). Host stalls (the ms of jitter this VM sees) make misses come in bursts,
+    // which inflates that variance by a dispersion factor φ; φ̂ is Pearson's χ²/dof of the quiet
+    // windows (pooled over workloads, at least 1). Accepted: m/n ≤ p̂ + z·sqrt(φ̂ p̄(1−p̄)(1/n + 1/N))
+    // with z = 4 (one-sided, ≈3e-5 false alarms per comparison, ≈4e-4 for the test's ~12) and
+    // p̄ = max(p̂, 1/N) so that a workload with no quiet misses still has a non-zero noise floor.
+    let quiet: Vec<&Window> = windows.iter().filter(|w| w.operated.is_none()).collect();
+    let pooled = |w: &str| quiet.iter().filter_map(|q| q.counts.get(w)).fold((0u64, 0u64), |a, c| (a.0 + c.0, a.1 + c.1));
+    let (mut chi2, mut dof) = (0.0f64, 0usize);
+    let names: std::collections::BTreeSet<String> = windows.iter().flat_map(|w| w.counts.keys().cloned()).collect();
+    for w in &names {
+        let (m, n) = pooled(w);
+        let p = (m as f64 / n.max(1) as f64).max(1.0 / n.max(1) as f64);
+        let cells: Vec<(u64, u64)> = quiet.iter().filter_map(|q| q.counts.get(w).copied()).filter(|c| c.1 > 0).collect();
+        for (mi, ni) in &cells {
+            let e = *ni as f64 * p;
+            chi2 += (*mi as f64 - e).powi(2) / (e * (1.0 - p));
+        }
+        dof += cells.len().saturating_sub(1);
     }
-    assert_eq!(
-        std::fs::read_to_string(format!("/sys/fs/cgroup/cpu/rtslice/{}/cpu.rt_runtime_us", full("du1"))).unwrap().trim(),
-        "250000"
-    );
-    // --reset-on-exit: SIGTERM stops every emulator and undoes the node.
-    let _ = Command::new("kill").arg(daemon.id().to_string()).status();
-    assert!(daemon.wait().unwrap().success());
+    let phi = (chi2 / dof.max(1) as f64).max(1.0);
+    let mut table = format!("{:<32}", "window");
+    for w in &names {
+        table += &format!(" {:>20}", w.trim_start_matches(&format!("vbs{tag}-")));
+    }
+    table += "\n";
+    for win in &windows {
+        table += &format!("{:<32}", win.label);
+        for w in &names {
+            table += &match win.counts.get(w) {
+                Some((m, n)) if *n > 0 => format!(" {:>20}", format!("{m}/{n} {:.2}%", 100.0 * *m as f64 / *n as f64)),
+                _ => format!(" {:>20}", "–"),
+            };
+        }
+        table += "\n";
+    }
+    eprintln!("LIVE OPERATIONS (misses/TTIs per {} s window, from /metrics; dispersion φ̂ = {phi:.2} over {dof} dof):\n{table}", WINDOW.as_secs());
+    let mut failures = Vec::new();
+    for win in windows.iter().filter(|w| w.operated.is_some()) {
+        for (w, (m, n)) in &win.counts {
+            if Some(w) == win.operated.as_ref() || *n == 0 {
+                continue;
+            }
+            let (qm, qn) = pooled(w);
+            assert!(qn > 0, "{w} had quiet windows");
+            let p_hat = qm as f64 / qn as f64;
+            let p_bar = p_hat.max(1.0 / qn as f64);
+            let bound = p_hat + 4.0 * (phi * p_bar * (1.0 - p_bar) * (1.0 / *n as f64 + 1.0 / qn as f64)).sqrt();
+            let ratio = *m as f64 / *n as f64;
+            eprintln!("  {:<32} {w}: {:.3}% (quiet {:.3}%, bound {:.3}%)", win.label, 100.0 * ratio, 100.0 * p_hat, 100.0 * bound);
+            if ratio > bound {
+                failures.push(format!("{w} during {}: {m}/{n} = {:.3}% > bound {:.3}% (quiet {qm}/{qn})", win.label, 100.0 * ratio, 100.0 * bound));
+            }
+            // The others kept running through the operation: they completed TTIs in its window.
+            assert!(*n as f64 > 0.5 * WINDOW.as_millis() as f64, "{w} ran only {n} TTIs in the {} window", win.label);
+        }
+    }
+    for c in &checked {
+        eprintln!("  {c}");
+    }
+    assert!(failures.is_empty(), "miss ratios worse than the quiet windows' beyond counting noise:\n{}", failures.join("\n"));
+    // --reset-on-exit: SIGTERM stops every emulator and undoes the node (once: after the wait the
+    // pid may belong to another process).
+    drop(term);
+    assert!(child.wait().unwrap().success());
+}
+
+/// `curl` over TCP: (its exit code, the HTTP status it saw — 0 when there was no answer, the body).
+fn curl_tcp(args: &[&str]) -> (i32, u16, String) {
+    let out = Command::new("curl").args(["-s", "-o", "-", "-w", "\n%{http_code}", "--max-time", "20"]).args(args).output().expect("curl is installed (make deps)");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (out.status.code().unwrap_or(-1), code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+/// `rtslice daemon --listen --token-file --tls-cert --tls-key` serves HTTPS (rustls): with a
+/// certificate made by openssl here, curl trusting it gets 200 with the token and 401 without;
+/// plain HTTP to that port and a client that does not trust the certificate get no answer; the
+/// dashboard's cookie is `Secure`. TCP without a token, TLS without TCP and a key that does not
+/// belong to the certificate are refused before anything starts (exit 2).
+#[test]
+fn daemon_serves_https_on_tcp_with_the_token_only() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let p = |f: &str| dir.path().join(f).display().to_string();
+    let openssl = |cn: &str, key: &str, cert: &str| {
+        let o = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj"])
+            .arg(format!("/CN={cn}"))
+            .args(["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", &p(key), "-out", &p(cert)])
+            .output()
+            .expect("openssl is installed (make deps)");
+        assert!(o.status.success(), "openssl: {}", String::from_utf8_lossy(&o.stderr));
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p(key), std::fs::Permissions::from_mode(0o600)).unwrap();
+    };
+    openssl("rtslice-test", "key.pem", "cert.pem");
+    openssl("another", "other-key.pem", "other-cert.pem");
+    let token = "tls-test-token-0123456789abcdef";
+    std::fs::write(p("token"), token).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p("token"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let state = dir.path().join("state");
+    let socket = dir.path().join("api.sock");
+    let _cleanup = Cleanup(state.clone());
+    let port = rtslice_testkit::prom::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let daemon = |extra: &[&str]| {
+        let mut c = Command::new(bin());
+        c.args(["daemon", "--reset-on-exit", "--no-trace", "--state-dir"]).arg(&state).arg("--socket").arg(&socket).args(extra);
+        c
+    };
+
+    // Refusals: exit 2 with the reason, the socket never bound.
+    for (extra, says) in [
+        (vec!["--listen", &listen], "needs --token-file"),
+        (vec!["--listen", &listen, "--token-file", &p("token"), "--tls-cert", &p("cert.pem"), "--tls-key", &p("other-key.pem")], "do not go together"),
+        (vec!["--tls-cert", &p("cert.pem"), "--tls-key", &p("key.pem")], "--listen"),
+    ] {
+        let o = daemon(&extra).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains(says), "{extra:?} says why ({says}): {err}");
+        assert!(!socket.exists(), "{extra:?} started nothing");
+    }
+
+    let mut child = daemon(&["--listen", &listen, "--token-file", &p("token"), "--tls-cert", &p("cert.pem"), "--tls-key", &p("key.pem")])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(p("daemon.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let term = Term(child.id());
+    let url = format!("https://127.0.0.1:{port}/v1/node");
+    let auth = format!("Authorization: Bearer {token}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let ok = loop {
+        let r = curl_tcp(&["--cacert", &p("cert.pem"), "-H", &auth, &url]);
+        if r.1 == 200 || std::time::Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(ok.1, 200, "HTTPS with the token: {ok:?}\n{}", std::fs::read_to_string(p("daemon.log")).unwrap_or_default());
+    let node: serde_json::Value = serde_json::from_str(&ok.2).unwrap();
+    assert!(node["cpus"].is_array() || node["cpus"].is_string(), "GET /v1/node over HTTPS: {node}");
+    let no_token = curl_tcp(&["--cacert", &p("cert.pem"), &url]);
+    assert_eq!(no_token.1, 401, "HTTPS without the token: {no_token:?}");
+    let plain = curl_tcp(&["-H", &auth, &format!("http://127.0.0.1:{port}/v1/node")]);
+    assert!(plain.0 != 0 && plain.1 == 0, "plain HTTP to the TLS port must get no HTTP answer: {plain:?}");
+    let untrusted = curl_tcp(&["--cacert", &p("other-cert.pem"), "-H", &auth, &url]);
+    assert!(untrusted.0 != 0 && untrusted.1 == 0, "a client trusting another CA must refuse the server: {untrusted:?}");
+    // The dashboard's login sets the token cookie Secure over HTTPS.
+    let login = Command::new("curl")
+        .args(["-s", "-D", "-", "-o", "/dev/null", "--cacert", &p("cert.pem")])
+        .arg(format!("https://127.0.0.1:{port}/?token={token}"))
+        .output()
+        .unwrap();
+    let headers = String::from_utf8_lossy(&login.stdout).to_lowercase();
+    let cookie = headers.lines().find(|l| l.starts_with("set-cookie:")).unwrap_or_else(|| panic!("no cookie set: {headers}"));
+    assert!(cookie.contains("httponly") && cookie.contains("; secure"), "{cookie}");
+    eprintln!("HTTPS: 200 with the token, 401 without, plain HTTP → curl exit {}, untrusted CA → curl exit {}; {}", plain.0, untrusted.0, cookie.trim());
+
+    drop(term);
+    assert!(child.wait().unwrap().success(), "the daemon stops cleanly on SIGTERM");
 }

@@ -81,7 +81,7 @@ fn main() {
 
     // The read endpoints, through the daemon on a unix socket.
     let socket = state.path().join("api.sock");
-    let daemon_opts = rtslice_node::DaemonOptions { service: opts, socket: socket.clone(), listen: None, token_file: None, reset_on_exit: true, telemetry: None };
+    let daemon_opts = rtslice_node::DaemonOptions { service: opts, socket: socket.clone(), listen: None, token_file: None, tls: None, reset_on_exit: true, telemetry: None };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let server = rt.spawn(rtslice_node::run_until(daemon_opts, async move {

@@ -5,6 +5,7 @@
 //!   transaction of the host's [`rtslice_host::Node`], recovery after a crash or a reboot, events.
 //! - `api`: the `/v1` resources (axum), errors as JSON, body limit, bearer token on TCP.
 //! - `server`: `rtslice daemon` — unix socket (0600) and optional TCP listener, reaping, signals.
+//! - `tls`: HTTPS on the TCP listener (rustls, ring provider).
 //! - `client`: requests over the unix socket (the CLI).
 //! - `telemetry`: the Prometheus collector following the deployed workloads, the report socket
 //!   they get, the live views' history (`GET /metrics`, `GET /v1/telemetry`).
@@ -22,6 +23,7 @@ mod openapi;
 mod server;
 mod service;
 mod telemetry;
+mod tls;
 
 pub use api::{router, App, BODY_LIMIT};
 pub use containers::{ContainerEntry, CreateContainer};
@@ -31,4 +33,5 @@ pub use openapi::document as openapi_document;
 pub use server::{read_token, run, run_until, DaemonOptions, DEFAULT_SOCKET};
 pub use service::{Action, Change, Entry, Event, ExitStatus, Outcome, Phase, Resize, Service, ServiceOptions};
 pub use telemetry::{Telemetry, TelemetryOptions};
+pub use tls::TlsFiles;
 pub use dashboard::{PAGE as DASHBOARD_PAGE, TOKEN_COOKIE};

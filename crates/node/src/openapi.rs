@@ -174,7 +174,7 @@ pub fn document() -> Value {
         "info": {
             "title": "rtslice node API",
             "version": "v1",
-            "description": "One node's real-time CPU reservations: the inventory (O2ims view) and the workloads (O2dms deployments). Served by `rtslice daemon` on a unix socket (root only) and optionally on TCP with a bearer token. See docs/api.md."
+            "description": "One node's real-time CPU reservations: the inventory (O2ims view) and the workloads (O2dms deployments). Served by `rtslice daemon` on a unix socket (root only) and optionally on TCP with a bearer token, over HTTPS when the daemon has `--tls-cert`/`--tls-key` (rustls; then the dashboard's cookie is `Secure`). See docs/api.md."
         },
         "security": [{}, { "bearer": [] }, { "cookie": [] }],
         "paths": {

@@ -1,5 +1,6 @@
 //! `rtslice daemon`: the service on a unix socket (mode 0600: root only) and optionally on TCP
-//! with a bearer token; reaps the processes it launched and notices when they exit.
+//! with a bearer token, over TLS when given a certificate; reaps the processes it launched and
+//! notices when they exit.
 
 use std::future::IntoFuture;
 use std::net::SocketAddr;
@@ -21,6 +22,8 @@ pub struct DaemonOptions {
     /// TCP address; needs `token_file`.
     pub listen: Option<SocketAddr>,
     pub token_file: Option<PathBuf>,
+    /// HTTPS on `listen` with this certificate and key; `None`: plain HTTP.
+    pub tls: Option<crate::tls::TlsFiles>,
     /// Stop every workload and undo the node when the daemon exits (CI, tests); by default the
     /// workloads keep running and the next daemon re-adopts them.
     pub reset_on_exit: bool,
@@ -86,6 +89,12 @@ pub async fn run_until(opts: DaemonOptions, stop: impl std::future::Future<Outpu
         }
         (None, _) => None,
     };
+    // Checked before anything is bound or opened: a bad certificate leaves the node untouched.
+    let tls = match (&opts.listen, &opts.tls) {
+        (Some(_), Some(files)) => Some(crate::tls::server_config(files)?),
+        (None, Some(_)) => return Err(NodeError::Invalid("--tls-cert/--tls-key secure the TCP listener: give --listen ADDR too".into())),
+        (_, None) => None,
+    };
     let unix = bind_socket(&opts.socket).await?;
     let tcp = match opts.listen {
         Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|e| NodeError::State(format!("cannot listen on {addr}: {e}")))?),
@@ -117,9 +126,17 @@ pub async fn run_until(opts: DaemonOptions, stop: impl std::future::Future<Outpu
         let _ = rx.wait_for(|s| *s).await;
     };
     let unix_srv = tokio::spawn(axum::serve(unix, router(app.clone(), None)).with_graceful_shutdown(shutdown(stop_rx.clone())).into_future());
-    let tcp_srv = tcp.map(|l| {
-        tokio::spawn(axum::serve(l, router(app.clone(), token.clone())).with_graceful_shutdown(shutdown(stop_rx.clone())).into_future())
-    });
+    let tcp_srv = match (tcp, tls) {
+        (Some(l), Some(config)) => {
+            let l = crate::tls::TlsListener::new(l, config).map_err(|e| NodeError::State(format!("TLS listener: {e}")))?;
+            let app = router(app.clone(), token.clone()).layer(axum::middleware::map_response(crate::tls::secure_cookies));
+            Some(tokio::spawn(axum::serve(l, app).with_graceful_shutdown(shutdown(stop_rx.clone())).into_future()))
+        }
+        (Some(l), None) => {
+            Some(tokio::spawn(axum::serve(l, router(app.clone(), token.clone())).with_graceful_shutdown(shutdown(stop_rx.clone())).into_future()))
+        }
+        (None, _) => None,
+    };
     let metrics_srv = metrics_tcp.zip(telemetry.clone()).map(|(l, t)| {
         let app = rtslice_metrics::router(t.registry.clone());
         tokio::spawn(axum::serve(l, app).with_graceful_shutdown(shutdown(stop_rx.clone())).into_future())

@@ -84,6 +84,7 @@ impl Daemon {
             socket: socket.into(),
             listen: listen.as_ref().map(|l| l.0),
             token_file: listen.map(|l| l.1),
+            tls: None,
             reset_on_exit,
             telemetry: None,
         };

@@ -147,6 +147,7 @@ fn containers_are_admitted_applied_in_place_and_released() {
         socket: socket.clone(),
         listen: None,
         token_file: None,
+        tls: None,
         reset_on_exit: true,
         telemetry: None,
     };

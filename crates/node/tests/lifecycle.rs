@@ -260,7 +260,7 @@ struct Daemon {
 
 impl Daemon {
     fn start(opts: ServiceOptions, socket: &Path) -> Daemon {
-        let opts = rtslice_node::DaemonOptions { service: opts, socket: socket.into(), listen: None, token_file: None, reset_on_exit: true, telemetry: None };
+        let opts = rtslice_node::DaemonOptions { service: opts, socket: socket.into(), listen: None, token_file: None, tls: None, reset_on_exit: true, telemetry: None };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();

@@ -1,5 +1,6 @@
 //! `rtslice daemon`: the node service — owns the node's workloads, admits them one at a time and
-//! serves the HTTP API (docs/api.md) on a unix socket, optionally on TCP with a bearer token.
+//! serves the HTTP API (docs/api.md) on a unix socket, optionally on TCP with a bearer token (HTTPS
+//! with --tls-cert/--tls-key).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,12 +16,18 @@ pub struct Args {
     pub socket: PathBuf,
     #[arg(long, default_value = rtslice_host::DEFAULT_STATE_DIR)]
     pub state_dir: PathBuf,
-    /// Also serve on this TCP address (needs --token-file)
+    /// Also serve on this TCP address (needs --token-file; HTTPS with --tls-cert/--tls-key)
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
     /// File holding the bearer token TCP clients must send (mode 0600, at least 16 characters)
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// Serve --listen over HTTPS with this PEM certificate chain (server certificate first)
+    #[arg(long, value_name = "CERT", requires_all = ["tls_key", "listen"])]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert (mode 0600)
+    #[arg(long, value_name = "KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// A spec whose `node:` section (housekeeping CPUs, cap, fit policy) the node uses
     #[arg(long, value_name = "FILE", alias = "node-file")]
     pub node: Option<PathBuf>,
@@ -96,6 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         socket: args.socket,
         listen: args.listen,
         token_file: args.token_file,
+        tls: args.tls_cert.zip(args.tls_key).map(|(cert, key)| rtslice_node::TlsFiles { cert, key }),
         reset_on_exit: args.reset_on_exit,
         telemetry: Some(rtslice_node::TelemetryOptions {
             trace: !args.no_trace,
