@@ -49,6 +49,7 @@ impl Inventory {
                 cap: plan.node.cap,
                 default_period,
                 policy: plan.node.policy,
+                topology: plan.node.topology.as_ref().map(|t| t.to_topology()),
             },
             isolated: plan.node.isolcpus.clone(),
             mechanism: mechanism.to_string(),

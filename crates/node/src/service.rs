@@ -256,7 +256,7 @@ impl Service {
             dir,
             events: VecDeque::new(),
             next_event: 1,
-            facts: NodeFacts { online, isolcpus, ..Default::default() },
+            facts: NodeFacts { topology: Some(rtslice_host::doctor::discovered_topology(&online)), online, isolcpus, ..Default::default() },
             exits: HashMap::new(),
             drift_seen: HashMap::new(),
             last_drift_check: None,
