@@ -246,7 +246,7 @@ impl Service {
                 next_generation: 1,
             },
         };
-        let online = host.base().online.iter().collect();
+        let online: Vec<u32> = host.base().online.iter().collect();
         let isolcpus = host.facts().boot_isolated.iter().collect();
         let containers = crate::containers::Containers::load(&dir)?;
         let mut svc = Service {

@@ -110,6 +110,8 @@ fn workload(i: usize, m: &Machine, hk: u32, (kind, permille, count, smt, loc, ni
 }
 
 fn spec_on(m: &Machine, hk: u32, cap_pct: u32, policy: FitPolicy, items: Vec<Item>, declared: bool) -> Spec {
+    // A 1-CPU machine keeps its CPU for workloads.
+    let hk = hk.min(m.cpus.len() as u32 - 1);
     let workloads = items.into_iter().enumerate().map(|(i, it)| workload(i, m, hk, it)).collect();
     Spec {
         node: Node {

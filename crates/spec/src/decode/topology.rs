@@ -36,9 +36,12 @@ pub(super) fn topology(cx: &mut Reader, n: &yaml::Node, path: &str, node_cpus: O
             out.llc = g;
         }
     }
+    // A NIC's node is checked only against a `numa` that read without error (its own are the true ones).
+    let mut numa_ok = true;
     if let Some(v) = f.get("numa") {
-        if let Some(g) = groups(cx, v, &join(path, "numa"), "NUMA node", node_cpus, true) {
-            out.numa = g;
+        match groups(cx, v, &join(path, "numa"), "NUMA node", node_cpus, true) {
+            Some(g) => out.numa = g,
+            None => numa_ok = false,
         }
     }
     if let Some(v) = f.get("nics") {
@@ -52,7 +55,7 @@ pub(super) fn topology(cx: &mut Reader, n: &yaml::Node, path: &str, node_cpus: O
                     let Some(node) = cx.int(val, &np, 0, 4095).map(|x| x as u32) else { continue };
                     if !f.has("numa") {
                         cx.err(val, &np, "a NIC's NUMA node means something only with `numa` (the CPUs of each node); add it");
-                    } else if out.numa.get(node as usize).is_none_or(|c| c.is_empty()) {
+                    } else if numa_ok && out.numa.get(node as usize).is_none_or(|c| c.is_empty()) {
                         cx.err(val, &np, format!("NUMA node {node} has no CPUs in `numa` ({} node(s) listed)", out.numa.len()));
                     }
                     nics.insert(name, node);
