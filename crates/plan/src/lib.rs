@@ -155,7 +155,8 @@ impl Planner {
         let housekeeping: Vec<u32> = spec.node.housekeeping.iter().copied().filter(|c| node_cpus.contains(c)).collect();
         let isolcpus = sorted(facts.isolcpus.clone());
         let cap = (spec.node.cap.clamp(0.0, 1.0) * ONE as f64).round() as Bw;
-        let topo = Topo::new(&node_cpus, spec.node.topology.as_ref(), facts.topology.as_ref(), &mut warnings);
+        let wants_locality = spec.workloads.iter().any(|w| !w.isolation.locality.is_any());
+        let topo = Topo::new(&node_cpus, spec.node.topology.as_ref(), facts.topology.as_ref(), wants_locality, &mut warnings);
         let mut st = State {
             cap,
             policy: spec.node.policy,

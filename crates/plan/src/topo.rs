@@ -27,7 +27,8 @@ pub(crate) struct Topo {
 }
 
 impl Topo {
-    pub fn new(cpus: &[u32], declared: Option<&Topology>, discovered: Option<&Topology>, warnings: &mut Vec<String>) -> Topo {
+    /// `wants_locality`: some workload asks for one; only then do CPUs a group list leaves out matter.
+    pub fn new(cpus: &[u32], declared: Option<&Topology>, discovered: Option<&Topology>, wants_locality: bool, warnings: &mut Vec<String>) -> Topo {
         let n = cpus.len();
         let (t, source) = match (declared, discovered) {
             (Some(t), _) => (t.clone(), TopologySource::Declared),
@@ -60,7 +61,7 @@ impl Topo {
         let (llc_known, numa_known) = (!t.llc.is_empty(), !t.numa.is_empty());
         for (known, of, what) in [(llc_known, &llc, "LLC group"), (numa_known, &numa, "NUMA node")] {
             let unlisted: Vec<u32> = (0..n).filter(|&i| of[i].is_none()).map(|i| cpus[i]).collect();
-            if known && !unlisted.is_empty() {
+            if wants_locality && known && !unlisted.is_empty() {
                 warnings.push(format!(
                     "the {} topology lists CPU {} in no {what}; workloads kept within one {what} will not use them",
                     source.name(),
