@@ -92,6 +92,7 @@ fn workload(strategy: Strategy, p: &Placement, shared: &[u32], steering: &Steeri
         shield: p.shield,
         isolcpus: p.isolcpus,
         wide_affinity: matches!(strategy, Strategy::Wide | Strategy::IrqWide) && p.cpus.is_some(),
+        ..Isolation::default()
     };
     w.threads = p
         .threads

@@ -261,3 +261,34 @@ fn sol001_import_prints_a_spec_that_plans_and_a_template_without_vdu_fails() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no VDU to import"));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The 2-socket SMT example: whole cores with held siblings, one NUMA node / LLC per workload, the
+/// NIC's node first, best effort off `cu`'s siblings; the topology used is named (declared here; on
+/// this host, without --online, the discovered one).
+#[test]
+fn two_socket_smt_example_places_by_topology() {
+    let out = rtslice(&["plan", "examples/two-socket-smt.yaml", "--json", "--online", "0-63", "--isolcpus", ""]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let p: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(p["node"]["topology"]["source"], "declared");
+    let node1 = |c: u64| (16..32).contains(&c) || (48..64).contains(&c);
+    let du1 = ids(&workload(&p, "du1")["cpus"]);
+    assert!(du1.len() == 4 && du1.iter().all(|&c| node1(c)), "du1 on the NIC's node 1: {du1:?}");
+    for c in &du1 {
+        assert_eq!(p["node"]["per_cpu"][(*c + 32) as usize]["held_for"], "du1", "sibling of {c}");
+    }
+    let cu = ids(&workload(&p, "cu")["cpus"]);
+    let batch = ids(&workload(&p, "batch")["cpus"]);
+    for c in &cu {
+        let sibling = if *c < 32 { c + 32 } else { c - 32 };
+        assert!(!batch.contains(&sibling), "best effort on {sibling}, the sibling of cu's CPU {c}");
+    }
+    let text = rtslice(&["plan", "examples/two-socket-smt.yaml", "--online", "0-63", "--isolcpus", ""]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("topology: declared in the spec: 32 SMT cores"), "{text}");
+    assert!(text.contains("(held idle for du1: SMT sibling)"), "{text}");
+    // On this host, with no topology in the spec, the plan says it used the discovered one.
+    let host = rtslice(&["plan", "examples/host-smoke.yaml"]);
+    let host = String::from_utf8_lossy(&host.stdout);
+    assert!(host.contains("topology: discovered on this host") || host.contains("topology: none known"), "{host}");
+}

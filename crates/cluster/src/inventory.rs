@@ -49,6 +49,7 @@ impl Inventory {
                 cap: plan.node.cap,
                 default_period,
                 policy: plan.node.policy,
+                topology: plan.node.topology.as_ref().map(|t| t.to_topology()),
             },
             isolated: plan.node.isolcpus.clone(),
             mechanism: mechanism.to_string(),
@@ -73,10 +74,16 @@ impl Inventory {
     /// The node's planner state: every workload the node holds, pinned where it is. Each workload's
     /// per-CPU shares become a reservation on exactly those CPUs (runtime in ns over a 1 s period, so
     /// the planner's parts-per-10⁹ bandwidth comes back exactly); CPUs exclusive to a workload become
-    /// its dedicated CPUs.
+    /// its dedicated CPUs. A workload that holds SMT siblings idle (`held_for`) comes back as
+    /// `whole-core`, so its siblings stay held against the node's topology (`node.topology`).
     pub fn planner(&self) -> Planner {
         let mut exclusive: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
         let mut shares: BTreeMap<&str, (f64, Vec<u32>)> = BTreeMap::new();
+        let whole_core: std::collections::BTreeSet<&str> = self.per_cpu.iter().filter_map(|c| c.held_for.as_deref()).collect();
+        let isolation = |name: &str| rtslice_spec::Isolation {
+            smt: if whole_core.contains(name) { rtslice_spec::SmtIsolation::WholeCore } else { rtslice_spec::SmtIsolation::Shared },
+            ..Default::default()
+        };
         for c in &self.per_cpu {
             if let Some(owner) = &c.exclusive_to {
                 exclusive.entry(owner).or_default().push(c.cpu);
@@ -90,14 +97,18 @@ impl Inventory {
         }
         let mut spec = Spec { node: self.node.clone(), ..Spec::default() };
         for (name, cpus) in &exclusive {
-            spec.workloads.push(Workload::new(*name).with_demand(Demand::dedicated(cpus.clone())));
+            let mut w = Workload::new(*name).with_demand(Demand::dedicated(cpus.clone()));
+            w.isolation = isolation(name);
+            spec.workloads.push(w);
         }
         for (name, (bw, cpus)) in shares {
             if exclusive.contains_key(name) {
                 continue;
             }
             let runtime = Duration::from_nanos((bw * 1e9).round().max(1.0) as u64);
-            spec.workloads.push(Workload::new(name).with_demand(Demand::reservation_on(runtime, Duration::from_secs(1), cpus)));
+            let mut w = Workload::new(name).with_demand(Demand::reservation_on(runtime, Duration::from_secs(1), cpus));
+            w.isolation = isolation(name);
+            spec.workloads.push(w);
         }
         let cpus = match &self.node.cpus {
             NodeCpus::List(l) => l.clone(),
@@ -140,6 +151,35 @@ mod tests {
                 assert_eq!(a, b, "{bw_percent}%");
             }
         }
+    }
+
+    /// The topology and the SMT siblings a node holds idle reach the extender: the rebuilt planner
+    /// keeps them held, and places a topology-bound probe as the node does.
+    #[test]
+    fn the_rebuilt_planner_keeps_the_topology_and_the_held_siblings() {
+        let text = include_str!("../../../examples/two-socket-smt.yaml");
+        let spec = rtslice_spec::parse(text, "two-socket-smt.yaml").unwrap();
+        // Best effort holds no bandwidth and is not in the inventory: leave it out on both sides.
+        let spec = Spec { workloads: spec.workloads.into_iter().filter(|w| !matches!(w.demand, Some(Demand::BestEffort(_)))).collect(), ..spec };
+        let node_planner = Planner::new(&spec, &NodeFacts::default());
+        let plan = node_planner.plan();
+        let inv = Inventory::from_plan(&plan, spec.node.default_period, "rt_group", false, vec![]);
+        let back = Inventory::parse(&serde_json::to_string(&inv).unwrap()).unwrap();
+        let rebuilt = back.planner().plan();
+        assert!(rebuilt.rejected.is_empty(), "{:?}", rebuilt.rejected);
+        for (a, b) in plan.node.per_cpu.iter().zip(&rebuilt.node.per_cpu) {
+            assert_eq!((a.cpu, a.free, &a.held_for), (b.cpu, b.free, &b.held_for), "{a:?} vs {b:?}");
+        }
+        let mut probe = Workload::new("probe").with_demand(Demand::reservation(Duration::from_micros(500), Duration::from_millis(1), 3));
+        probe.isolation = rtslice_spec::Isolation {
+            smt: rtslice_spec::SmtIsolation::WholeCore,
+            locality: rtslice_spec::Locality::Llc,
+            ..Default::default()
+        };
+        let (mut n, mut r) = (node_planner.clone(), back.planner());
+        let x = n.admit(&probe).map(|p| p.cpus.clone()).map_err(|e| e.reason.clone());
+        let y = r.admit(&probe).map(|p| p.cpus.clone()).map_err(|e| e.reason.clone());
+        assert_eq!(x, y);
     }
 
     #[test]

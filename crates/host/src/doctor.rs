@@ -96,6 +96,17 @@ fn finding(topic: &str, level: Level, detail: impl Into<String>, fix: impl Into<
 /// takes one flag per write ("HRTICK" or "NO_HRTICK").
 pub const SCHED_FEATURES: &str = "/sys/kernel/debug/sched/features";
 
+/// The topology the planner uses when a spec declares none (`NodeFacts::topology`): this host's SMT
+/// siblings, LLC groups, NUMA nodes and NIC nodes for `cpus`, read by rtslice-sys.
+pub fn discovered_topology(cpus: &[u32]) -> rtslice_spec::Topology {
+    let root = Path::new("/");
+    rtslice_spec::Topology::from_host(
+        &rtslice_sys::topology::topology(root, cpus),
+        &rtslice_sys::topology::numa_nodes(root),
+        &rtslice_sys::topology::nic_locality(root),
+    )
+}
+
 pub fn online_cpus() -> CpuList {
     fsio::read_trim("/sys/devices/system/cpu/online").ok().and_then(|s| CpuList::parse(&s).ok()).unwrap_or_else(|| {
         CpuList::from_cpus(0..rtslice_sys::procfs::online_cpu_count())

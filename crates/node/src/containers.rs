@@ -250,6 +250,7 @@ impl Service {
             cap: plan.node.cap,
             default_period: self.node_section().default_period,
             policy: plan.node.policy,
+            topology: plan.node.topology.as_ref().map(|t| t.to_topology()),
         };
         json!({
             "version": 1,

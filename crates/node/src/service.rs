@@ -246,7 +246,7 @@ impl Service {
                 next_generation: 1,
             },
         };
-        let online = host.base().online.iter().collect();
+        let online: Vec<u32> = host.base().online.iter().collect();
         let isolcpus = host.facts().boot_isolated.iter().collect();
         let containers = crate::containers::Containers::load(&dir)?;
         let mut svc = Service {
@@ -256,7 +256,7 @@ impl Service {
             dir,
             events: VecDeque::new(),
             next_event: 1,
-            facts: NodeFacts { online, isolcpus, ..Default::default() },
+            facts: NodeFacts { topology: Some(rtslice_host::doctor::discovered_topology(&online)), online, isolcpus, ..Default::default() },
             exits: HashMap::new(),
             drift_seen: HashMap::new(),
             last_drift_check: None,

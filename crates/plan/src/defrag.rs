@@ -12,7 +12,8 @@ use crate::{Bw, Defrag, Move, State};
 /// an operator would run anyway).
 const MAX_EVICTIONS: usize = 3;
 
-pub(crate) fn propose(st: &State, eligible: &[usize], b: Bw, k: usize) -> Option<Defrag> {
+/// `eligible`: CPUs shares may move between; `within`: the CPUs (a subset) the request may land on.
+pub(crate) fn propose(st: &State, eligible: &[usize], within: &[usize], b: Bw, k: usize) -> Option<Defrag> {
     let total_free: Bw = eligible.iter().map(|&ci| st.free(&st.cpus[ci])).sum();
     // Only fragmentation may block: the node must have the bandwidth somewhere.
     if (total_free as u128) < b as u128 * k as u128 {
@@ -27,7 +28,7 @@ pub(crate) fn propose(st: &State, eligible: &[usize], b: Bw, k: usize) -> Option
     let may_move = |ci: usize, s: Bw| s <= if st.free(&st.cpus[ci]) == roomiest { second } else { roomiest };
     // Lower bound of moves per target: how many of its largest movable shares cover the shortfall.
     let mut cands: Vec<(usize, Bw, usize)> = Vec::new(); // (lower bound, shortfall, cpu index)
-    for &ci in eligible {
+    for &ci in within {
         let c = &st.cpus[ci];
         let Some(need) = b.checked_sub(st.free(c)).filter(|&n| n > 0) else {
             cands.push((0, 0, ci));

@@ -11,11 +11,14 @@
 mod defrag;
 mod foreign;
 pub mod kernel;
+mod topo;
 mod types;
 
 use std::time::Duration;
 
 use rtslice_spec::{format_cpu_list, Demand, NodeCpus, SchedPolicy, Slots, Spec, Workload};
+
+use crate::topo::Topo;
 
 pub use foreign::{foreign_on, ForeignBasis, ForeignRt};
 pub use kernel::{plan_for_kernel, KernelFacts, KernelPlan, Mechanism};
@@ -63,6 +66,11 @@ pub(crate) struct CpuState {
     pub reserved: Bw,
     /// Real-time bandwidth of threads and groups rtslice did not place (see `foreign`).
     pub foreign: Bw,
+    /// Kept idle for this workload, the SMT sibling of one of its `whole-core` CPUs.
+    pub held: Option<usize>,
+    /// Best-effort workloads whose cpuset includes this CPU (they hold no bandwidth, but
+    /// `no-best-effort-sibling` and `whole-core` must see them).
+    pub best_effort: Vec<usize>,
 }
 
 #[derive(Clone)]
@@ -76,11 +84,14 @@ pub(crate) struct State {
     pub movable: Vec<bool>,
     /// Per workload index: refused only for lack of bandwidth on shared CPUs (a defrag may help).
     pub wants_defrag: Vec<bool>,
+    /// Per workload index: its `isolation.smt` (best-effort admissions must respect it).
+    pub smt: Vec<SmtIsolation>,
+    pub topo: Topo,
 }
 
 impl State {
     pub fn free(&self, c: &CpuState) -> Bw {
-        if c.housekeeping || c.exclusive.is_some() {
+        if blocked(c) {
             0
         } else {
             self.cap.saturating_sub(c.reserved).saturating_sub(c.foreign)
@@ -144,6 +155,8 @@ impl Planner {
         let housekeeping: Vec<u32> = spec.node.housekeeping.iter().copied().filter(|c| node_cpus.contains(c)).collect();
         let isolcpus = sorted(facts.isolcpus.clone());
         let cap = (spec.node.cap.clamp(0.0, 1.0) * ONE as f64).round() as Bw;
+        let wants_locality = spec.workloads.iter().any(|w| !w.isolation.locality.is_any());
+        let topo = Topo::new(&node_cpus, spec.node.topology.as_ref(), facts.topology.as_ref(), wants_locality, &mut warnings);
         let mut st = State {
             cap,
             policy: spec.node.policy,
@@ -157,11 +170,15 @@ impl Planner {
                     shares: Vec::new(),
                     reserved: 0,
                     foreign: bw_from_f64(foreign::foreign_on(&facts.foreign_rt, id)),
+                    held: None,
+                    best_effort: Vec::new(),
                 })
                 .collect(),
             names: spec.workloads.iter().map(|w| w.name.clone()).collect(),
             movable: vec![false; spec.workloads.len()],
             wants_defrag: vec![false; spec.workloads.len()],
+            smt: spec.workloads.iter().map(|w| w.isolation.smt).collect(),
+            topo,
         };
         for f in facts.foreign_rt.iter().filter(|f| f.per_cpu > 0.0) {
             let on: Vec<u32> = f.cpus.iter().copied().filter(|c| node_cpus.contains(c)).collect();
@@ -186,6 +203,7 @@ impl Planner {
             if let Some(r) = precheck(spec, &node_cpus, w, wants[i].is_some()) {
                 outcome[i] = Some(Err(r));
             }
+            warnings.extend(locality_warning(&st, w));
         }
 
         // Order of admission (see docs/plan.md): requests naming their CPUs first, because they cannot go
@@ -224,7 +242,7 @@ impl Planner {
         // Defragmentation proposals against the final state: what the user would apply them to.
         for i in 0..n {
             if let (true, Some(Err(rej)), Some(want)) = (st.wants_defrag[i], &mut outcome[i], &wants[i]) {
-                rej.defrag = propose_for(&st, want);
+                rej.defrag = propose_for(&st, want, &spec.workloads[i]);
             }
         }
 
@@ -254,6 +272,8 @@ impl Planner {
         self.st.names.push(w.name.clone());
         self.st.movable.push(false);
         self.st.wants_defrag.push(false);
+        self.st.smt.push(w.isolation.smt);
+        self.warnings.extend(locality_warning(&self.st, w));
         let mut result = match precheck(&self.spec, &self.node_cpus, w, want.is_some()) {
             Some(r) => Err(r),
             None if self.spec.workloads[..i].iter().any(|x| x.name == w.name) => {
@@ -262,7 +282,7 @@ impl Planner {
             None => admit(&mut self.st, i, w, want.as_ref().expect("prechecked"), &[]),
         };
         if let (true, Err(rej), Some(want)) = (self.st.wants_defrag[i], &mut result, &want) {
-            rej.defrag = propose_for(&self.st, want);
+            rej.defrag = propose_for(&self.st, want, w);
         }
         let resolved = match result {
             Err(r) => Err(r),
@@ -286,6 +306,7 @@ impl Planner {
                 cpu: c.id,
                 housekeeping: c.housekeeping,
                 exclusive_to: c.exclusive.map(|i| st.names[i].clone()),
+                held_for: c.held.map(|i| st.names[i].clone()),
                 reserved: bw_f64(c.reserved),
                 foreign: bw_f64(c.foreign),
                 by: c.shares.iter().map(|&(i, b)| CpuShare { workload: st.names[i].clone(), bandwidth: bw_f64(b) }).collect(),
@@ -302,6 +323,7 @@ impl Planner {
                 cap: bw_f64(st.cap),
                 policy: self.spec.node.policy,
                 per_cpu,
+                topology: st.topo.used.clone(),
             },
             workloads: self.results.iter().filter_map(|r| r.as_ref().ok().cloned()).collect(),
             rejected: self.results.iter().filter_map(|r| r.as_ref().err().cloned()).collect(),
@@ -326,10 +348,26 @@ fn precheck(spec: &Spec, node_cpus: &[u32], w: &Workload, has_demand: bool) -> O
     None
 }
 
-fn propose_for(st: &State, want: &Want) -> Option<Defrag> {
+/// The smallest defragmentation that makes room for `want` where its topology constraints allow:
+/// targets only on CPUs its `isolation.smt` accepts, all k within one of its locality groups (tried
+/// in preference order, fewest moves first within a tier). Shares move to any shared CPU.
+fn propose_for(st: &State, want: &Want, w: &Workload) -> Option<Defrag> {
     let Want::Reservation { runtime, period, k, .. } = want else { return None };
     let eligible: Vec<usize> = (0..st.cpus.len()).filter(|&ci| !blocked(&st.cpus[ci])).collect();
-    defrag::propose(st, &eligible, bw_of(*runtime, *period), *k)
+    let allowed: Vec<bool> = (0..st.cpus.len()).map(|ci| smt_conflict(st, ci, w.isolation.smt).is_none()).collect();
+    for tier in tiers(st, w) {
+        let best = tier
+            .iter()
+            .filter_map(|g| {
+                let within: Vec<usize> = g.iter().copied().filter(|&ci| allowed[ci] && !blocked(&st.cpus[ci])).collect();
+                defrag::propose(st, &eligible, &within, bw_of(*runtime, *period), *k)
+            })
+            .min_by_key(|d| d.moves.len());
+        if best.is_some() {
+            return best;
+        }
+    }
+    None
 }
 
 fn sorted(mut v: Vec<u32>) -> Vec<u32> {
@@ -367,23 +405,228 @@ fn describe_free(st: &State, cpus: &[usize]) -> String {
     parts.join(", ")
 }
 
-/// A CPU that takes nothing more: housekeeping, or exclusive to a workload.
+/// A CPU that takes nothing more: housekeeping, exclusive to a workload, or held idle for one.
 fn blocked(c: &CpuState) -> bool {
-    c.housekeeping || c.exclusive.is_some()
+    c.housekeeping || c.exclusive.is_some() || c.held.is_some()
 }
 
 /// Why a CPU cannot take anything, for messages.
 fn why_not(st: &State, c: &CpuState) -> Option<String> {
     if c.housekeeping {
         Some(format!("CPU {} is housekeeping", c.id))
+    } else if let Some(o) = c.held {
+        Some(format!("CPU {} is an SMT sibling held idle for `{}` (whole-core)", c.id, st.names[o]))
     } else {
         c.exclusive.map(|o| format!("CPU {} is exclusive to `{}`", c.id, st.names[o]))
     }
 }
 
+/// Why CPU `ci` may not carry real-time work whose `isolation.smt` is `smt`, if it may not:
+/// `no-best-effort-sibling` needs siblings without best effort, `whole-core` idle siblings.
+fn smt_conflict(st: &State, ci: usize, smt: SmtIsolation) -> Option<String> {
+    let id = st.cpus[ci].id;
+    st.topo.siblings[ci].iter().find_map(|&s| {
+        let c = &st.cpus[s];
+        let be = c.best_effort.first().map(|&b| format!("carries best-effort `{}`", st.names[b]));
+        let what = match smt {
+            SmtIsolation::Shared => None,
+            SmtIsolation::NoBestEffortSibling => be,
+            SmtIsolation::WholeCore => {
+                if c.housekeeping {
+                    Some("is housekeeping".to_string())
+                } else if let Some(o) = c.exclusive.or(c.held) {
+                    Some(format!("is taken by `{}`", st.names[o]))
+                } else if !c.shares.is_empty() {
+                    Some(format!("carries {}", sharers(st, c)))
+                } else {
+                    be
+                }
+            }
+        }?;
+        Some(format!("CPU {id}'s SMT sibling {} {what}", c.id))
+    })
+}
+
+/// Why best-effort work may not run on CPU `ci`, if it may not: a sibling carries a workload whose
+/// `isolation.smt` keeps best effort off its cores.
+fn best_effort_conflict(st: &State, ci: usize) -> Option<String> {
+    st.topo.siblings[ci].iter().find_map(|&s| {
+        let c = &st.cpus[s];
+        c.shares.iter().find(|&&(w, _)| !st.smt[w].is_shared()).map(|&(w, _)| {
+            format!("CPU {}'s SMT sibling {} carries `{}` (isolation.smt: {})", st.cpus[ci].id, c.id, st.names[w], st.smt[w].name())
+        })
+    })
+}
+
+/// The locality groups a workload may use, as tiers tried in order: with a NIC of known NUMA node
+/// named in its IRQ or net rules, first the groups on that node (with `locality: any`, that node's
+/// CPUs), then the rest.
+fn tiers(st: &State, w: &Workload) -> Vec<Vec<Vec<usize>>> {
+    let loc = w.isolation.locality;
+    let groups = st.topo.groups(loc);
+    let Some((_, node)) = st.topo.nic_node(w) else { return vec![groups] };
+    let on_node = |g: &Vec<usize>| !g.is_empty() && g.iter().all(|&ci| st.topo.numa[ci] == Some(node));
+    if loc == Locality::Any {
+        let near: Vec<usize> = (0..st.cpus.len()).filter(|&ci| st.topo.numa[ci] == Some(node)).collect();
+        return vec![vec![near], groups];
+    }
+    let (near, far): (Vec<Vec<usize>>, Vec<Vec<usize>>) = groups.into_iter().partition(on_node);
+    vec![near, far]
+}
+
+/// k of `cands` in `key` order (keys are unique), at most one per core when `per_core`.
+fn pick(st: &State, cands: &[usize], k: usize, per_core: bool, key: &dyn Fn(usize) -> (u64, u32)) -> Option<Vec<usize>> {
+    if cands.len() < k {
+        return None;
+    }
+    let mut c = cands.to_vec();
+    if !per_core {
+        // Selecting the k best and sorting only those gives the same order as sorting all; a
+        // 256-CPU node needs no full sort.
+        if k < c.len() {
+            c.select_nth_unstable_by_key(k - 1, |&ci| key(ci));
+            c.truncate(k);
+        }
+        c.sort_unstable_by_key(|&ci| key(ci));
+        return Some(c);
+    }
+    c.sort_unstable_by_key(|&ci| key(ci));
+    let mut cores = std::collections::BTreeSet::new();
+    let out: Vec<usize> = c.into_iter().filter(|&ci| cores.insert(st.topo.core[ci])).take(k).collect();
+    (out.len() == k).then_some(out)
+}
+
+/// Where k CPUs go: in the first tier with a group that can hold them, the group whose pick scores
+/// best (the sum of its keys' first parts, then its lowest CPU id), so the fit policy also chooses
+/// among groups: worst-fit the roomiest group, best-fit the fullest that fits.
+fn place_in(st: &State, tiers: &[Vec<Vec<usize>>], fits: &[usize], k: usize, per_core: bool, key: &dyn Fn(usize) -> (u64, u32)) -> Option<Vec<usize>> {
+    let mut fit = vec![false; st.cpus.len()];
+    for &ci in fits {
+        fit[ci] = true;
+    }
+    for tier in tiers {
+        let mut best: Option<((u128, u32), Vec<usize>)> = None;
+        for g in tier {
+            let cands: Vec<usize> = g.iter().copied().filter(|&ci| fit[ci]).collect();
+            let Some(p) = pick(st, &cands, k, per_core, key) else { continue };
+            let score = (p.iter().map(|&ci| key(ci).0 as u128).sum(), p.iter().map(|&ci| st.cpus[ci].id).min().unwrap_or(0));
+            if best.as_ref().is_none_or(|(s, _)| score < *s) {
+                best = Some((score, p));
+            }
+        }
+        if let Some((_, p)) = best {
+            return Some(p);
+        }
+    }
+    None
+}
+
+/// Why `fits` (CPU indices that could each take the work) hold no placement of k CPUs: per locality
+/// group, how many usable CPUs (distinct cores under `whole-core`) it has.
+fn placement_failure(st: &State, w: &Workload, fits: &[usize], k: usize) -> String {
+    let iso = &w.isolation;
+    let per_core = iso.smt == SmtIsolation::WholeCore;
+    let usable = |g: &[usize]| -> Vec<usize> {
+        let mut cores = std::collections::BTreeSet::new();
+        g.iter().copied().filter(|ci| fits.contains(ci) && (!per_core || cores.insert(st.topo.core[*ci]))).collect()
+    };
+    let what = match iso.locality {
+        Locality::Llc => "LLC group",
+        Locality::Numa => "NUMA node",
+        Locality::Any => "node",
+    };
+    let per_group: Vec<String> = st
+        .topo
+        .groups(iso.locality)
+        .iter()
+        .enumerate()
+        .map(|(gi, g)| {
+            let u: Vec<u32> = usable(g).iter().map(|&ci| st.cpus[ci].id).collect();
+            let label = if iso.locality == Locality::Any { "the node".to_string() } else { format!("{what} {gi}") };
+            format!("{label}: {} ({})", u.len(), if u.is_empty() { "none".into() } else { format_cpu_list(&u) })
+        })
+        .collect();
+    let mut constraints = Vec::new();
+    if iso.locality != Locality::Any {
+        constraints.push(format!("within one {what} (isolation.locality: {})", iso.locality.name()));
+    }
+    if per_core {
+        constraints.push("one per core (isolation.smt: whole-core)".to_string());
+    }
+    let mut todo = vec!["ask for fewer CPUs".to_string()];
+    if iso.locality != Locality::Any {
+        todo.push(if iso.locality == Locality::Llc { "use locality: numa or any" } else { "use locality: any" }.into());
+    }
+    if per_core {
+        todo.push("use smt: no-best-effort-sibling or shared".into());
+    }
+    todo.push(format!("or free CPUs in one {what}"));
+    format!(
+        "needs {k} CPU(s) {}; CPUs that could take it, per {what}: {}; {}",
+        constraints.join(" and "),
+        per_group.join(", "),
+        todo.join(", ")
+    )
+}
+
+/// Holds the other threads of the cores of `chosen` idle for workload `i` (`whole-core`).
+fn hold_siblings(st: &mut State, i: usize, chosen: &[usize]) {
+    for &ci in chosen {
+        for s in st.topo.siblings[ci].clone() {
+            st.cpus[s].held = Some(i);
+        }
+    }
+}
+
+/// A plan warning when a workload asks for a locality level the topology does not know.
+fn locality_warning(st: &State, w: &Workload) -> Option<String> {
+    let loc = w.isolation.locality;
+    st.topo.unknown(loc).then(|| {
+        let field = if loc == Locality::Llc { "llc" } else { "numa" };
+        format!(
+            "`{}` asks for isolation.locality: {field}, but the topology lists no {}; planned as if the node were one (declare node.topology.{field})",
+            w.name,
+            if loc == Locality::Llc { "LLC groups" } else { "NUMA nodes" }
+        )
+    })
+}
+
+/// Problems with fixed CPUs under the workload's topology constraints.
+fn topology_problems(st: &State, w: &Workload, idxs: &[usize]) -> Vec<String> {
+    let iso = &w.isolation;
+    let mut problems: Vec<String> = idxs.iter().filter_map(|&ci| smt_conflict(st, ci, iso.smt)).collect();
+    if iso.smt == SmtIsolation::WholeCore {
+        for (a, &x) in idxs.iter().enumerate() {
+            if let Some(&y) = idxs[a + 1..].iter().find(|&&y| st.topo.core[y] == st.topo.core[x]) {
+                problems.push(format!("CPUs {} and {} are one core; whole-core takes one CPU per core", st.cpus[x].id, st.cpus[y].id));
+            }
+        }
+    }
+    if !st.topo.unknown(iso.locality) && iso.locality != Locality::Any {
+        let of = if iso.locality == Locality::Llc { &st.topo.llc } else { &st.topo.numa };
+        let what = if iso.locality == Locality::Llc { "LLC group" } else { "NUMA node" };
+        let mut groups: Vec<(Option<usize>, u32)> = idxs.iter().map(|&ci| (of[ci], st.cpus[ci].id)).collect();
+        groups.sort();
+        groups.dedup_by_key(|g| g.0);
+        if groups.len() > 1 || groups.first().is_some_and(|g| g.0.is_none()) {
+            let list: Vec<String> = groups
+                .iter()
+                .map(|(g, id)| match g {
+                    Some(g) => format!("CPU {id} in {what} {g}"),
+                    None => format!("CPU {id} in none"),
+                })
+                .collect();
+            problems.push(format!("isolation.locality: {} needs one {what}, but {}", iso.locality.name(), list.join(", ")));
+        }
+    }
+    problems
+}
+
 fn admit(st: &mut State, i: usize, w: &Workload, want: &Want, named: &[u32]) -> Result<Vec<u32>, Rejection> {
     let needs_isolated = w.isolation.isolcpus;
     let exclusive = w.isolation.shield || matches!(want, Want::Dedicated { .. });
+    let smt = w.isolation.smt;
+    let per_core = smt == SmtIsolation::WholeCore;
     if needs_isolated && !st.cpus.iter().any(|c| c.isolated) {
         return Err(reject(
             w,
@@ -397,6 +640,7 @@ fn admit(st: &mut State, i: usize, w: &Workload, want: &Want, named: &[u32]) -> 
     if k == 0 {
         return Err(reject(w, "asks for 0 CPUs; give a count of at least 1".into()));
     }
+    let tiers = tiers(st, w);
     match want {
         Want::Dedicated { k, fixed: Some(f) } | Want::Reservation { k, fixed: Some(f), .. } => {
             let _ = k;
@@ -428,6 +672,7 @@ fn admit(st: &mut State, i: usize, w: &Workload, want: &Want, named: &[u32]) -> 
                 }
                 idxs.push(ci);
             }
+            problems.extend(topology_problems(st, w, &idxs));
             if !problems.is_empty() {
                 let what = if matches!(want, Want::Dedicated { .. }) {
                     format!("dedicated CPUs {}", format_cpu_list(f))
@@ -437,32 +682,43 @@ fn admit(st: &mut State, i: usize, w: &Workload, want: &Want, named: &[u32]) -> 
                 return Err(reject(w, format!("asks for {what}: {}", problems.join("; "))));
             }
             take(st, i, &idxs, b, exclusive);
+            if per_core {
+                hold_siblings(st, i, &idxs);
+            }
             Ok(f.clone())
         }
         Want::Dedicated { k, fixed: None } => {
             // Whole CPUs nobody uses; avoid CPUs fixed requests named, then lowest ids first.
-            let mut cands: Vec<usize> = (0..st.cpus.len())
+            let empty: Vec<usize> = (0..st.cpus.len())
                 .filter(|&ci| {
                     let c = &st.cpus[ci];
                     !blocked(c) && c.shares.is_empty() && (!needs_isolated || c.isolated)
                 })
                 .collect();
-            cands.sort_by_key(|&ci| (named.contains(&st.cpus[ci].id), st.cpus[ci].id));
+            let cands: Vec<usize> = empty.iter().copied().filter(|&ci| smt_conflict(st, ci, smt).is_none()).collect();
             if cands.len() < *k {
-                let empty = cands.iter().map(|&ci| st.cpus[ci].id).collect::<Vec<_>>();
+                let ids = cands.iter().map(|&ci| st.cpus[ci].id).collect::<Vec<_>>();
                 return Err(reject(
                     w,
                     format!(
-                        "asks for {k} dedicated CPU(s){}; only {} CPU(s) are whole and free ({}){}",
+                        "asks for {k} dedicated CPU(s){}; only {} CPU(s) are whole and free{} ({}){}{}",
                         if needs_isolated { " in isolcpus" } else { "" },
-                        empty.len(),
-                        if empty.is_empty() { "none".into() } else { format_cpu_list(&empty) },
-                        occupancy_note(st)
+                        ids.len(),
+                        if smt.is_shared() { String::new() } else { format!(" with siblings isolation.smt: {} accepts", smt.name()) },
+                        if ids.is_empty() { "none".into() } else { format_cpu_list(&ids) },
+                        occupancy_note(st),
+                        smt_note(st, &empty, smt)
                     ),
                 ));
             }
-            let chosen: Vec<usize> = cands[..*k].to_vec();
+            let key = |ci: usize| (named.contains(&st.cpus[ci].id) as u64, st.cpus[ci].id);
+            let Some(chosen) = place_in(st, &tiers, &cands, *k, per_core, &key) else {
+                return Err(reject(w, format!("asks for {k} dedicated CPU(s): {}", placement_failure(st, w, &cands, *k))));
+            };
             take(st, i, &chosen, ONE, true);
+            if per_core {
+                hold_siblings(st, i, &chosen);
+            }
             Ok(sorted(chosen.iter().map(|&ci| st.cpus[ci].id).collect()))
         }
         Want::Reservation { runtime, period, k, fixed: None } => {
@@ -473,7 +729,27 @@ fn admit(st: &mut State, i: usize, w: &Workload, want: &Want, named: &[u32]) -> 
                     !blocked(c) && (!needs_isolated || c.isolated) && (!exclusive || c.shares.is_empty())
                 })
                 .collect();
-            let mut fits: Vec<usize> = eligible.iter().copied().filter(|&ci| st.free(&st.cpus[ci]) >= b).collect();
+            let roomy: Vec<usize> = eligible.iter().copied().filter(|&ci| st.free(&st.cpus[ci]) >= b).collect();
+            let fits: Vec<usize> = roomy.iter().copied().filter(|&ci| smt_conflict(st, ci, smt).is_none()).collect();
+            let what = format!(
+                "asks for {} on each of {k} CPU(s) (runtime {} every {})",
+                pct(b),
+                rtslice_spec::units::format_duration(*runtime),
+                rtslice_spec::units::format_duration(*period)
+            );
+            if fits.len() < *k && roomy.len() >= *k {
+                // Bandwidth is there; the SMT constraint is what fails.
+                return Err(reject(
+                    w,
+                    format!(
+                        "{what}; {} CPU(s) have that much free, but only {} of them satisfy isolation.smt: {}{}; use smt: shared, or free the siblings",
+                        roomy.len(),
+                        fits.len(),
+                        smt.name(),
+                        smt_note(st, &roomy, smt)
+                    ),
+                ));
+            }
             if fits.len() < *k {
                 let mut by_free = eligible.clone();
                 by_free.sort_by_key(|&ci| (std::cmp::Reverse(st.free(&st.cpus[ci])), st.cpus[ci].id));
@@ -485,22 +761,18 @@ fn admit(st: &mut State, i: usize, w: &Workload, want: &Want, named: &[u32]) -> 
                     " eligible"
                 };
                 let reason = format!(
-                    "asks for {} on each of {k} CPU(s) (runtime {} every {}); only {} of {}{scope} CPU(s) have that much free under the cap of {} ({})",
-                    pct(b),
-                    rtslice_spec::units::format_duration(*runtime),
-                    rtslice_spec::units::format_duration(*period),
+                    "{what}; only {} of {}{scope} CPU(s) have that much free under the cap of {} ({})",
                     fits.len(),
                     eligible.len(),
                     pct(st.cap),
                     if by_free.is_empty() { "no eligible CPU".to_string() } else { describe_free(st, &by_free) }
                 );
                 // The proposal is made once every workload is placed (later admissions may take the
-                // room a proposal computed now would promise); see `plan`.
-                st.wants_defrag[i] = !exclusive && !needs_isolated;
+                // room a proposal computed now would promise); see `plan`. Moves cannot idle a core,
+                // so whole-core gets none.
+                st.wants_defrag[i] = !exclusive && !needs_isolated && !per_core;
                 return Err(reject(w, reason));
             }
-            // Keys are unique (the CPU id breaks ties), so selecting the k best and sorting only
-            // those gives the same order as sorting all; a 256-CPU node needs no full sort.
             let key = |ci: usize| {
                 let (free, id) = (st.free(&st.cpus[ci]), st.cpus[ci].id);
                 match st.policy {
@@ -509,46 +781,96 @@ fn admit(st: &mut State, i: usize, w: &Workload, want: &Want, named: &[u32]) -> 
                     FitPolicy::FirstFit => (0, id),
                 }
             };
-            if *k < fits.len() {
-                fits.select_nth_unstable_by_key(*k - 1, |&ci| key(ci));
-                fits.truncate(*k);
-            }
-            fits.sort_unstable_by_key(|&ci| key(ci));
-            let chosen: Vec<usize> = fits[..*k].to_vec();
+            let Some(chosen) = place_in(st, &tiers, &fits, *k, per_core, &key) else {
+                let reason = format!("{what}: {}", placement_failure(st, w, &fits, *k));
+                // Bandwidth may be short only in every group: moves could make room in one.
+                st.wants_defrag[i] = !exclusive && !needs_isolated && !per_core;
+                return Err(reject(w, reason));
+            };
             // Remember the order chosen (study B lists "CPUs 3, 2, 0"); the cpuset itself is sorted.
             take(st, i, &chosen, b, exclusive);
-            if !exclusive && !needs_isolated {
+            if per_core {
+                hold_siblings(st, i, &chosen);
+            }
+            // Only a share free to go to any shared CPU may move in a defragmentation.
+            if !exclusive && !needs_isolated && smt.is_shared() && w.isolation.locality == Locality::Any {
                 st.movable[i] = true;
             }
             Ok(chosen.iter().map(|&ci| st.cpus[ci].id).collect())
         }
         Want::BestEffort { fixed, .. } => {
-            let shared: Vec<u32> = st
-                .cpus
-                .iter()
-                .filter(|c| !blocked(c) && (!needs_isolated || c.isolated))
-                .map(|c| c.id)
+            let usable: Vec<usize> = (0..st.cpus.len())
+                .filter(|&ci| {
+                    let c = &st.cpus[ci];
+                    !blocked(c) && (!needs_isolated || c.isolated) && best_effort_conflict(st, ci).is_none()
+                })
                 .collect();
-            let cpus: Vec<u32> = match fixed {
+            let idxs: Vec<usize> = match fixed {
                 Some(f) => {
                     let unavailable: Vec<String> = f
                         .iter()
-                        .filter(|c| !shared.contains(c))
-                        .map(|&c| st.idx(c).and_then(|ci| why_not(st, &st.cpus[ci])).unwrap_or(format!("CPU {c} is not on the node")))
+                        .filter_map(|&c| match st.idx(c) {
+                            None => Some(format!("CPU {c} is not on the node")),
+                            Some(ci) if usable.contains(&ci) => None,
+                            Some(ci) => Some(
+                                why_not(st, &st.cpus[ci])
+                                    .or_else(|| best_effort_conflict(st, ci))
+                                    .unwrap_or(format!("CPU {c} is not in isolcpus")),
+                            ),
+                        })
                         .collect();
-                    if !unavailable.is_empty() {
-                        return Err(reject(w, format!("best-effort on CPUs {}: {}", format_cpu_list(f), unavailable.join("; "))));
+                    let idxs: Vec<usize> = f.iter().filter_map(|&c| st.idx(c)).collect();
+                    let mut problems = unavailable;
+                    problems.extend(topology_problems(st, w, &idxs));
+                    if !problems.is_empty() {
+                        return Err(reject(w, format!("best-effort on CPUs {}: {}", format_cpu_list(f), problems.join("; "))));
                     }
-                    f.clone()
+                    idxs
                 }
-                None => shared,
+                // Without a locality, every shared CPU; with one, the group (in tier order) with the
+                // most shared CPUs.
+                None if w.isolation.locality == Locality::Any => usable.clone(),
+                None => {
+                    let mut mask = vec![false; st.cpus.len()];
+                    for &ci in &usable {
+                        mask[ci] = true;
+                    }
+                    tiers
+                        .iter()
+                        .find_map(|tier| {
+                            tier.iter()
+                                .map(|g| g.iter().copied().filter(|&ci| mask[ci]).collect::<Vec<usize>>())
+                                .filter(|g| !g.is_empty())
+                                .max_by_key(|g| (g.len(), std::cmp::Reverse(g[0])))
+                        })
+                        .unwrap_or_default()
+                }
             };
-            if cpus.is_empty() {
-                return Err(reject(w, format!("best-effort needs a shared CPU, but none is left{}", occupancy_note(st))));
+            if idxs.is_empty() {
+                let kept_off = (0..st.cpus.len()).filter(|&ci| !blocked(&st.cpus[ci]) && best_effort_conflict(st, ci).is_some()).count();
+                let smt_part = if kept_off > 0 {
+                    format!("; {kept_off} CPU(s) are kept free of best effort by their SMT siblings' isolation.smt")
+                } else {
+                    String::new()
+                };
+                return Err(reject(w, format!("best-effort needs a shared CPU, but none is left{}{smt_part}", occupancy_note(st))));
             }
-            Ok(cpus)
+            for &ci in &idxs {
+                st.cpus[ci].best_effort.push(i);
+            }
+            Ok(sorted(idxs.iter().map(|&ci| st.cpus[ci].id).collect()))
         }
     }
+}
+
+/// For a refusal under an SMT constraint: up to 4 of `cpus` that it rules out, and why.
+fn smt_note(st: &State, cpus: &[usize], smt: SmtIsolation) -> String {
+    let why: Vec<String> = cpus.iter().filter_map(|&ci| smt_conflict(st, ci, smt)).collect();
+    if why.is_empty() {
+        return String::new();
+    }
+    let more = if why.len() > 4 { format!(", … {} more", why.len() - 4) } else { String::new() };
+    format!(" ({}{more})", why.into_iter().take(4).collect::<Vec<_>>().join(", "))
 }
 
 fn sharers(st: &State, c: &CpuState) -> String {
@@ -596,6 +918,10 @@ fn release(st: &mut State, i: usize) {
         if c.exclusive == Some(i) {
             c.exclusive = None;
         }
+        if c.held == Some(i) {
+            c.held = None;
+        }
+        c.best_effort.retain(|&w| w != i);
     }
 }
 

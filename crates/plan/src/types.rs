@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use rtslice_spec::{FitPolicy, Isolation, Launch};
+pub use rtslice_spec::{FitPolicy, Isolation, Launch, Locality, SmtIsolation, Topology};
 use rtslice_spec::units::serde_nanos;
 
 /// What only the host knows; the CLI fills it from /sys, tests and benchmarks make it up.
@@ -21,12 +21,16 @@ pub struct NodeFacts {
     /// reservations. Empty: rtslice plans as if it were alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub foreign_rt: Vec<crate::ForeignRt>,
+    /// The host's SMT siblings, LLC groups, NUMA nodes and NIC nodes (rtslice-host's
+    /// `discovered_topology`), used when the spec declares no `node.topology`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<Topology>,
 }
 
 impl NodeFacts {
     /// CPUs 0..n online, none isolated.
     pub fn with_cpus(n: u32) -> Self {
-        NodeFacts { online: (0..n).collect(), isolcpus: Vec::new(), foreign_rt: Vec::new() }
+        NodeFacts { online: (0..n).collect(), ..NodeFacts::default() }
     }
 }
 
@@ -63,6 +67,63 @@ pub struct NodePlan {
     pub policy: FitPolicy,
     /// One entry per node CPU, sorted by CPU id.
     pub per_cpu: Vec<CpuUse>,
+    /// The topology the placement honoured, and where it came from; absent when none was known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologyUse>,
+}
+
+/// The topology a plan was made with, restricted to the node's CPUs.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TopologyUse {
+    pub source: TopologySource,
+    /// Cores with more than one CPU on the node (the other CPUs are cores of their own).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cores: Vec<Vec<u32>>,
+    /// LLC groups, by group id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub llc: Vec<Vec<u32>>,
+    /// The CPUs of NUMA node n at index n.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub numa: Vec<Vec<u32>>,
+    /// Interface → NUMA node.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub nics: std::collections::BTreeMap<String, u32>,
+}
+
+/// Where a plan's topology came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TopologySource {
+    /// None known: every CPU a core of its own, no LLC or NUMA groups.
+    #[default]
+    None,
+    /// The spec's `node.topology`.
+    Declared,
+    /// Read from the host the plan is made on (`NodeFacts::topology`).
+    Discovered,
+}
+
+impl TopologyUse {
+    /// The same topology in the spec's form (what a node publishes so that planners elsewhere, such
+    /// as the scheduler extender, place with it).
+    pub fn to_topology(&self) -> Topology {
+        Topology {
+            smt: if self.cores.is_empty() { rtslice_spec::Smt::None } else { rtslice_spec::Smt::Cores(self.cores.clone()) },
+            llc: self.llc.clone(),
+            numa: self.numa.clone(),
+            nics: self.nics.clone(),
+        }
+    }
+}
+
+impl TopologySource {
+    pub fn name(self) -> &'static str {
+        match self {
+            TopologySource::None => "unknown",
+            TopologySource::Declared => "declared",
+            TopologySource::Discovered => "discovered",
+        }
+    }
 }
 
 /// One CPU of the node after planning.
@@ -73,6 +134,9 @@ pub struct CpuUse {
     /// The workload that owns this CPU exclusively (dedicated CPUs, or a shielded reservation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclusive_to: Option<String>,
+    /// An SMT sibling kept idle for this workload (`isolation.smt: whole-core`): nothing is placed here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_for: Option<String>,
     /// Sum of reserved bandwidth on this CPU (1.0 when dedicated).
     pub reserved: f64,
     /// Real-time bandwidth held here by threads and groups rtslice did not place (`NodeFacts::foreign_rt`).
@@ -80,7 +144,8 @@ pub struct CpuUse {
     pub foreign: f64,
     /// Who reserved what here.
     pub by: Vec<CpuShare>,
-    /// What is still reservable here: cap − reserved − foreign (0 when exclusive to a workload or housekeeping).
+    /// What is still reservable here: cap − reserved − foreign (0 when exclusive to a workload, held
+    /// for one, or housekeeping).
     pub free: f64,
 }
 

@@ -71,3 +71,35 @@ mod tests {
         assert!(serde_json::from_str::<Cpus>("\"3-1\"").is_err());
     }
 }
+
+/// serde helpers: `Vec<Vec<u32>>` (groups of CPUs: cores, caches, NUMA nodes) as a sequence of
+/// CPU-list strings.
+pub mod serde_cpu_groups {
+    use serde::{de, ser::SerializeSeq, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(groups: &[Vec<u32>], s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(groups.len()))?;
+        for g in groups {
+            seq.serialize_element(&super::format_cpu_list(g))?;
+        }
+        seq.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Vec<u32>>, D::Error> {
+        struct V;
+        impl<'de> de::Visitor<'de> for V {
+            type Value = Vec<Vec<u32>>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a sequence of CPU lists such as [\"0-15\", \"16-31\"]")
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Vec<u32>>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(g) = seq.next_element::<String>()? {
+                    out.push(super::parse_cpu_list(&g).map_err(de::Error::custom)?);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}

@@ -117,3 +117,20 @@ impl JsonSchema for crate::Slots {
         })
     }
 }
+
+impl JsonSchema for crate::Smt {
+    fn schema_name() -> Cow<'static, str> {
+        "Smt".into()
+    }
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let list = generator.subschema_for::<CpuListText>();
+        json_schema!({
+            "description": "SMT layout: `none`, `+N` (CPU n and CPU n+N are one core), or one CPU list per core",
+            "anyOf": [
+                { "const": "none" },
+                { "type": "string", "pattern": "^\\s*\\+[0-9]+\\s*$" },
+                { "type": "array", "items": list }
+            ]
+        })
+    }
+}

@@ -129,14 +129,15 @@ fn shipped_examples_parse_and_round_trip() {
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "yaml") && path.file_name().unwrap().to_string_lossy().starts_with("study-") {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if path.extension().is_some_and(|e| e == "yaml") && (name.starts_with("study-") || name == "two-socket-smt.yaml") {
             let text = std::fs::read_to_string(&path).unwrap();
             let s = parse(&text, &path.display().to_string()).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(parse(&to_yaml(&s), "rt").unwrap(), s, "{}", path.display());
             n += 1;
         }
     }
-    assert!(n >= 9, "study A and B examples present ({n})");
+    assert!(n >= 10, "study A and B examples and the 2-socket one present ({n})");
 }
 
 /// Parses and returns the errors as `line:col path: reason` strings.
@@ -370,4 +371,51 @@ fn rust_built_specs_write_valid_yaml() {
     };
     let text = to_yaml(&spec);
     assert_eq!(parse(&text, "generated.yaml").unwrap_or_else(|e| panic!("{e}\n{text}")), spec);
+}
+
+#[test]
+fn a_two_socket_topology_in_a_few_lines() {
+    let s = parse(include_str!("../../../examples/two-socket-smt.yaml"), "two-socket-smt.yaml").unwrap();
+    let t = s.node.topology.clone().expect("declared");
+    assert_eq!(t.smt, Smt::Offset(32));
+    let cores = t.cores(&(0..64).collect::<Vec<u32>>());
+    assert_eq!(cores.len(), 32);
+    assert_eq!(cores[1], vec![1, 33]);
+    assert_eq!(t.numa[1], (16..32).chain(48..64).collect::<Vec<u32>>());
+    assert_eq!(t.nics["ens1f0"], 1);
+    let du1 = &s.workloads[0].isolation;
+    assert_eq!((du1.smt, du1.locality), (SmtIsolation::WholeCore, Locality::Numa));
+    // Interleaved numbering pairs neighbours; a listed core form and `none` read too.
+    let one = Topology { smt: Smt::Offset(1), ..Topology::default() };
+    assert_eq!(one.cores(&[0, 1, 2, 3, 4]), vec![vec![0, 1], vec![2, 3], vec![4]]);
+    let text = "apiVersion: rtslice/v1\nnode:\n  cpus: 0-3\n  topology: { smt: [\"0,2\", \"1,3\"] }\n";
+    assert_eq!(parse(text, "t.yaml").unwrap().node.topology.unwrap().smt, Smt::Cores(vec![vec![0, 2], vec![1, 3]]));
+}
+
+#[test]
+fn topology_errors_are_located() {
+    let e = errors(
+        "apiVersion: rtslice/v1
+node:
+  cpus: 0-7
+  topology:
+    smt: \"*2\"
+    llc: [\"0-4\", \"4-8\"]
+    numa: [\"0-3\"]
+    nics: { eth0: 1 }
+workloads:
+  - name: be
+    isolation: { smt: whole-core, locality: rack }
+",
+    );
+    has(&e, "5:10 node.topology.smt: `*2` is not an SMT layout; write `+N`");
+    has(&e, "6:18 node.topology.llc[1]: CPU 4 (also in node.topology.llc[0]): a CPU belongs to one LLC group");
+    has(&e, "node.topology.llc[1]: CPU 8 is not on the node");
+    has(&e, "7:11 node.topology.numa: CPU 4-7 is in no NUMA node; list every node CPU");
+    has(&e, "11:23 workloads[0].isolation.smt: `whole-core` keeps real-time work apart from best-effort siblings; this workload is best-effort");
+    has(&e, "workloads[0].isolation.locality: unknown value `rack`");
+    let e = errors("apiVersion: rtslice/v1\nnode:\n  cpus: 0-7\n  topology: { numa: [\"0-7\"], nics: { eth0: 1 } }\n");
+    has(&e, "4:44 node.topology.nics.eth0: NUMA node 1 has no CPUs in `numa` (1 node(s) listed)");
+    let e = errors("apiVersion: rtslice/v1\nnode:\n  topology: { nics: { eth0: 0 } }\n");
+    has(&e, "node.topology.nics.eth0: a NIC's NUMA node means something only with `numa`");
 }

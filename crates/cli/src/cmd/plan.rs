@@ -90,6 +90,8 @@ pub fn host_facts(online: Option<&str>, isolcpus: Option<&str>) -> anyhow::Resul
         let text = std::fs::read_to_string(path).unwrap_or_default();
         parse_cpu_list(text.trim()).with_context(|| format!("unexpected content in {path}"))
     };
+    // Planning for another host (--online/--isolcpus) knows only the topology the spec declares.
+    let this_host = online.is_none() && isolcpus.is_none();
     let online = match online {
         Some(s) => parse_cpu_list(s).context("--online")?,
         None => read("/sys/devices/system/cpu/online")?,
@@ -98,7 +100,8 @@ pub fn host_facts(online: Option<&str>, isolcpus: Option<&str>) -> anyhow::Resul
         Some(s) => parse_cpu_list(s).context("--isolcpus")?,
         None => read("/sys/devices/system/cpu/isolated")?,
     };
-    Ok(NodeFacts { online, isolcpus, ..Default::default() })
+    let topology = this_host.then(|| rtslice_host::doctor::discovered_topology(&online));
+    Ok(NodeFacts { online, isolcpus, topology, ..Default::default() })
 }
 
 /// The human view: per-CPU map, then per-workload resources and rules, then rejections.
@@ -116,10 +119,13 @@ pub fn render(plan: &Plan) -> String {
         n.cap * 100.0,
         n.policy.name()
     );
+    let _ = writeln!(out, "topology: {}", describe_topology(n.topology.as_ref()));
     let _ = writeln!(out, "\n{:>4}  {:>9}  {:>6}  by", "CPU", "reserved", "free");
     for c in &n.per_cpu {
         let by = if c.housekeeping {
             "(housekeeping)".to_string()
+        } else if let Some(owner) = &c.held_for {
+            format!("(held idle for {owner}: SMT sibling)")
         } else if let Some(owner) = &c.exclusive_to {
             let dedicated = plan.workload(owner).is_some_and(|w| matches!(w.allocation, Allocation::Dedicated { .. }));
             if dedicated {
@@ -154,13 +160,19 @@ pub fn render(plan: &Plan) -> String {
         };
         let mut iso = Vec::new();
         if w.isolation.shield {
-            iso.push("shield");
+            iso.push("shield".to_string());
         }
         if w.isolation.isolcpus {
-            iso.push("isolcpus");
+            iso.push("isolcpus".to_string());
         }
         if w.isolation.wide_affinity {
-            iso.push("wide affinity");
+            iso.push("wide affinity".to_string());
+        }
+        if !w.isolation.smt.is_shared() {
+            iso.push(format!("smt {}", w.isolation.smt.name()));
+        }
+        if !w.isolation.locality.is_any() {
+            iso.push(format!("within one {}", if w.isolation.locality == rtslice_spec::Locality::Llc { "LLC" } else { "NUMA node" }));
         }
         let _ = writeln!(
             out,
@@ -274,4 +286,34 @@ fn dash(cpus: &[u32]) -> String {
     } else {
         format_cpu_list(cpus)
     }
+}
+
+/// One line: where the plan's topology came from and what it holds.
+fn describe_topology(t: Option<&rtslice_plan::TopologyUse>) -> String {
+    let Some(t) = t else {
+        return "none known (every CPU a core of its own; declare node.topology, or plan on the host itself)".into();
+    };
+    let mut parts = Vec::new();
+    if t.cores.is_empty() {
+        parts.push("no SMT".to_string());
+    } else {
+        let threads = t.cores.iter().map(Vec::len).max().unwrap_or(1);
+        parts.push(format!("{} SMT cores of up to {threads} threads", t.cores.len()));
+    }
+    let groups = |g: &[Vec<u32>]| g.iter().map(|c| format_cpu_list(c)).collect::<Vec<_>>().join(" | ");
+    if !t.llc.is_empty() {
+        parts.push(format!("{} LLC group(s) [{}]", t.llc.len(), groups(&t.llc)));
+    }
+    if !t.numa.is_empty() {
+        parts.push(format!("{} NUMA node(s) [{}]", t.numa.len(), groups(&t.numa)));
+    }
+    if !t.nics.is_empty() {
+        parts.push(format!("NICs {}", t.nics.iter().map(|(n, node)| format!("{n}→node {node}")).collect::<Vec<_>>().join(", ")));
+    }
+    let source = match t.source {
+        rtslice_plan::TopologySource::Declared => "declared in the spec",
+        rtslice_plan::TopologySource::Discovered => "discovered on this host",
+        rtslice_plan::TopologySource::None => "none",
+    };
+    format!("{source}: {}", parts.join(", "))
 }

@@ -9,9 +9,11 @@
 //! - [`values`]: the spec's own value types (numbers and percentages, durations and periods,
 //!   fractions, bytes, CPU lists, slots, patterns);
 //! - [`workload`]: one workload (launch, demand, CPUs against the node, slots);
-//! - [`threads`]: per-thread rules and the deadline shares they divide a budget into.
+//! - [`threads`]: per-thread rules and the deadline shares they divide a budget into;
+//! - [`topology`]: the node's SMT cores, LLC groups, NUMA nodes and NIC locality.
 
 mod threads;
+mod topology;
 mod values;
 mod workload;
 
@@ -123,7 +125,7 @@ pub(crate) fn workload_tree(cx: &mut Reader, n: &yaml::Node, node: &Node) -> Opt
 /// The node as far as it parsed, whether it parsed without error, and its default period unless
 /// that was given but invalid.
 fn node(cx: &mut Reader, n: &yaml::Node, path: &str) -> (Node, bool, Option<Duration>) {
-    let Some(f) = cx.fields(n, path, &["name", "cpus", "housekeeping", "cap", "defaultPeriod", "policy"]) else {
+    let Some(f) = cx.fields(n, path, &["name", "cpus", "housekeeping", "cap", "defaultPeriod", "policy", "topology"]) else {
         return (Node::default(), false, Some(DEFAULT_PERIOD));
     };
     let mut out = Node::default();
@@ -181,6 +183,13 @@ fn node(cx: &mut Reader, n: &yaml::Node, path: &str) -> (Node, bool, Option<Dura
                 None => cx.err(v, &p, format!("unknown policy `{s}`; use worst-fit, best-fit or first-fit")),
             }
         }
+    }
+    if let Some(v) = f.get("topology") {
+        let node_cpus = match &out.cpus {
+            NodeCpus::List(c) => Some(c.as_slice()),
+            NodeCpus::Discovered => None,
+        };
+        out.topology = topology::topology(cx, v, &join(path, "topology"), node_cpus);
     }
     let ok = cx.error_count() == before;
     (out, ok, default_period)

@@ -83,12 +83,27 @@ pub(super) fn workload(
     }
     if let Some(v) = f.get("isolation") {
         let p = join(path, "isolation");
-        if let Some(iso) = cx.fields(v, &p, &["shield", "isolcpus", "wideAffinity"]) {
+        if let Some(iso) = cx.fields(v, &p, &["shield", "isolcpus", "wideAffinity", "smt", "locality"]) {
             w.isolation.shield = iso.optional(cx, "shield", |cx, x, p| cx.boolean(x, p)).unwrap_or(false);
             w.isolation.isolcpus = iso.optional(cx, "isolcpus", |cx, x, p| cx.boolean(x, p)).unwrap_or(false);
             w.isolation.wide_affinity =
                 iso.optional(cx, "wideAffinity", |cx, x, p| cx.boolean(x, p)).unwrap_or(false);
             let best_effort = matches!(w.demand, Some(Demand::BestEffort(_))) || (w.demand.is_none() && w.flavor.is_none());
+            if let Some(x) = iso.get("smt") {
+                let names: Vec<&str> = SmtIsolation::ALL.iter().map(|s| s.name()).collect();
+                if let Some(name) = cx.one_of(x, &join(&p, "smt"), &names) {
+                    w.isolation.smt = SmtIsolation::ALL.into_iter().find(|s| s.name() == name).unwrap_or_default();
+                    if best_effort && !w.isolation.smt.is_shared() {
+                        cx.err(x, &join(&p, "smt"), format!("`{name}` keeps real-time work apart from best-effort siblings; this workload is best-effort (use `shared`, or give it a reservation or dedicated CPUs)"));
+                    }
+                }
+            }
+            if let Some(x) = iso.get("locality") {
+                let names: Vec<&str> = Locality::ALL.iter().map(|l| l.name()).collect();
+                if let Some(name) = cx.one_of(x, &join(&p, "locality"), &names) {
+                    w.isolation.locality = Locality::ALL.into_iter().find(|l| l.name() == name).unwrap_or_default();
+                }
+            }
             if best_effort && (w.isolation.shield || w.isolation.isolcpus) {
                 cx.err(v, &p, "shield and isolcpus need CPUs of the workload's own (a reservation or dedicated CPUs), not best-effort");
             }
