@@ -103,8 +103,12 @@ fn target_of(slo: Slo) -> (PeriodicTarget, SloTarget) {
 fn describe(t: SloTarget) -> String {
     match t {
         SloTarget::DeadlineMissRatio { max } => format!("deadline miss ratio ≤ {max}"),
-        SloTarget::P99Response { max_ns } => format!("p99 response ≤ {}", rtslice_spec::units::format_duration(Duration::from_nanos(max_ns))),
+        SloTarget::P99Response { max_ns } => format!("p99 response ≤ {}", fmt(Duration::from_nanos(max_ns))),
     }
+}
+
+fn fmt(d: Duration) -> String {
+    rtslice_spec::units::format_duration(d)
 }
 
 fn nanos(s: f64) -> Duration {
@@ -139,21 +143,32 @@ pub(crate) fn size(w: &Workload, given: Option<Reservation>, cap: Bw, facts: &Si
     };
     if let Some(r) = given {
         let m = rtslice_model::Reservation { runtime_s: r.runtime.as_secs_f64(), period_s: r.period.as_secs_f64() };
-        let pred = periodic::analyze(&task, &m, &analysis).map_err(|e| format!("its reservation cannot be checked against its SLO: {e}"))?;
+        let hint = || match periodic::size_periodic(&task, target, &[m.period_s], &analysis) {
+            Ok(z) => format!("a runtime of {} every {} would meet it", fmt(nanos(z.runtime_s)), fmt(r.period)),
+            Err(e) => format!("no runtime at this period meets it ({e})"),
+        };
+        let given = format!("its reservation {} every {}", fmt(r.runtime), fmt(r.period));
+        let pred = match periodic::analyze(&task, &m, &analysis) {
+            Ok(p) => p,
+            Err(rtslice_model::ModelError::UnstablePeriodic { .. }) => {
+                return Err(format!(
+                    "{given} does not meet its SLO ({}): it supplies less than the profile's mean demand, so the backlog grows \
+                     without bound; {}, or drop `demand` to let the planner size it",
+                    describe(slo_target),
+                    hint()
+                ))
+            }
+            Err(e) => return Err(format!("{given} cannot be checked against its SLO: {e}")),
+        };
         let s = sizing(SizingBasis::Checked, &pred, None);
         if s.margin < 0.0 {
-            let hint = match periodic::size_periodic(&task, target, &[m.period_s], &analysis) {
-                Ok(z) => format!("a runtime of {} every {} would meet it", rtslice_spec::units::format_duration(nanos(z.runtime_s)), rtslice_spec::units::format_duration(r.period)),
-                Err(e) => format!("no runtime at this period meets it ({e})"),
-            };
             return Err(format!(
-                "its reservation {} every {} does not meet its SLO ({}): the model predicts a miss ratio of {:.3e}{}; {hint}, \
+                "{given} does not meet its SLO ({}): the model predicts a miss ratio of {:.3e}{}; {}, \
                  or drop `demand` to let the planner size it",
-                rtslice_spec::units::format_duration(r.runtime),
-                rtslice_spec::units::format_duration(r.period),
                 describe(slo_target),
                 pred.miss_ratio,
-                pred.p99_s.map(|p| format!(" and a p99 response of {}", rtslice_spec::units::format_duration(nanos(p)))).unwrap_or_default(),
+                pred.p99_s.map(|p| format!(" and a p99 response of {}", fmt(nanos(p)))).unwrap_or_default(),
+                hint()
             ));
         }
         return Ok(Some((r, s)));
@@ -166,10 +181,10 @@ pub(crate) fn size(w: &Workload, given: Option<Reservation>, cap: Bw, facts: &Si
         return Err(format!(
             "no reservation period fits its profile's period {}: the candidates (the period, a half, a quarter) must be whole multiples \
              of {} and between {} and {}; profile a period in that range",
-            rtslice_spec::units::format_duration(profile.period),
-            rtslice_spec::units::format_duration(nanos(analysis.resolution_s)),
-            rtslice_spec::units::format_duration(facts.min_period.max(MIN_PERIOD)),
-            rtslice_spec::units::format_duration(MAX_PERIOD),
+            fmt(profile.period),
+            fmt(nanos(analysis.resolution_s)),
+            fmt(facts.min_period.max(MIN_PERIOD)),
+            fmt(MAX_PERIOD),
         ));
     }
     let z = periodic::size_periodic(&task, target, &periods, &analysis).map_err(|e| format!("no reservation meets its SLO ({}): {e}", describe(slo_target)))?;
@@ -178,8 +193,8 @@ pub(crate) fn size(w: &Workload, given: Option<Reservation>, cap: Bw, facts: &Si
         return Err(format!(
             "its SLO ({}) needs {} every {} ({} of a CPU), above the node's cap of {}; relax the SLO or shorten the execution time",
             describe(slo_target),
-            rtslice_spec::units::format_duration(r.runtime),
-            rtslice_spec::units::format_duration(r.period),
+            fmt(r.runtime),
+            fmt(r.period),
             pct(bw_of(r.runtime, r.period)),
             pct(cap)
         ));

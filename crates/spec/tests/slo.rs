@@ -87,7 +87,7 @@ fn profile_files_are_read_through_the_caller() {
     let bad = "{ \"period\": \"1ms\",\n  \"deadline\": \"3ms\",\n  \"execution\": { \"max\": \"700\" } }";
     let e = parse_with_files(&text, "s.yaml", &OneFile("vbs1.profile.json", bad)).unwrap_err().to_string();
     assert!(e.contains("s.yaml:6:14: workloads[0].profile: profile file `dir/vbs1.profile.json` is invalid"), "{e}");
-    assert!(e.contains("dir/vbs1.profile.json:3:27: execution.max: `700` has no unit"), "{e}");
+    assert!(e.contains("dir/vbs1.profile.json:3:25: execution.max: `700` has no unit"), "{e}");
     let e = parse_with_files(&text, "s.yaml", &OneFile("other.json", good)).unwrap_err().to_string();
     assert!(e.contains("cannot read profile file: dir/vbs1.profile.json: no such file"), "{e}");
 }
