@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use rtslice_spec::units::format_duration;
-use rtslice_trace::{DemandProfiler, Target, TraceError};
+use rtslice_trace::{DemandProfiler, Target};
+
+use super::trace::duration;
 
 use super::EXIT_FAILURE;
 
@@ -37,14 +39,6 @@ pub struct Args {
     /// rtslice state directory (where `apply` and the daemon record their workloads)
     #[arg(long, default_value = rtslice_host::DEFAULT_STATE_DIR)]
     pub state_dir: PathBuf,
-}
-
-fn duration(flag: &str, text: &str) -> Result<std::time::Duration, String> {
-    let d = rtslice_spec::units::parse_duration(text).map_err(|e| format!("--{flag} {text:?}: {e}"))?;
-    if d.is_zero() {
-        return Err(format!("--{flag} must be longer than 0"));
-    }
-    Ok(d)
 }
 
 /// The cgroup of a workload `rtslice apply` applied, or the daemon deployed (its own journal segment).
@@ -89,13 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let what = target.to_string();
     let profiler = match DemandProfiler::start(&target, period) {
         Ok(p) => p,
-        Err(e @ (TraceError::NoSuchProcess(_) | TraceError::NoSuchThread(_) | TraceError::Cgroup { .. } | TraceError::Empty(_))) => {
-            return super::invalid(e.to_string())
-        }
-        Err(e) => {
-            super::error(e);
-            return Ok(ExitCode::from(EXIT_FAILURE));
-        }
+        Err(e) => return super::trace::start_failed(e),
     };
     eprintln!("rtslice: profiling {what} for {} in windows of {}", format_duration(total), format_duration(period));
     let samples = profiler.measure(total);
