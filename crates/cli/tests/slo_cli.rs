@@ -115,7 +115,7 @@ fn a_workload_with_an_slo_is_sized_applied_and_meets_it() {
         out_json.display()
     );
     for (n, s) in rt.iter().zip(&shares) {
-        spec.push_str(&format!("      - {{ match: ^{n}$, policy: fifo, priority: 97, share: {:.4} }}\n", s * 0.999));
+        spec.push_str(&format!("      - {{ match: ^{n}$, policy: deadline, share: {:.4} }}\n", s * 0.999));
     }
     std::fs::write(p("vbs.yaml"), &spec).unwrap();
     let spec_path = p("vbs.yaml");

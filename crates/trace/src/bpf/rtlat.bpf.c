@@ -276,36 +276,51 @@ static __always_inline int on_wakeup(struct task_struct *p)
 	return 0;
 }
 
-/* Adds the on-CPU slice [from, to) to the buckets it spans. A slot still holding an older round is
- * taken over; two CPUs taking over the same slot at once may lose one slice's first add (a slot is
- * only reused after demand_slots buckets, long after user space read it). */
-static __always_inline void add_demand(__u64 from, __u64 to)
+struct demand_span {
+	__u64 from;
+	__u64 to;
+};
+
+/* One bucket of a slice: adds the part of [from, to) in from's bucket and moves from past it.
+ * A slot still holding an older round is taken over; two CPUs taking over the same slot at once
+ * may lose one slice's first add (a slot is only reused after demand_slots buckets, long after user
+ * space read it). Returns 1 (stop) when the slice is done. */
+static long demand_step(__u32 i, struct demand_span *s)
 {
 	__u64 w = demand_bucket_ns;
 	struct demand_bucket *b;
 	__u64 idx, end, upto;
 	__u32 key;
-	int i;
 
-	if (!w || !demand_slots)
-		return;
-	for (i = 0; i < DEMAND_MAX_SPAN && from < to; i++) {
-		idx = from / w;
-		end = (idx + 1) * w;
-		upto = end < to ? end : to;
-		key = idx % demand_slots;
-		b = bpf_map_lookup_elem(&demand, &key);
-		if (!b)
-			return;
-		if (b->index != idx) {
-			b->index = idx;
-			b->ns = 0;
-		}
-		__sync_fetch_and_add(&b->ns, upto - from);
-		from = upto;
+	if (!w || !demand_slots || s->from >= s->to)
+		return 1;
+	idx = s->from / w;
+	end = (idx + 1) * w;
+	upto = end < s->to ? end : s->to;
+	key = idx % demand_slots;
+	b = bpf_map_lookup_elem(&demand, &key);
+	if (!b)
+		return 1;
+	if (b->index != idx) {
+		b->index = idx;
+		b->ns = 0;
 	}
-	if (from < to)
-		__sync_fetch_and_add(&demand_overflow_ns, to - from);
+	__sync_fetch_and_add(&b->ns, upto - s->from);
+	s->from = upto;
+	return s->from >= s->to;
+}
+
+/* Adds the on-CPU slice [from, to) to the buckets it spans (bpf_loop, 5.17+: the step is verified
+ * once, where an unrolled loop over DEMAND_MAX_SPAN buckets exceeds the verifier's budget). */
+static __always_inline void add_demand(__u64 from, __u64 to)
+{
+	struct demand_span s = { .from = from, .to = to };
+
+	if (!demand_bucket_ns)
+		return;
+	bpf_loop(DEMAND_MAX_SPAN, demand_step, &s, 0);
+	if (s.from < s.to)
+		__sync_fetch_and_add(&demand_overflow_ns, s.to - s.from);
 }
 
 static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next)
