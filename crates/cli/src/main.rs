@@ -51,6 +51,8 @@ enum Command {
     Top(cmd::top::Args),
     /// Per-thread scheduling latency, switches, CPU, IRQs and counters
     Trace(cmd::trace::Args),
+    /// A running workload's execution demand per period, as a profile file for a spec's SLO
+    Profile(cmd::profile::Args),
     /// The Prometheus view of the node: serve /metrics for the applied workloads
     #[command(subcommand)]
     Metrics(cmd::metrics::Command),
@@ -101,6 +103,7 @@ fn main() -> ExitCode {
         Command::Get(a) => cmd::get::run(a),
         Command::Top(a) => cmd::top::run(a),
         Command::Trace(a) => cmd::trace::run(a),
+        Command::Profile(a) => cmd::profile::run(a),
         Command::Metrics(c) => cmd::metrics::run(c),
         Command::Emulate(a) => cmd::emulate::run(a),
         Command::Noise(a) => cmd::noise::run(a),

@@ -197,7 +197,7 @@ fn kernel_cap(kernel: &KernelFacts, mech: Mechanism) -> Option<f64> {
 /// carries [`Plan::kernel`]: the exact parameters apply writes.
 pub fn plan_for_kernel(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, requested: Option<Mechanism>) -> Plan {
     // Mechanism first on a plan under the spec's cap (placement decides whether partitions are disjoint).
-    let first = crate::plan(spec, facts);
+    let first = crate::plan_sized(spec, facts, &sizing_facts(kernel, None));
     let mech = match choose_mechanism(&kernel.available, requested, &reserved_sets(&first)) {
         Ok(m) => m,
         Err(reason) => {
@@ -246,6 +246,23 @@ pub fn plan_for_kernel(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFac
     }
 }
 
+/// How `kernel` enforces budgets under `mech` (unknown: before the mechanism is chosen), for SLO
+/// sizing: at ticks without HRTICK, and no period shorter than a tick where a group's budget is
+/// only throttled at ticks (SCHED_DEADLINE's replenishment timer holds shorter ones).
+pub fn sizing_facts(kernel: &KernelFacts, mech: Option<Mechanism>) -> crate::SizingFacts {
+    let tick = kernel.hz.filter(|_| !kernel.hrtick && mech != Some(Mechanism::None)).map(|hz| Duration::from_nanos(1_000_000_000 / hz.max(1) as u64));
+    crate::SizingFacts {
+        enforcement: match tick {
+            Some(t) => rtslice_model::periodic::Enforcement::Tick { tick_s: t.as_secs_f64() },
+            None => rtslice_model::periodic::Enforcement::Exact,
+        },
+        min_period: match (tick, mech) {
+            (Some(t), Some(m)) if m != Mechanism::Deadline => t,
+            _ => rtslice_spec::MIN_PERIOD,
+        },
+    }
+}
+
 /// [`plan_for_kernel`] under one mechanism.
 fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech: Mechanism) -> Plan {
     let mut spec = spec.clone();
@@ -273,7 +290,7 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
     // Refusals that need the placement are found on a plan and the workload is taken out of the spec;
     // re-planning without it keeps the others' accounting exact. Each round removes one workload.
     let plan = loop {
-        let p = crate::plan(&spec, facts);
+        let p = crate::plan_sized(&spec, facts, &sizing_facts(kernel, Some(mech)));
         let mut refuse: Option<(String, String)> = None;
         // On this host, apply can only use online CPUs (plan alone merely warns about them).
         if !facts.online.is_empty() {

@@ -12,6 +12,7 @@ mod defrag;
 mod foreign;
 pub mod kernel;
 mod topo;
+mod sizing;
 mod types;
 
 use std::time::Duration;
@@ -22,6 +23,7 @@ use crate::topo::Topo;
 
 pub use foreign::{foreign_on, ForeignBasis, ForeignRt};
 pub use kernel::{plan_for_kernel, KernelFacts, KernelPlan, Mechanism};
+pub use sizing::{model_profile, Sizing, SizingBasis, SizingFacts, SloTarget};
 pub use types::*;
 
 /// Bandwidth in fixed point (parts per billion of one CPU): exact sums, exact comparisons, and so
@@ -116,6 +118,11 @@ pub fn plan(spec: &Spec, facts: &NodeFacts) -> Plan {
     Planner::new(spec, facts).plan()
 }
 
+/// [`plan`] with what the kernel does to budgets, for sizing SLO reservations ([`plan_for_kernel`]).
+pub fn plan_sized(spec: &Spec, facts: &NodeFacts, sizing: &SizingFacts) -> Plan {
+    Planner::with_sizing(spec, facts, sizing).plan()
+}
+
 /// A plan that can keep taking workloads one at a time (an orchestrator's arrivals, study B's
 /// RTShareFilter), without re-planning the ones already placed.
 #[derive(Clone)]
@@ -129,11 +136,31 @@ pub struct Planner {
     node_cpus: Vec<u32>,
     housekeeping: Vec<u32>,
     isolcpus: Vec<u32>,
+    sizing: SizingFacts,
+}
+
+/// A workload's demand as the planner places it: its `Want` (`None`: an unknown flavor), the SLO
+/// sizing behind it, or why its SLO refuses it before placement.
+fn demand_of(spec: &Spec, w: &Workload, cap: Bw, facts: &SizingFacts) -> (Option<Want>, Option<Sizing>, Option<String>) {
+    let given = match &w.demand {
+        Some(Demand::Reservation(r)) => Some(Reservation::new(r.runtime, r.period.unwrap_or(spec.node.default_period))),
+        _ => None,
+    };
+    match sizing::size(w, given, cap, facts) {
+        Ok(Some((r, s))) => (Some(want_of(&sizing::sized_demand(w, &r), spec)), Some(s), None),
+        Ok(None) => (spec.effective_demand(w).map(|d| want_of(&d, spec)), None, None),
+        Err(why) => (Some(want_of(&Demand::reservation(Duration::ZERO, spec.node.default_period, 1), spec)), None, Some(why)),
+    }
 }
 
 impl Planner {
     /// Plans every workload of `spec` (see [`plan`]).
     pub fn new(spec: &Spec, facts: &NodeFacts) -> Planner {
+        Planner::with_sizing(spec, facts, &SizingFacts::default())
+    }
+
+    /// [`Planner::new`], sizing SLO reservations for a kernel that enforces budgets as `sizing` says.
+    pub fn with_sizing(spec: &Spec, facts: &NodeFacts, sizing: &SizingFacts) -> Planner {
         let mut warnings = Vec::new();
         let node_cpus: Vec<u32> = match &spec.node.cpus {
             NodeCpus::Discovered => sorted(facts.online.clone()),
@@ -198,12 +225,18 @@ impl Planner {
 
         let n = spec.workloads.len();
         let mut outcome: Vec<Option<Result<Vec<u32>, Rejection>>> = vec![None; n];
-        let wants: Vec<Option<Want>> = spec.workloads.iter().map(|w| spec.effective_demand(w).map(|d| want_of(&d, spec))).collect();
+        let mut wants: Vec<Option<Want>> = Vec::with_capacity(n);
+        let mut sizings: Vec<Option<Sizing>> = Vec::with_capacity(n);
         for (i, w) in spec.workloads.iter().enumerate() {
-            if let Some(r) = precheck(spec, &node_cpus, w, wants[i].is_some()) {
+            let (want, sized, refused) = demand_of(spec, w, cap, sizing);
+            if let Some(r) = precheck(spec, &node_cpus, w, want.is_some()) {
                 outcome[i] = Some(Err(r));
+            } else if let Some(why) = refused {
+                outcome[i] = Some(Err(reject(w, why)));
             }
             warnings.extend(locality_warning(&st, w));
+            wants.push(want);
+            sizings.push(sized);
         }
 
         // Order of admission (see docs/plan.md): requests naming their CPUs first, because they cannot go
@@ -252,22 +285,24 @@ impl Planner {
                 Err(r) => Err(r),
                 Ok(cpus) => {
                     let want = wants[i].as_ref().expect("admitted workloads have a demand");
-                    resolve(spec, w, want, &cpus, &st, &mut warnings).map_err(|reason| {
-                        // Rules that cannot be resolved on the CPUs it got: give the CPUs back.
-                        release(&mut st, i);
-                        reject(w, reason)
-                    })
+                    resolve(spec, w, want, &cpus, &st, &mut warnings)
+                        .map(|wp| WorkloadPlan { sizing: sizings[i].take(), ..wp })
+                        .map_err(|reason| {
+                            // Rules that cannot be resolved on the CPUs it got: give the CPUs back.
+                            release(&mut st, i);
+                            reject(w, reason)
+                        })
                 }
             });
         }
-        Planner { spec: spec.clone(), st, wants, results, warnings, node_cpus, housekeeping, isolcpus }
+        Planner { spec: spec.clone(), st, wants, results, warnings, node_cpus, housekeeping, isolcpus, sizing: *sizing }
     }
 
     /// Decides one more workload on top of what is placed (nothing already placed moves). A refused
     /// workload is kept in the plan's `rejected` list like any other.
     pub fn admit(&mut self, w: &Workload) -> Result<&WorkloadPlan, &Rejection> {
         let i = self.spec.workloads.len();
-        let want = self.spec.effective_demand(w).map(|d| want_of(&d, &self.spec));
+        let (want, mut sized, refused) = demand_of(&self.spec, w, self.st.cap, &self.sizing);
         self.spec.workloads.push(w.clone());
         self.st.names.push(w.name.clone());
         self.st.movable.push(false);
@@ -276,6 +311,7 @@ impl Planner {
         self.warnings.extend(locality_warning(&self.st, w));
         let mut result = match precheck(&self.spec, &self.node_cpus, w, want.is_some()) {
             Some(r) => Err(r),
+            None if refused.is_some() => Err(reject(w, refused.unwrap_or_default())),
             None if self.spec.workloads[..i].iter().any(|x| x.name == w.name) => {
                 Err(reject(w, format!("a workload named `{}` is already on the node", w.name)))
             }
@@ -286,10 +322,12 @@ impl Planner {
         }
         let resolved = match result {
             Err(r) => Err(r),
-            Ok(cpus) => resolve(&self.spec, w, want.as_ref().expect("admitted"), &cpus, &self.st, &mut self.warnings).map_err(|reason| {
-                release(&mut self.st, i);
-                reject(w, reason)
-            }),
+            Ok(cpus) => resolve(&self.spec, w, want.as_ref().expect("admitted"), &cpus, &self.st, &mut self.warnings)
+                .map(|wp| WorkloadPlan { sizing: sized.take(), ..wp })
+                .map_err(|reason| {
+                    release(&mut self.st, i);
+                    reject(w, reason)
+                }),
         };
         self.wants.push(want);
         self.results.push(resolved);
@@ -1078,5 +1116,6 @@ fn resolve(
         irqs,
         net,
         reclaim: matches!(&w.demand, Some(Demand::Reservation(r)) if r.reclaim),
+        sizing: None,
     })
 }

@@ -178,6 +178,9 @@ pub struct WorkloadPlan {
     /// The reservation's SCHED_DEADLINE threads may reclaim unused bandwidth (SCHED_FLAG_RECLAIM).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reclaim: bool,
+    /// A workload with an SLO: how its reservation was sized for it (or checked against it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sizing: Option<crate::Sizing>,
 }
 
 impl WorkloadPlan {

@@ -27,7 +27,20 @@ pub fn utf8_text<'b>(bytes: &'b [u8], file: &str) -> Result<&'b str, SpecErrors>
     rtslice_yaml::utf8(bytes, file)
 }
 
-/// Parses and validates a spec. `file` is only used in error messages.
+/// Parses and validates a spec. `file` is only used in error messages. A spec that refers to a
+/// file (`profile: vbs1.profile.json`) is refused here with a located error: use
+/// [`parse_with_files`].
 pub fn parse(text: &str, file: &str) -> Result<Spec, SpecErrors> {
-    decode::parse(text, file)
+    decode::parse(text, file, &NoFiles)
+}
+
+/// [`parse`], reading the files the spec refers to through `files` (the CLI resolves them relative
+/// to the spec file's directory). Errors inside such a file are located in it.
+pub fn parse_with_files(text: &str, file: &str, files: &dyn SpecFiles) -> Result<Spec, SpecErrors> {
+    decode::parse(text, file, files)
+}
+
+/// Reads a profile file (`rtslice profile` writes them; JSON, which is YAML) with located errors.
+pub fn parse_profile(text: &str, file: &str) -> Result<Profile, SpecErrors> {
+    decode::parse_profile(text, file)
 }

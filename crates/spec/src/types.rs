@@ -401,6 +401,130 @@ pub struct Workload {
     /// What the node service (`rtslice daemon`) does when the launched process exits.
     #[serde(default, skip_serializing_if = "Restart::is_default")]
     pub restart: Restart,
+    /// The service level the workload needs; the planner sizes (or checks) its reservation with the
+    /// periodic-task model from `profile`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<Slo>,
+    /// The workload's execution demand per period (inline, or read from a file `rtslice profile`
+    /// wrote: the spec keeps the content, so a spec handed on — to the node service, to `to_yaml` —
+    /// needs no file beside it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
+}
+
+/// A service-level objective of a periodic workload (one job every `profile.period`, due
+/// `profile.deadline` after its release).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum Slo {
+    /// At most this fraction of jobs finish after their deadline (in (0, 1): `1e-3`, `0.1%`).
+    DeadlineMissRatio(#[cfg_attr(feature = "schema", schemars(with = "crate::schema::FractionText"))] f64),
+    /// 99 % of jobs finish within this time of their release.
+    P99Response(
+        #[serde(with = "serde_duration")]
+        #[cfg_attr(feature = "schema", schemars(with = "crate::schema::DurationText"))]
+        Duration,
+    ),
+}
+
+/// A periodic workload's demand: a job every `period`, due `deadline` after its release, each
+/// needing `execution` of CPU time. `rtslice profile` writes one as JSON (the same type, durations as
+/// text), with the measured `histogram` beside the quantiles.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Profile {
+    #[serde(with = "serde_duration")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::DurationText"))]
+    pub period: Duration,
+    /// Relative deadline; may be longer than the period (a vBS's HARQ budget is 3 TTIs).
+    #[serde(with = "serde_duration")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::DurationText"))]
+    pub deadline: Duration,
+    pub execution: ExecutionQuantiles,
+    /// Measured execution times per period with how often each occurred; when given, the model
+    /// uses it instead of interpolating between the quantiles.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub histogram: Vec<HistogramBin>,
+    /// What was measured (written by `rtslice profile`; free text, not interpreted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// Quantiles of the execution time per period; `max` is required (nothing bounds the tail without it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExecutionQuantiles {
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::DurationText>"))]
+    pub min: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::DurationText>"))]
+    pub p50: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::DurationText>"))]
+    pub p90: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::DurationText>"))]
+    pub p99: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::DurationText>"))]
+    pub p999: Option<Duration>,
+    #[serde(with = "serde_duration")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::DurationText"))]
+    pub max: Duration,
+}
+
+impl ExecutionQuantiles {
+    /// The quantiles given, as (probability, value), lowest first; `max` is probability 1.
+    pub fn points(&self) -> Vec<(f64, Duration)> {
+        [(0.0, self.min), (0.5, self.p50), (0.9, self.p90), (0.99, self.p99), (0.999, self.p999), (1.0, Some(self.max))]
+            .into_iter()
+            .filter_map(|(q, v)| v.map(|v| (q, v)))
+            .collect()
+    }
+}
+
+/// `count` periods needed `value` of CPU time (values rounded up to the profile's resolution).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HistogramBin {
+    #[serde(with = "serde_duration")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::DurationText"))]
+    pub value: Duration,
+    pub count: u64,
+}
+
+/// A file a spec refers to (`profile: vbs1.profile.json`), as its reader was handed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecFile {
+    /// How errors inside the file name it (the path the caller opened).
+    pub name: String,
+    pub text: String,
+}
+
+/// Where the files a spec refers to come from. The spec crate stays pure (no I/O): the caller that
+/// read the spec from a file (the CLI) knows its directory and reads referenced files relative to
+/// it; callers handed a spec as text (the node service's API, generated specs) have no directory
+/// to resolve against and use [`NoFiles`].
+pub trait SpecFiles {
+    /// The file at `path` as written in the spec, or why it could not be read (with what to do).
+    fn read(&self, path: &str) -> Result<SpecFile, String>;
+}
+
+/// No files: a spec naming one is refused with a located error that says to inline it.
+pub struct NoFiles;
+
+impl SpecFiles for NoFiles {
+    fn read(&self, path: &str) -> Result<SpecFile, String> {
+        Err(format!(
+            "`{path}` is a file, and this spec was not read from a file whose directory it could be found in; \
+             inline the profile (`profile: {{ period: 1ms, deadline: 3ms, execution: {{ p50: …, max: … }} }}`)"
+        ))
+    }
 }
 
 /// When the node service starts an exited workload again.
@@ -765,10 +889,14 @@ pub struct NetRule {
 impl Spec {
     /// The demand a workload really has: its `demand`, or its flavor with hints applied,
     /// or best-effort when it gives neither. `None` if it names an unknown flavor
-    /// (parse() already reported that).
+    /// (parse() already reported that), or states an SLO without a reservation: only the planner
+    /// knows that one (it sizes it with the model and the kernel's facts, `WorkloadPlan::sizing`).
     pub fn effective_demand(&self, w: &Workload) -> Option<Demand> {
         if let Some(d) = &w.demand {
             return Some(d.clone());
+        }
+        if w.slo.is_some() {
+            return None;
         }
         let Some(flavor_name) = &w.flavor else {
             return Some(Demand::BestEffort(BestEffort::default()));

@@ -88,11 +88,17 @@ impl BpfTracer {
     /// Loads and attaches the tp_btf programs, or the raw_tp ones when tp_btf fails (or when
     /// `raw_only`).
     pub fn start(filter: &Filter, raw_only: bool) -> Result<BpfTracer, TraceError> {
+        Self::start_with_demand(filter, raw_only, None)
+    }
+
+    /// [`BpfTracer::start`], also summing the traced threads' on-CPU time into a ring of
+    /// `slots` buckets of `bucket_ns` each (`demand`, read with [`BpfTracer::demand_buckets`]).
+    pub fn start_with_demand(filter: &Filter, raw_only: bool, demand: Option<(u64, u32)>) -> Result<BpfTracer, TraceError> {
         libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Warn, capture_libbpf)));
         let mut errors = Vec::new();
         let kinds: &[bool] = if raw_only { &[true] } else { &[false, true] };
         for &raw in kinds {
-            match Self::try_start(filter, raw) {
+            match Self::try_start(filter, raw, demand) {
                 Ok(t) => return Ok(t),
                 Err(e) => errors.push(format!("{}: {e}", if raw { "raw_tp" } else { "tp_btf" })),
             }
@@ -100,7 +106,7 @@ impl BpfTracer {
         Err(TraceError::Bpf(errors.join("; ")))
     }
 
-    fn try_start(filter: &Filter, raw: bool) -> Result<BpfTracer, String> {
+    fn try_start(filter: &Filter, raw: bool, demand: Option<(u64, u32)>) -> Result<BpfTracer, String> {
         take_log();
         let mut storage = SkelStorage::new();
         let result = (|| {
@@ -124,6 +130,11 @@ impl BpfTracer {
                     rodata.filter_mode = FILTER_CGROUP_SET;
                     rodata.cg_ctrl = *ctrl;
                 }
+            }
+            if let Some((bucket_ns, slots)) = demand {
+                rodata.demand_bucket_ns = bucket_ns;
+                rodata.demand_slots = slots;
+                open.maps.demand.set_max_entries(slots).map_err(|e| format!("size the demand ring: {e}"))?;
             }
             let p = &mut open.progs;
             for prog in [&mut p.wakeup_btf, &mut p.wakeup_new_btf, &mut p.switch_btf] {
@@ -242,6 +253,39 @@ impl BpfTracer {
         }
         out.sort_by_key(|t| t.tid);
         out
+    }
+
+    /// The demand buckets numbered `from..to` (bucket number = CLOCK_MONOTONIC ns / bucket_ns):
+    /// on-CPU ns of each, 0 for a bucket no slice touched. Buckets whose ring slot already holds
+    /// a later round (read too late) are `None`.
+    pub fn demand_buckets(&self, from: u64, to: u64, slots: u32) -> Vec<Option<u64>> {
+        let map = &self.skel.maps.demand;
+        let size = std::mem::size_of::<types::demand_bucket>();
+        (from..to)
+            .map(|idx| {
+                let key = ((idx % slots as u64) as u32).to_ne_bytes();
+                let Ok(Some(bytes)) = map.lookup(&key, MapFlags::ANY) else { return None };
+                if bytes.len() != size {
+                    return None;
+                }
+                // SAFETY: demand_bucket is plain old data generated from the same C struct; size checked.
+                let b: types::demand_bucket = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
+                match b.index {
+                    i if i == idx => Some(b.ns),
+                    i if i < idx => Some(0),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    /// On-CPU time of slices too long to spread over their buckets (`DEMAND_MAX_SPAN`).
+    pub fn demand_overflow_ns(&self) -> u64 {
+        let offset = std::mem::offset_of!(types::bss, demand_overflow_ns);
+        match self.skel.maps.bss.lookup(&0u32.to_ne_bytes(), MapFlags::ANY) {
+            Ok(Some(bytes)) => bytes.get(offset..offset + 8).and_then(|b| b.try_into().ok()).map(u64::from_ne_bytes).unwrap_or(0),
+            _ => 0,
+        }
     }
 
     /// Threads whose entry could not be created (stats map full).

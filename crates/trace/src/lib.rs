@@ -18,6 +18,7 @@
 
 mod bpf;
 mod continuous;
+mod demand;
 pub mod hist;
 pub mod host;
 pub mod perf;
@@ -37,6 +38,7 @@ use std::time::Instant;
 use rtslice_sys::time::{monotonic_ns, thread_cpu_ns};
 
 pub use continuous::{ContinuousTrace, LatencyCounts, ThreadCounts, TracerHealth};
+pub use demand::{DemandProfiler, DemandSamples};
 pub use host::{HostReport, Measurement};
 pub use perf::HwReport;
 pub use procfs::{schedstat, SchedStat};
@@ -179,31 +181,36 @@ fn target_threads(target: &Target) -> Vec<(u32, u32)> {
     }
 }
 
+/// The kernel filter selecting `target`'s threads.
+fn filter_of(target: &Target) -> Result<Filter, TraceError> {
+    Ok(match target {
+        Target::Pids(pids) => {
+            if pids.is_empty() {
+                return Err(TraceError::Empty("no PID given".into()));
+            }
+            let tgids = pids.iter().map(|&p| procfs::tgid_of(p).ok_or(TraceError::NoSuchProcess(p))).collect::<Result<Vec<_>, _>>()?;
+            Filter::Pids { tgids, tids: Vec::new() }
+        }
+        Target::Tids(tids) => {
+            if tids.is_empty() {
+                return Err(TraceError::Empty("no thread id given".into()));
+            }
+            if let Some(&t) = tids.iter().find(|&&t| procfs::tgid_of(t).is_none()) {
+                return Err(TraceError::NoSuchThread(t));
+            }
+            Filter::Pids { tgids: Vec::new(), tids: tids.clone() }
+        }
+        Target::Cgroup(path) => {
+            let (id, ctrl) = cgroup_filter(path)?;
+            Filter::Cgroup { id, ctrl }
+        }
+    })
+}
+
 impl TraceSession {
     pub fn start(target: Target, options: Options) -> Result<TraceSession, TraceError> {
         let cpu0 = thread_cpu_ns();
-        let filter = match &target {
-            Target::Pids(pids) => {
-                if pids.is_empty() {
-                    return Err(TraceError::Empty("no PID given".into()));
-                }
-                let tgids = pids.iter().map(|&p| procfs::tgid_of(p).ok_or(TraceError::NoSuchProcess(p))).collect::<Result<Vec<_>, _>>()?;
-                Filter::Pids { tgids, tids: Vec::new() }
-            }
-            Target::Tids(tids) => {
-                if tids.is_empty() {
-                    return Err(TraceError::Empty("no thread id given".into()));
-                }
-                if let Some(&t) = tids.iter().find(|&&t| procfs::tgid_of(t).is_none()) {
-                    return Err(TraceError::NoSuchThread(t));
-                }
-                Filter::Pids { tgids: Vec::new(), tids: tids.clone() }
-            }
-            Target::Cgroup(path) => {
-                let (id, ctrl) = cgroup_filter(path)?;
-                Filter::Cgroup { id, ctrl }
-            }
-        };
+        let filter = filter_of(&target)?;
         let (backend, source_detail) = match options.mode {
             Mode::Schedstat => (Self::schedstat_backend(&target), "schedstat requested".to_string()),
             Mode::Bpf => {

@@ -51,6 +51,12 @@ impl<'f> Reader<'f> {
         &self.errors
     }
 
+    /// Takes over the errors another reader found in a file this document refers to (a spec's
+    /// profile file): they keep their own file and position.
+    pub fn absorb(&mut self, other: Errors) {
+        self.errors.extend(other.0);
+    }
+
     /// The errors in file order (stable: errors at one place keep the order they were found in).
     pub fn into_errors(mut self) -> Errors {
         self.errors.sort_by_key(|e| (e.line, e.column));

@@ -60,7 +60,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (text, name) = super::plan::read_spec(&args.spec)?;
-    let spec = match rtslice_spec::parse(&text, &name) {
+    let spec = match super::plan::parse_spec(&args.spec, &text, &name) {
         Ok(s) => s,
         Err(errors) => {
             eprintln!("{errors}");

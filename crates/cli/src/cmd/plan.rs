@@ -36,7 +36,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(t) => t,
         Err(e) => return super::invalid(format_args!("{e:#}")),
     };
-    let spec = match rtslice_spec::parse(&text, &name) {
+    let spec = match parse_spec(&args.spec, &text, &name) {
         Ok(s) => s,
         Err(errors) => {
             eprintln!("{errors}");
@@ -84,6 +84,33 @@ pub fn read_spec(path: &Path) -> anyhow::Result<(String, String)> {
     Ok((text.to_string(), name))
 }
 
+/// The files a spec file names (`profile: vbs1.profile.json`), read relative to the spec's
+/// directory (the current directory for a spec on standard input), as a user expects of a path
+/// written in a file.
+pub struct SpecDir(pub PathBuf);
+
+impl SpecDir {
+    pub fn of(spec: &Path) -> SpecDir {
+        let dir = if spec.as_os_str() == "-" { None } else { spec.parent() };
+        SpecDir(dir.map(Path::to_path_buf).unwrap_or_default())
+    }
+}
+
+impl rtslice_spec::SpecFiles for SpecDir {
+    fn read(&self, path: &str) -> Result<rtslice_spec::SpecFile, String> {
+        let full = self.0.join(path);
+        let name = full.display().to_string();
+        let bytes = std::fs::read(&full).map_err(|e| format!("{name}: {e}; check the path (relative to the spec's directory)"))?;
+        let text = rtslice_spec::utf8_text(&bytes, &name).map_err(|e| e.to_string())?;
+        Ok(rtslice_spec::SpecFile { name, text: text.to_string() })
+    }
+}
+
+/// Parses a spec read from `path`, with the files it names read relative to it.
+pub fn parse_spec(path: &Path, text: &str, name: &str) -> Result<rtslice_spec::Spec, rtslice_spec::SpecErrors> {
+    rtslice_spec::parse_with_files(text, name, &SpecDir::of(path))
+}
+
 /// What the planner needs from this host: online and isolated CPUs (overridable for planning elsewhere).
 pub fn host_facts(online: Option<&str>, isolcpus: Option<&str>) -> anyhow::Result<NodeFacts> {
     let read = |path: &str| -> anyhow::Result<Vec<u32>> {
@@ -102,6 +129,31 @@ pub fn host_facts(online: Option<&str>, isolcpus: Option<&str>) -> anyhow::Resul
     };
     let topology = this_host.then(|| rtslice_host::doctor::discovered_topology(&online));
     Ok(NodeFacts { online, isolcpus, topology, ..Default::default() })
+}
+
+/// One line on how a reservation meets its SLO: target, prediction, margin, the model's limits.
+fn render_sizing(s: &rtslice_plan::Sizing) -> String {
+    use rtslice_plan::{SizingBasis, SloTarget};
+    let how = match s.basis {
+        SizingBasis::Sized => "sized for",
+        SizingBasis::Checked => "checked against",
+    };
+    let p99 = s.predicted_p99_ns.map(|n| format_duration(std::time::Duration::from_nanos(n))).unwrap_or_else(|| "beyond the model's range".into());
+    let (target, margin) = match s.target {
+        SloTarget::DeadlineMissRatio { max } => (format!("deadline miss ratio ≤ {max:e}"), format!("{:.2e}", s.margin)),
+        SloTarget::P99Response { max_ns } => (
+            format!("p99 response ≤ {}", format_duration(std::time::Duration::from_nanos(max_ns))),
+            format!("{:.0} µs", s.margin / 1e3),
+        ),
+    };
+    let below = s.miss_ratio_one_step_below.map(|b| format!("; one 10 µs step less: miss {b:.2e}")).unwrap_or_default();
+    let enforcement = s.tick_ns.map(|t| format!("budget enforced at {} ticks", format_duration(std::time::Duration::from_nanos(t)))).unwrap_or_else(|| "exact budget enforcement".into());
+    format!(
+        "{how} {target}: predicted miss {:.2e}, p99 {p99}, margin {margin}, budget use {:.0}%, truncation ≤ {:.0e}{below} ({enforcement})",
+        s.predicted_miss_ratio,
+        s.utilization * 100.0,
+        s.truncation_error
+    )
 }
 
 /// The human view: per-CPU map, then per-workload resources and rules, then rejections.
@@ -181,6 +233,9 @@ pub fn render(plan: &Plan) -> String {
             format_cpu_list(&w.cpus),
             if iso.is_empty() { String::new() } else { format!("; {}", iso.join(", ")) }
         );
+        if let Some(s) = &w.sizing {
+            let _ = writeln!(out, "      slo: {}", render_sizing(s));
+        }
         if let Some(l) = &w.launch {
             let how = match l {
                 Launch::Command { command, .. } => format!("run {}", command.join(" ")),

@@ -70,7 +70,7 @@ pub struct Args {
     pub state_dir: PathBuf,
 }
 
-fn duration(flag: &str, text: &str) -> Result<Duration, String> {
+pub(super) fn duration(flag: &str, text: &str) -> Result<Duration, String> {
     let d = rtslice_spec::units::parse_duration(text).map_err(|e| format!("--{flag} {text:?}: {e}"))?;
     if d.is_zero() {
         return Err(format!("--{flag} must be longer than 0"));
@@ -94,6 +94,20 @@ fn resolve_workload(name: &str, state_dir: &std::path::Path) -> anyhow::Result<R
     };
     let irqs = record.setup.irqs.iter().map(|r| r.action.clone()).collect();
     Ok(Ok((Target::Cgroup(w.group.cpuset.clone()), irqs)))
+}
+
+/// A tracer that could not start: a target that does not exist is invalid input (exit 2), a tracer
+/// the host cannot run a host failure (exit 3).
+pub(super) fn start_failed(e: TraceError) -> anyhow::Result<ExitCode> {
+    match e {
+        TraceError::NoSuchProcess(_) | TraceError::NoSuchThread(_) | TraceError::Cgroup { .. } | TraceError::Empty(_) => {
+            super::invalid(e.to_string())
+        }
+        e => {
+            super::error(e);
+            Ok(ExitCode::from(EXIT_FAILURE))
+        }
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -132,13 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let target_desc = target.to_string();
     let session = match TraceSession::start(target, Options { mode, irq_names, hw_counters: true, raw_tp: false }) {
         Ok(s) => s,
-        Err(e @ (TraceError::NoSuchProcess(_) | TraceError::NoSuchThread(_) | TraceError::Cgroup { .. } | TraceError::Empty(_))) => {
-            return invalid(e.to_string())
-        }
-        Err(e) => {
-            super::error(e);
-            return Ok(ExitCode::from(EXIT_FAILURE));
-        }
+        Err(e) => return start_failed(e),
     };
     let json_to_stdout = args.json.json;
     let report = trace_loop(session, &target_desc, total, interval, args.quiet.quiet)?;

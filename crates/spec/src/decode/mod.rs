@@ -10,8 +10,10 @@
 //!   fractions, bytes, CPU lists, slots, patterns);
 //! - [`workload`]: one workload (launch, demand, CPUs against the node, slots);
 //! - [`threads`]: per-thread rules and the deadline shares they divide a budget into;
+//! - [`profile`]: a workload's SLO and demand profile (inline, or a file the caller reads).
 //! - [`topology`]: the node's SMT cores, LLC groups, NUMA nodes and NIC locality.
 
+mod profile;
 mod threads;
 mod topology;
 mod values;
@@ -22,6 +24,7 @@ use std::time::Duration;
 
 use rtslice_yaml::{self as yaml, index, join, DocKind, Reader, Val};
 
+pub(crate) use self::profile::parse_profile;
 use self::values::SpecValues;
 use self::workload::workload;
 use crate::error::SpecErrors;
@@ -40,16 +43,16 @@ pub(crate) fn load(text: &str, file: &str) -> Result<yaml::Node, SpecErrors> {
     yaml::load(text, file, doc_kind(&hint))
 }
 
-/// Parses and validates; see [`crate::parse`].
-pub(crate) fn parse(text: &str, file: &str) -> Result<Spec, SpecErrors> {
+/// Parses and validates; see [`crate::parse_with_files`].
+pub(crate) fn parse(text: &str, file: &str, files: &dyn SpecFiles) -> Result<Spec, SpecErrors> {
     let root = load(text, file)?;
     let mut cx = Reader::new(file, "spec");
-    let spec = spec(&mut cx, &root);
+    let spec = spec(&mut cx, &root, files);
     // spec() returns None only after reporting an error.
     cx.finish(spec)
 }
 
-fn spec(cx: &mut Reader, root: &yaml::Node) -> Option<Spec> {
+fn spec(cx: &mut Reader, root: &yaml::Node, files: &dyn SpecFiles) -> Option<Spec> {
     let f = cx.fields(root, "", &["apiVersion", "node", "flavors", "workloads"])?;
     match f.get("apiVersion") {
         None => cx.err(root, "apiVersion", format!("missing; the first line of a spec is `apiVersion: {API_VERSION}`")),
@@ -67,7 +70,7 @@ fn spec(cx: &mut Reader, root: &yaml::Node) -> Option<Spec> {
         Some(n) => node(cx, n, "node"),
         None => (Node::default(), true, Some(DEFAULT_PERIOD)),
     };
-    let known = Known { node: &node, default_period };
+    let known = Known { node: &node, default_period, files };
     // Flavors with errors are left out of `flavors` (so nothing is checked against their values) but
     // their names stay known (so a workload naming one is not told it does not exist).
     let mut flavors = BTreeMap::new();
@@ -118,7 +121,7 @@ fn spec(cx: &mut Reader, root: &yaml::Node) -> Option<Spec> {
 /// One workload from a located tree that was not read from a spec file (the pod annotations of
 /// `crate::annotations`), checked against `node` exactly as a spec's workload is.
 pub(crate) fn workload_tree(cx: &mut Reader, n: &yaml::Node, node: &Node) -> Option<Workload> {
-    let known = Known { node, default_period: Some(node.default_period) };
+    let known = Known { node, default_period: Some(node.default_period), files: &NoFiles };
     workload(cx, n, "", &known, &BTreeMap::new(), &BTreeSet::new())
 }
 
@@ -200,6 +203,8 @@ struct Known<'a> {
     node: &'a Node,
     /// The node's default period; `None` when it was given but invalid (already reported).
     default_period: Option<Duration>,
+    /// Reads the files workloads refer to (profiles).
+    files: &'a dyn SpecFiles,
 }
 
 /// The period a runtime is checked against: the field's value, `fallback` when the field is absent,

@@ -4,13 +4,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rtslice_yaml::{self as yaml, index, join, Map, Reader, Val};
 
+use super::profile::{profile_field, slo};
 use super::threads::{check_deadline_shares, thread_rule};
 use super::values::SpecValues;
 use super::{check_runtime, effective_period, Known};
 use crate::types::*;
 
 const WORKLOAD_FIELDS: &[&str] =
-    &["name", "launch", "flavor", "hints", "demand", "memory", "isolation", "threads", "irqs", "net", "restart"];
+    &["name", "launch", "flavor", "hints", "demand", "memory", "isolation", "threads", "irqs", "net", "restart", "slo", "profile"];
 
 pub(super) fn workload(
     cx: &mut Reader,
@@ -109,8 +110,17 @@ pub(super) fn workload(
             }
         }
     }
+    if let Some(v) = f.get("slo") {
+        w.slo = slo(cx, v, &join(path, "slo"));
+    }
+    if let Some(v) = f.get("profile") {
+        w.profile = profile_field(cx, v, &join(path, "profile"), known.files);
+    }
+    check_slo_demand(cx, &f, path);
     // The CPU count the slots of rules index into, when the spec fixes it.
     let count = match &w.demand {
+        // The planner sizes an SLO's reservation on one CPU.
+        None if f.has("slo") => Some(1),
         Some(Demand::Reservation(r)) => r.cpus.as_ref().map(|c| c.len() as u32).or(r.count).or(Some(1)),
         Some(Demand::Dedicated(d)) => d.cpus.as_ref().map(|c| c.len() as u32).or(d.count),
         Some(Demand::BestEffort(b)) => b.cpus.as_ref().map(|c| c.len() as u32),
@@ -188,6 +198,34 @@ pub(super) fn workload(
         }
     }
     (cx.error_count() == before).then_some(w)
+}
+
+/// An SLO needs a profile to size from, a profile is only read for an SLO, and an SLO sizes (or is
+/// checked against) a reservation — not dedicated CPUs, best effort or a flavor.
+fn check_slo_demand(cx: &mut Reader, f: &Map, path: &str) {
+    match (f.get("slo"), f.get("profile")) {
+        (Some(v), None) => cx.err(
+            v,
+            &join(path, "slo"),
+            "an SLO needs the workload's demand to size a reservation from: add `profile: { period: 1ms, deadline: 3ms, \
+             execution: { p50: 300us, p99: 450us, max: 700us } }` or `profile: FILE` (written by `rtslice profile`)",
+        ),
+        (None, Some(v)) => cx.err(
+            v,
+            &join(path, "profile"),
+            "a profile is read to size or check a reservation for an SLO: add `slo: { deadlineMissRatio: 1e-3 }` (or `p99Response`), or drop the profile",
+        ),
+        _ => {}
+    }
+    let Some(v) = f.get("slo") else { return };
+    if f.has("flavor") {
+        cx.err(v, &join(path, "slo"), "an SLO sizes the workload's reservation itself; drop `flavor` (or give `demand: reservation` to have the SLO checked against it)");
+    }
+    if let Some(d) = f.get("demand") {
+        if d.get("dedicated").is_some() || d.get("bestEffort").is_some() {
+            cx.err(v, &join(path, "slo"), "an SLO is met by a reservation (sized, or given as `demand: reservation`), not by dedicated CPUs or best effort; drop one of them");
+        }
+    }
 }
 
 const RESTART_POLICIES: &[&str] = &["never", "on-failure", "always"];

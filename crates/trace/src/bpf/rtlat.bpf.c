@@ -30,6 +30,19 @@ const volatile bool have_tids = true;
 /* Threads whose statistics could not be stored (map full): their events are lost. */
 __u64 lost_stats = 0;
 
+/* Demand buckets: off when demand_bucket_ns is 0 (the ring then has one unused slot). */
+const volatile __u64 demand_bucket_ns = 0;
+const volatile __u32 demand_slots = 1;
+/* On-CPU time of slices longer than DEMAND_MAX_SPAN buckets, beyond their first buckets. */
+__u64 demand_overflow_ns = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* set by user space before loading */
+	__type(key, __u32);
+	__type(value, struct demand_bucket);
+} demand SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -263,6 +276,53 @@ static __always_inline int on_wakeup(struct task_struct *p)
 	return 0;
 }
 
+struct demand_span {
+	__u64 from;
+	__u64 to;
+};
+
+/* One bucket of a slice: adds the part of [from, to) in from's bucket and moves from past it.
+ * A slot still holding an older round is taken over; two CPUs taking over the same slot at once
+ * may lose one slice's first add (a slot is only reused after demand_slots buckets, long after user
+ * space read it). Returns 1 (stop) when the slice is done. */
+static long demand_step(__u32 i, struct demand_span *s)
+{
+	__u64 w = demand_bucket_ns;
+	struct demand_bucket *b;
+	__u64 idx, end, upto;
+	__u32 key;
+
+	if (!w || !demand_slots || s->from >= s->to)
+		return 1;
+	idx = s->from / w;
+	end = (idx + 1) * w;
+	upto = end < s->to ? end : s->to;
+	key = idx % demand_slots;
+	b = bpf_map_lookup_elem(&demand, &key);
+	if (!b)
+		return 1;
+	if (b->index != idx) {
+		b->index = idx;
+		b->ns = 0;
+	}
+	__sync_fetch_and_add(&b->ns, upto - s->from);
+	s->from = upto;
+	return s->from >= s->to;
+}
+
+/* Adds the on-CPU slice [from, to) to the buckets it spans (bpf_loop, 5.17+: the step is verified
+ * once, where an unrolled loop over DEMAND_MAX_SPAN buckets exceeds the verifier's budget). */
+static __always_inline void add_demand(__u64 from, __u64 to)
+{
+	struct demand_span s = { .from = from, .to = to };
+
+	if (!demand_bucket_ns)
+		return;
+	bpf_loop(DEMAND_MAX_SPAN, demand_step, &s, 0);
+	if (s.from < s.to)
+		__sync_fetch_and_add(&demand_overflow_ns, s.to - s.from);
+}
+
 static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	__u64 now = bpf_ktime_get_ns();
@@ -276,6 +336,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 		if (st) {
 			if (st->oncpu_since) {
 				st->oncpu_ns += now - st->oncpu_since;
+				add_demand(st->oncpu_since, now);
 				st->oncpu_since = 0;
 			}
 			/* Preempted (or blocked with a wake-up already pending): still on the run queue. */

@@ -32,6 +32,16 @@
 #define CG_V1_MEMORY 4
 #define CG_V1_PIDS 5
 
+/* Demand buckets (`rtslice profile`): the traced threads' on-CPU time summed per bucket of
+ * demand_bucket_ns of CLOCK_MONOTONIC, in a ring; `index` is the bucket's number since boot
+ * (time / demand_bucket_ns), so a slot whose index is old holds nothing of the current round. */
+struct demand_bucket {
+	__u64 index;
+	__u64 ns;
+};
+/* Buckets one off-CPU switch spreads its slice over; the rest is counted in demand_overflow_ns. */
+#define DEMAND_MAX_SPAN 64
+
 struct hist {
 	__u64 events;
 	__u64 sum_ns;
