@@ -49,6 +49,8 @@ impl Inventory {
                 cap: plan.node.cap,
                 default_period,
                 policy: plan.node.policy,
+                // Pod annotations carry no cache request, so the inventory need not carry the L3.
+                ..Default::default()
             },
             isolated: plan.node.isolcpus.clone(),
             mechanism: mechanism.to_string(),

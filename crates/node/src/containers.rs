@@ -250,6 +250,8 @@ impl Service {
             cap: plan.node.cap,
             default_period: self.node_section().default_period,
             policy: plan.node.policy,
+            // Pod annotations carry no cache request, so the inventory need not carry the L3.
+            ..Default::default()
         };
         json!({
             "version": 1,

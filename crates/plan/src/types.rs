@@ -21,12 +21,16 @@ pub struct NodeFacts {
     /// reservations. Empty: rtslice plans as if it were alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub foreign_rt: Vec<crate::ForeignRt>,
+    /// The host's L3 as resctrl describes it (`/sys/fs/resctrl/info/L3`); `None`: no resctrl.
+    /// A spec's `node.cache` takes precedence (planning for another machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<rtslice_spec::NodeCache>,
 }
 
 impl NodeFacts {
     /// CPUs 0..n online, none isolated.
     pub fn with_cpus(n: u32) -> Self {
-        NodeFacts { online: (0..n).collect(), isolcpus: Vec::new(), foreign_rt: Vec::new() }
+        NodeFacts { online: (0..n).collect(), ..NodeFacts::default() }
     }
 }
 
@@ -46,6 +50,10 @@ pub struct Plan {
     /// know the host's mechanism).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<crate::KernelPlan>,
+    /// The L3 cache ways per domain and the default group's narrowed mask, when the node has
+    /// cache allocation (resctrl) — declared in the spec or found on the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::CachePlan>,
 }
 
 /// The node as planned: its CPUs and what each carries.
@@ -113,6 +121,9 @@ pub struct WorkloadPlan {
     /// The reservation's SCHED_DEADLINE threads may reclaim unused bandwidth (SCHED_FLAG_RECLAIM).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reclaim: bool,
+    /// Its resctrl group: exclusive L3 ways and a memory-bandwidth ceiling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::WorkloadCache>,
 }
 
 impl WorkloadPlan {

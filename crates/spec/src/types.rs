@@ -131,6 +131,9 @@ pub struct Node {
     pub default_period: Duration,
     #[serde(default)]
     pub policy: FitPolicy,
+    /// The L3 cache for cache allocation (resctrl); `None`: discovered on the host, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::NodeCache>,
 }
 
 fn default_cap() -> f64 {
@@ -149,6 +152,7 @@ impl Default for Node {
             cap: DEFAULT_CAP,
             default_period: DEFAULT_PERIOD,
             policy: FitPolicy::WorstFit,
+            cache: None,
         }
     }
 }
@@ -218,6 +222,13 @@ pub struct Workload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::BytesText>"))]
     pub memory: Option<u64>,
+    /// Ways of the last-level cache of its own (resctrl CAT), exclusive of every other group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::CacheRequest>,
+    /// Memory-bandwidth ceiling (resctrl MBA) as a fraction of the link (`50%` = 0.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::FractionText>"))]
+    pub memory_bandwidth: Option<f64>,
     #[serde(default, skip_serializing_if = "Isolation::is_default")]
     pub isolation: Isolation,
     /// Thread rules, first match wins (like a firewall).

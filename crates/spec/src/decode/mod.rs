@@ -11,6 +11,7 @@
 //! - [`workload`]: one workload (launch, demand, CPUs against the node, slots);
 //! - [`threads`]: per-thread rules and the deadline shares they divide a budget into.
 
+mod cache;
 mod threads;
 mod values;
 mod workload;
@@ -123,7 +124,7 @@ pub(crate) fn workload_tree(cx: &mut Reader, n: &yaml::Node, node: &Node) -> Opt
 /// The node as far as it parsed, whether it parsed without error, and its default period unless
 /// that was given but invalid.
 fn node(cx: &mut Reader, n: &yaml::Node, path: &str) -> (Node, bool, Option<Duration>) {
-    let Some(f) = cx.fields(n, path, &["name", "cpus", "housekeeping", "cap", "defaultPeriod", "policy"]) else {
+    let Some(f) = cx.fields(n, path, &["name", "cpus", "housekeeping", "cap", "defaultPeriod", "policy", "cache"]) else {
         return (Node::default(), false, Some(DEFAULT_PERIOD));
     };
     let mut out = Node::default();
@@ -181,6 +182,9 @@ fn node(cx: &mut Reader, n: &yaml::Node, path: &str) -> (Node, bool, Option<Dura
                 None => cx.err(v, &p, format!("unknown policy `{s}`; use worst-fit, best-fit or first-fit")),
             }
         }
+    }
+    if let Some(v) = f.get("cache") {
+        out.cache = cache::node_cache(cx, v, &join(path, "cache"), &out.cpus);
     }
     let ok = cx.error_count() == before;
     (out, ok, default_period)
