@@ -203,8 +203,10 @@ pub(crate) fn remove_group(dir: &Path) -> Result<()> {
 }
 
 /// One write to a resctrl file; a refusal carries the kernel's reason (`info/last_cmd_status`).
+/// A schemata write must end with a newline (the kernel answers EINVAL otherwise).
 pub(crate) fn write(path: &Path, value: &str) -> Result<()> {
-    fsio::write(path, value).map_err(|e| match e {
+    let value = if value.ends_with('\n') { value.to_string() } else { format!("{value}\n") };
+    fsio::write(path, &value).map_err(|e| match e {
         HostError::Write { path, value, source } => {
             let status = root_of(&path)
                 .and_then(|r| fsio::read_trim(r.join(LAST_CMD_STATUS)).ok())
@@ -218,4 +220,227 @@ pub(crate) fn write(path: &Path, value: &str) -> Result<()> {
 /// The resctrl root above a group's file: the nearest ancestor with an `info` directory.
 fn root_of(path: &Path) -> Option<&Path> {
     path.ancestors().skip(1).find(|a| a.join("info").is_dir())
+}
+
+#[cfg(test)]
+mod tests {
+    //! Against a plain directory shaped like resctrl (rtslice_testkit::resctrl), not the kernel's
+    //! file system: this machine has no RDT (no `resctrl` in /proc/filesystems, no `cat_l3`/`rdt_a`
+    //! CPU flag) and qemu cannot emulate it. What the shaped directory does not model (the kernel
+    //! refusing a bad mask, a task leaving its old group) is said in the module comment.
+
+    use super::*;
+    use crate::journal::{State, StateDir};
+    use crate::txn::Fault;
+    use rtslice_plan::{plan, NodeFacts};
+    use rtslice_testkit::resctrl::{make, snapshot, Shape};
+
+    /// Threads of this test process parked until dropped: real thread ids to move.
+    struct Parked {
+        tids: Vec<i32>,
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        handles: Vec<std::thread::JoinHandle<()>>,
+    }
+
+    impl Parked {
+        fn spawn(n: usize) -> Parked {
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let (tx, rx) = std::sync::mpsc::channel();
+            let handles = (0..n)
+                .map(|_| {
+                    let (tx, stop) = (tx.clone(), stop.clone());
+                    std::thread::spawn(move || {
+                        tx.send(rtslice_sys::thread::gettid()).unwrap();
+                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            std::thread::park_timeout(std::time::Duration::from_millis(20));
+                        }
+                    })
+                })
+                .collect();
+            let tids = (0..n).map(|_| rx.recv().unwrap()).collect();
+            Parked { tids, stop, handles }
+        }
+    }
+
+    impl Drop for Parked {
+        fn drop(&mut self) {
+            self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            for h in self.handles.drain(..) {
+                h.thread().unpark();
+                let _ = h.join();
+            }
+        }
+    }
+
+    /// The shaped directory's L3 (discovered, as on a host), and a plan with two workloads holding
+    /// ways and a bandwidth ceiling.
+    fn planned(root: &Path) -> rtslice_plan::Plan {
+        let rc = Resctrl::new(root);
+        let cache = rc.discover(Path::new("/nonexistent-sysfs"), &[0, 1, 2, 3]).unwrap().unwrap();
+        let spec = rtslice_spec::parse(
+            "apiVersion: rtslice/v1\nnode: {cpus: 0-3}\nworkloads:\n\
+             - {name: du, demand: {dedicated: {count: 1}}, cache: {ways: 4}, memoryBandwidth: 50%}\n\
+             - {name: cu, demand: {reservation: {runtime: 10ms, period: 100ms}}, cache: {share: 20%}}\n",
+            "t.yaml",
+        )
+        .unwrap();
+        let p = plan(&spec, &NodeFacts { online: vec![0, 1, 2, 3], cache: Some(cache), ..NodeFacts::default() });
+        assert!(p.rejected.is_empty(), "{:?}", p.rejected);
+        p
+    }
+
+    /// Narrow, create both groups, move the threads: what apply's cache steps do.
+    fn run(rc: &Resctrl, txn: &mut Txn, p: &rtslice_plan::Plan, tids: &[i32]) -> Result<()> {
+        let cp = p.cache.as_ref().unwrap();
+        rc.check(cp)?;
+        rc.narrow_default(txn, cp)?;
+        for w in &p.workloads {
+            rc.create_group(txn, &w.name, w.cache.as_ref().unwrap())?;
+        }
+        rc.assign(txn, "du", &tids[..2])?;
+        rc.assign(txn, "cu", &tids[2..])?;
+        Ok(())
+    }
+
+    #[test]
+    fn discovered_l3_of_a_resctrl_shaped_directory() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(Resctrl::new(d.path()).discover(Path::new("/"), &[0]).unwrap(), None, "empty: no resctrl");
+        make(d.path(), &Shape::default());
+        let c = Resctrl::new(d.path()).discover(Path::new("/nonexistent-sysfs"), &[0, 1]).unwrap().unwrap();
+        assert_eq!((c.ways, c.min_ways, c.closids, c.shareable_mask), (11, 1, 16, 0x600));
+        // Without the CPUs' cache ids every CPU falls in the first L3.
+        assert_eq!(c.domains, vec![CacheDomain { id: 0, cpus: vec![0, 1] }]);
+        assert_eq!(c.mba, Some(Mba { min: 10, granularity: 10 }));
+        // With cache ids in sysfs (a copied tree: CPUs 0-1 on L3 0, 2-3 on L3 1), one domain per L3.
+        let sysfs = tempfile::tempdir().unwrap();
+        for cpu in 0..4u32 {
+            let idx = sysfs.path().join(format!("sys/devices/system/cpu/cpu{cpu}/cache/index3"));
+            std::fs::create_dir_all(&idx).unwrap();
+            std::fs::write(idx.join("level"), "3\n").unwrap();
+            std::fs::write(idx.join("id"), format!("{}\n", cpu / 2)).unwrap();
+        }
+        let c = Resctrl::new(d.path()).discover(sysfs.path(), &[0, 1, 2, 3]).unwrap().unwrap();
+        assert_eq!(c.domains, vec![CacheDomain { id: 0, cpus: vec![0, 1] }, CacheDomain { id: 1, cpus: vec![2, 3] }]);
+    }
+
+    #[test]
+    fn apply_writes_the_groups_and_reset_restores_the_resctrl_shaped_directory_exactly() {
+        let root = tempfile::tempdir().unwrap();
+        make(root.path(), &Shape::default());
+        let before = snapshot(root.path());
+        let p = planned(root.path());
+        let rc = Resctrl::new(root.path());
+        let state_dir = tempfile::tempdir().unwrap();
+        let sd = StateDir::new(state_dir.path());
+        let threads = Parked::spawn(3);
+        let mut state = State::new();
+        {
+            let mut txn = Txn::begin(&sd, &mut state, Fault::default());
+            run(&rc, &mut txn, &p, &threads.tids).unwrap();
+        }
+        // 11 ways, the top two shareable: du's 4 ways and cu's 3 (20% of 11, rounded up) come from
+        // the bottom, the default group keeps the rest (shareable ways included).
+        assert_eq!(std::fs::read_to_string(root.path().join("schemata")).unwrap(), "L3:0=780\n");
+        assert_eq!(std::fs::read_to_string(rc.group("du").join(SCHEMATA)).unwrap(), "L3:0=f\nMB:0=50\n");
+        assert_eq!(std::fs::read_to_string(rc.group("cu").join(SCHEMATA)).unwrap(), "L3:0=70\n");
+        // A plain file keeps only the last id written; the kernel's `tasks` would list both.
+        assert_eq!(std::fs::read_to_string(rc.group("du").join(TASKS)).unwrap(), format!("{}\n", threads.tids[1]));
+        let journal = sd.load().unwrap().unwrap().changes;
+        let moved = journal.iter().filter(|c| matches!(c, crate::journal::Change::ResctrlTask { .. })).count();
+        assert_eq!(moved, 3, "each thread's move is journaled");
+        // Reset from the journal on disk, as `rtslice reset` does.
+        let report = crate::reset::reset(&sd, crate::reset::ResetOptions::default()).unwrap();
+        assert_eq!(report.undone, journal.len());
+        assert_eq!(snapshot(root.path()), before, "reset leaves the resctrl-shaped directory as it found it");
+    }
+
+    #[test]
+    fn a_fault_at_every_change_rolls_back_exactly() {
+        let root = tempfile::tempdir().unwrap();
+        make(root.path(), &Shape::default());
+        let before = snapshot(root.path());
+        let p = planned(root.path());
+        let rc = Resctrl::new(root.path());
+        let threads = Parked::spawn(3);
+        let total = {
+            let sd_dir = tempfile::tempdir().unwrap();
+            let sd = StateDir::new(sd_dir.path());
+            let mut state = State::new();
+            let mut txn = Txn::begin(&sd, &mut state, Fault::default());
+            run(&rc, &mut txn, &p, &threads.tids).unwrap();
+            let n = txn.state.changes.len();
+            assert!(txn.rollback().is_empty());
+            n
+        };
+        // narrow, 2 × (mkdir + schemata), 3 threads
+        assert_eq!(total, 8);
+        assert_eq!(snapshot(root.path()), before);
+        for k in 0..total {
+            let sd_dir = tempfile::tempdir().unwrap();
+            let sd = StateDir::new(sd_dir.path());
+            let mut state = State::new();
+            let mut txn = Txn::begin(&sd, &mut state, Fault { fail_change: Some(k) });
+            let e = run(&rc, &mut txn, &p, &threads.tids).unwrap_err();
+            assert!(e.to_string().contains(&format!("injected fault at change #{k}")), "{e}");
+            assert_eq!(txn.state.changes.len(), k, "nothing after the fault was journaled");
+            let errors = txn.rollback();
+            assert!(errors.is_empty(), "fault at #{k}: {errors:?}");
+            assert_eq!(snapshot(root.path()), before, "fault at change #{k} left the directory changed");
+        }
+    }
+
+    #[test]
+    fn a_crash_mid_apply_is_undone_by_reset_from_the_journal() {
+        let root = tempfile::tempdir().unwrap();
+        make(root.path(), &Shape::default());
+        let before = snapshot(root.path());
+        let p = planned(root.path());
+        let rc = Resctrl::new(root.path());
+        let threads = Parked::spawn(3);
+        for crash_at in [1, 3, 5, 7] {
+            let sd_dir = tempfile::tempdir().unwrap();
+            let sd = StateDir::new(sd_dir.path());
+            let mut state = State::new();
+            {
+                // The process "dies" where the fault hits: no rollback runs, the journal on disk
+                // holds every change made so far.
+                let mut txn = Txn::begin(&sd, &mut state, Fault { fail_change: Some(crash_at) });
+                assert!(run(&rc, &mut txn, &p, &threads.tids).is_err());
+            }
+            assert_ne!(snapshot(root.path()), before, "the crash at #{crash_at} left changes behind");
+            assert_eq!(sd.load().unwrap().unwrap().changes.len(), crash_at);
+            crate::reset::reset(&sd, crate::reset::ResetOptions::default()).unwrap();
+            assert_eq!(snapshot(root.path()), before, "reset after a crash at change #{crash_at}");
+        }
+    }
+
+    #[test]
+    fn a_refused_write_carries_resctrls_reason() {
+        let root = tempfile::tempdir().unwrap();
+        make(root.path(), &Shape::default());
+        std::fs::write(root.path().join("info/last_cmd_status"), "Mask not contiguous\n").unwrap();
+        // A directory where the file should be: the write fails like a refused one would.
+        std::fs::create_dir(root.path().join("rtslice-x")).unwrap();
+        std::fs::create_dir(root.path().join("rtslice-x/schemata")).unwrap();
+        let e = write(&root.path().join("rtslice-x/schemata"), "L3:0=5").unwrap_err().to_string();
+        assert!(e.contains("Mask not contiguous") && e.contains("rtslice-x/schemata"), "{e}");
+    }
+
+    #[test]
+    fn check_refuses_a_plan_the_host_cannot_take_before_anything_is_written() {
+        let root = tempfile::tempdir().unwrap();
+        let e = Resctrl::new(root.path()).check(&rtslice_plan::CachePlan::default()).unwrap_err().to_string();
+        assert!(e.contains("mount -t resctrl"), "{e}");
+        make(root.path(), &Shape { num_closids: 2, ..Shape::default() });
+        let p = planned(&{
+            let other = tempfile::tempdir().unwrap();
+            make(other.path(), &Shape::default());
+            other.keep()
+        });
+        let before = snapshot(root.path());
+        let e = Resctrl::new(root.path()).check(p.cache.as_ref().unwrap()).unwrap_err().to_string();
+        assert!(e.contains("3 classes of service, the host has 2"), "{e}");
+        assert_eq!(snapshot(root.path()), before);
+    }
 }

@@ -124,8 +124,10 @@ impl<'a> Txn<'a> {
 
     /// Writes a resctrl file (a schemata), journaling its previous content; a refusal carries the
     /// kernel's reason from `info/last_cmd_status`.
+    /// The previous content is kept as read (a schemata's lines, padding and final newline), which
+    /// resctrl takes back as it is.
     pub fn write_resctrl(&mut self, path: &Path, value: &str) -> Result<()> {
-        let old = fsio::read_trim(path)?;
+        let old = fsio::read(path)?;
         self.log(Change::Wrote { path: path.to_path_buf(), old, new: value.to_string() })?;
         crate::resctrl::write(path, value).inspect_err(|_| self.unlog())
     }
