@@ -210,6 +210,7 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
             pids: Vec::new(),
             container: None,
             rules: p.ws.threads.clone(),
+            resctrl_group: p.ws.cache.as_ref().map(|_| ctx.resctrl.group(&p.ws.name)),
         })
         .collect();
     // The agent reads the record (groups and rules) when it starts, before anything is launched.

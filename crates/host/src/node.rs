@@ -533,6 +533,8 @@ impl Node {
             pids: Vec::new(),
             container: None,
             rules: p.ws.threads.clone(),
+            // The node service refuses cache allocation (`single`).
+            resctrl_group: None,
         };
         let record = |rec: &WorkloadRecord| AppliedRecord {
             setup: setup.clone(),

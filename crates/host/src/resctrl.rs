@@ -233,7 +233,7 @@ mod tests {
     use crate::journal::{State, StateDir};
     use crate::txn::Fault;
     use rtslice_plan::{plan, NodeFacts};
-    use rtslice_testkit::resctrl::{make, snapshot, Shape};
+    use rtslice_testkit::resctrl::{make, snapshot, xeon_2s};
 
     /// Threads of this test process parked until dropped: real thread ids to move.
     struct Parked {
@@ -306,7 +306,7 @@ mod tests {
     fn discovered_l3_of_a_resctrl_shaped_directory() {
         let d = tempfile::tempdir().unwrap();
         assert_eq!(Resctrl::new(d.path()).discover(Path::new("/"), &[0]).unwrap(), None, "empty: no resctrl");
-        make(d.path(), &Shape::default());
+        make(d.path(), &xeon_2s());
         let c = Resctrl::new(d.path()).discover(Path::new("/nonexistent-sysfs"), &[0, 1]).unwrap().unwrap();
         assert_eq!((c.ways, c.min_ways, c.closids, c.shareable_mask), (11, 1, 16, 0x600));
         // Without the CPUs' cache ids every CPU falls in the first L3.
@@ -324,101 +324,102 @@ mod tests {
         assert_eq!(c.domains, vec![CacheDomain { id: 0, cpus: vec![0, 1] }, CacheDomain { id: 1, cpus: vec![2, 3] }]);
     }
 
+    /// A resctrl-shaped directory, its snapshot before anything, the plan, and threads to move.
+    struct Fixture {
+        root: tempfile::TempDir,
+        before: std::collections::BTreeMap<String, String>,
+        plan: rtslice_plan::Plan,
+        rc: Resctrl,
+        threads: Parked,
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let root = tempfile::tempdir().unwrap();
+            make(root.path(), &xeon_2s());
+            let before = snapshot(root.path());
+            let plan = planned(root.path());
+            let rc = Resctrl::new(root.path());
+            Fixture { root, before, plan, rc, threads: Parked::spawn(3) }
+        }
+
+        /// The cache steps with a fresh journal in `sd`, the fault given.
+        fn run(&self, sd: &StateDir, state: &mut State, fault: Fault, rollback: bool) -> Result<usize> {
+            let mut txn = Txn::begin(sd, state, fault);
+            let r = run(&self.rc, &mut txn, &self.plan, &self.threads.tids).map(|()| txn.state.changes.len());
+            if rollback {
+                let errors = txn.rollback();
+                assert!(errors.is_empty(), "{fault:?}: {errors:?}");
+            }
+            r
+        }
+
+        fn unchanged(&self) -> bool {
+            snapshot(self.root.path()) == self.before
+        }
+    }
+
     #[test]
     fn apply_writes_the_groups_and_reset_restores_the_resctrl_shaped_directory_exactly() {
-        let root = tempfile::tempdir().unwrap();
-        make(root.path(), &Shape::default());
-        let before = snapshot(root.path());
-        let p = planned(root.path());
-        let rc = Resctrl::new(root.path());
+        let f = Fixture::new();
         let state_dir = tempfile::tempdir().unwrap();
         let sd = StateDir::new(state_dir.path());
-        let threads = Parked::spawn(3);
-        let mut state = State::new();
-        {
-            let mut txn = Txn::begin(&sd, &mut state, Fault::default());
-            run(&rc, &mut txn, &p, &threads.tids).unwrap();
-        }
+        f.run(&sd, &mut State::new(), Fault::default(), false).unwrap();
+        let (root, rc, tids) = (f.root.path(), &f.rc, &f.threads.tids);
         // 11 ways, the top two shareable: du's 4 ways and cu's 3 (20% of 11, rounded up) come from
         // the bottom, the default group keeps the rest (shareable ways included).
-        assert_eq!(std::fs::read_to_string(root.path().join("schemata")).unwrap(), "L3:0=780\n");
+        assert_eq!(std::fs::read_to_string(root.join("schemata")).unwrap(), "L3:0=780\n");
         assert_eq!(std::fs::read_to_string(rc.group("du").join(SCHEMATA)).unwrap(), "L3:0=f\nMB:0=50\n");
         assert_eq!(std::fs::read_to_string(rc.group("cu").join(SCHEMATA)).unwrap(), "L3:0=70\n");
         // A plain file keeps only the last id written; the kernel's `tasks` would list both.
-        assert_eq!(std::fs::read_to_string(rc.group("du").join(TASKS)).unwrap(), format!("{}\n", threads.tids[1]));
+        assert_eq!(std::fs::read_to_string(rc.group("du").join(TASKS)).unwrap(), format!("{}\n", tids[1]));
         let journal = sd.load().unwrap().unwrap().changes;
         let moved = journal.iter().filter(|c| matches!(c, crate::journal::Change::ResctrlTask { .. })).count();
         assert_eq!(moved, 3, "each thread's move is journaled");
         // Reset from the journal on disk, as `rtslice reset` does.
         let report = crate::reset::reset(&sd, crate::reset::ResetOptions::default()).unwrap();
         assert_eq!(report.undone, journal.len());
-        assert_eq!(snapshot(root.path()), before, "reset leaves the resctrl-shaped directory as it found it");
+        assert!(f.unchanged(), "reset leaves the resctrl-shaped directory as it found it");
     }
 
     #[test]
     fn a_fault_at_every_change_rolls_back_exactly() {
-        let root = tempfile::tempdir().unwrap();
-        make(root.path(), &Shape::default());
-        let before = snapshot(root.path());
-        let p = planned(root.path());
-        let rc = Resctrl::new(root.path());
-        let threads = Parked::spawn(3);
-        let total = {
-            let sd_dir = tempfile::tempdir().unwrap();
-            let sd = StateDir::new(sd_dir.path());
-            let mut state = State::new();
-            let mut txn = Txn::begin(&sd, &mut state, Fault::default());
-            run(&rc, &mut txn, &p, &threads.tids).unwrap();
-            let n = txn.state.changes.len();
-            assert!(txn.rollback().is_empty());
-            n
-        };
+        let f = Fixture::new();
+        let scratch = tempfile::tempdir().unwrap();
+        let total = f.run(&StateDir::new(scratch.path()), &mut State::new(), Fault::default(), true).unwrap();
         // narrow, 2 × (mkdir + schemata), 3 threads
         assert_eq!(total, 8);
-        assert_eq!(snapshot(root.path()), before);
+        assert!(f.unchanged());
         for k in 0..total {
             let sd_dir = tempfile::tempdir().unwrap();
-            let sd = StateDir::new(sd_dir.path());
             let mut state = State::new();
-            let mut txn = Txn::begin(&sd, &mut state, Fault { fail_change: Some(k) });
-            let e = run(&rc, &mut txn, &p, &threads.tids).unwrap_err();
+            let e = f.run(&StateDir::new(sd_dir.path()), &mut state, Fault { fail_change: Some(k) }, true).unwrap_err();
             assert!(e.to_string().contains(&format!("injected fault at change #{k}")), "{e}");
-            assert_eq!(txn.state.changes.len(), k, "nothing after the fault was journaled");
-            let errors = txn.rollback();
-            assert!(errors.is_empty(), "fault at #{k}: {errors:?}");
-            assert_eq!(snapshot(root.path()), before, "fault at change #{k} left the directory changed");
+            assert!(state.changes.is_empty(), "rollback emptied the journal");
+            assert!(f.unchanged(), "fault at change #{k} left the directory changed");
         }
     }
 
     #[test]
     fn a_crash_mid_apply_is_undone_by_reset_from_the_journal() {
-        let root = tempfile::tempdir().unwrap();
-        make(root.path(), &Shape::default());
-        let before = snapshot(root.path());
-        let p = planned(root.path());
-        let rc = Resctrl::new(root.path());
-        let threads = Parked::spawn(3);
+        let f = Fixture::new();
         for crash_at in [1, 3, 5, 7] {
             let sd_dir = tempfile::tempdir().unwrap();
             let sd = StateDir::new(sd_dir.path());
-            let mut state = State::new();
-            {
-                // The process "dies" where the fault hits: no rollback runs, the journal on disk
-                // holds every change made so far.
-                let mut txn = Txn::begin(&sd, &mut state, Fault { fail_change: Some(crash_at) });
-                assert!(run(&rc, &mut txn, &p, &threads.tids).is_err());
-            }
-            assert_ne!(snapshot(root.path()), before, "the crash at #{crash_at} left changes behind");
+            // The process "dies" where the fault hits: no rollback runs, the journal on disk holds
+            // every change made so far.
+            assert!(f.run(&sd, &mut State::new(), Fault { fail_change: Some(crash_at) }, false).is_err());
+            assert!(!f.unchanged(), "the crash at #{crash_at} left changes behind");
             assert_eq!(sd.load().unwrap().unwrap().changes.len(), crash_at);
             crate::reset::reset(&sd, crate::reset::ResetOptions::default()).unwrap();
-            assert_eq!(snapshot(root.path()), before, "reset after a crash at change #{crash_at}");
+            assert!(f.unchanged(), "reset after a crash at change #{crash_at}");
         }
     }
 
     #[test]
     fn a_refused_write_carries_resctrls_reason() {
         let root = tempfile::tempdir().unwrap();
-        make(root.path(), &Shape::default());
+        make(root.path(), &xeon_2s());
         std::fs::write(root.path().join("info/last_cmd_status"), "Mask not contiguous\n").unwrap();
         // A directory where the file should be: the write fails like a refused one would.
         std::fs::create_dir(root.path().join("rtslice-x")).unwrap();
@@ -432,10 +433,10 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let e = Resctrl::new(root.path()).check(&rtslice_plan::CachePlan::default()).unwrap_err().to_string();
         assert!(e.contains("mount -t resctrl"), "{e}");
-        make(root.path(), &Shape { num_closids: 2, ..Shape::default() });
+        make(root.path(), &rtslice_sys::resctrl::ResctrlInfo { num_closids: 2, ..xeon_2s() });
         let p = planned(&{
             let other = tempfile::tempdir().unwrap();
-            make(other.path(), &Shape::default());
+            make(other.path(), &xeon_2s());
             other.keep()
         });
         let before = snapshot(root.path());

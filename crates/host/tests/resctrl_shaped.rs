@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 use rtslice_host::{apply_setup, reset, setup_from_plan, ApplyOptions, Fault, OciDefaults, ResetOptions};
-use rtslice_testkit::resctrl::{host_has_resctrl, make, snapshot, Shape};
+use rtslice_testkit::resctrl::{host_has_resctrl, make, snapshot, xeon_2s};
 use rtslice_testkit::{root_or_skip, KernelLock};
 
 /// The resctrl root under test: the kernel's when asked for and present, else a shaped directory.
@@ -27,7 +27,7 @@ fn resctrl_root() -> (PathBuf, Option<tempfile::TempDir>) {
         rtslice_sys::resctrl::cpu_flags()
     );
     let d = tempfile::tempdir().unwrap();
-    make(d.path(), &Shape::default());
+    make(d.path(), &xeon_2s());
     (d.path().to_path_buf(), Some(d))
 }
 

@@ -6,28 +6,26 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// What the shaped directory describes.
-#[derive(Clone, Debug)]
-pub struct Shape {
-    pub cbm_mask: u64,
-    pub min_cbm_bits: u32,
-    pub num_closids: u32,
-    pub shareable_bits: u64,
-    pub domains: Vec<u32>,
-    /// `info/MB` (min_bandwidth, bandwidth_gran).
-    pub mba: Option<(u32, u32)>,
-}
+pub use rtslice_sys::resctrl::ResctrlInfo;
 
-impl Default for Shape {
-    /// A two-socket Xeon-like L3: 11 ways, shareable top two, 16 CLOSIDs, MBA 10/10.
-    fn default() -> Shape {
-        Shape { cbm_mask: 0x7ff, min_cbm_bits: 1, num_closids: 16, shareable_bits: 0x600, domains: vec![0, 1], mba: Some((10, 10)) }
+/// A two-socket Xeon-like L3 as resctrl describes it: 11 ways, the top two shareable, 16 CLOSIDs,
+/// MBA 10 % / 10 %, monitoring, no CDP.
+pub fn xeon_2s() -> ResctrlInfo {
+    ResctrlInfo {
+        cbm_mask: 0x7ff,
+        min_cbm_bits: 1,
+        num_closids: 16,
+        shareable_bits: 0x600,
+        domains: vec![0, 1],
+        mba: Some((10, 10)),
+        monitoring: true,
+        cdp: false,
     }
 }
 
 /// Fills `root` (an empty directory) with resctrl's info files, the default group's `schemata`
 /// (padded like the kernel prints it), an empty `tasks` and `mon_data/mon_L3_<id>/` counters.
-pub fn make(root: &Path, shape: &Shape) {
+pub fn make(root: &Path, shape: &ResctrlInfo) {
     let w = |p: PathBuf, v: String| {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, v).unwrap();
@@ -48,6 +46,9 @@ pub fn make(root: &Path, shape: &Shape) {
     }
     w(root.join("schemata"), schemata);
     w(root.join("tasks"), String::new());
+    if !shape.monitoring {
+        return;
+    }
     std::fs::create_dir_all(root.join("info/L3_MON")).unwrap();
     for d in &shape.domains {
         w(root.join(format!("mon_data/mon_L3_{d:02}/llc_occupancy")), "0\n".into());
