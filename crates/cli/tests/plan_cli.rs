@@ -292,3 +292,24 @@ fn two_socket_smt_example_places_by_topology() {
     let host = String::from_utf8_lossy(&host.stdout);
     assert!(host.contains("topology: discovered on this host") || host.contains("topology: none known"), "{host}");
 }
+
+#[test]
+fn cache_ways_are_planned_per_l3_and_the_default_group_narrowed() {
+    let (code, p) = plan_json("examples/cache/two-vbs-l3.yaml", &[]);
+    // cu asks for 6 of L3 0's ways after du1 took 4: 11 − 2 shareable − 4 leaves 5, so it is refused.
+    assert_eq!(code, 1, "{p:#}");
+    assert_eq!(workload(&p, "du1")["cache"]["l3"], serde_json::json!([{ "id": 0, "mask": "f" }]));
+    assert_eq!(workload(&p, "du1")["cache"]["memory_bandwidth_percent"], 40);
+    assert_eq!(workload(&p, "du2")["cache"]["l3"], serde_json::json!([{ "id": 1, "mask": "3f" }]));
+    let reason = p["rejected"][0]["reason"].as_str().unwrap();
+    assert_eq!(p["rejected"][0]["name"], "cu");
+    assert!(reason.contains("6 way(s) of L3 0") && reason.contains("du1 holds f") && reason.contains("ask for fewer"), "{reason}");
+    let cache = &p["cache"];
+    assert_eq!(cache["domains"][0]["default_mask"], "7f0");
+    assert_eq!(cache["domains"][1]["default_mask"], "7c0");
+    assert_eq!(cache["closids_used"], 3);
+    let out = rtslice(&["plan", "examples/cache/two-vbs-l3.yaml", "--online", "0-7", "--isolcpus", ""]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("resctrl group rtslice-du1: L3:0=f MB:0=40"), "{text}");
+    assert!(text.contains("default group 7f0 (narrowed: best effort keeps only these ways)"), "{text}");
+}

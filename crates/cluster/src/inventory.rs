@@ -50,6 +50,8 @@ impl Inventory {
                 default_period,
                 policy: plan.node.policy,
                 topology: plan.node.topology.as_ref().map(|t| t.to_topology()),
+                // Pod annotations carry no cache request, so the inventory need not carry the L3.
+                ..Default::default()
             },
             isolated: plan.node.isolcpus.clone(),
             mechanism: mechanism.to_string(),

@@ -17,6 +17,7 @@ use crate::launch::{self, AgentCommand};
 use crate::ops::{cgroup_ops, Op};
 use crate::prepare::{prepare, rejected, resolve_mechanism, HostFacts, Prepared};
 use crate::record::{AppliedRecord, Mechanism, WorkloadRecord};
+use crate::resctrl::Resctrl;
 use crate::rules::CompiledRules;
 use crate::sched::SchedAttr;
 use crate::setup::{Launch, Setup};
@@ -36,6 +37,9 @@ pub struct ApplyOptions {
     /// and SCHED_DEADLINE runtimes are then enforced by high-resolution timers instead of the tick
     /// (4 ms at HZ=250). Journaled; reset restores the previous settings.
     pub hrtick: bool,
+    /// The resctrl root for cache allocation (default `/sys/fs/resctrl`); only touched when a
+    /// workload has a cache allocation or a memory-bandwidth ceiling.
+    pub resctrl: Option<PathBuf>,
     /// runc binary (default: from PATH).
     pub runc: Option<PathBuf>,
     /// Test hook: make the n-th change fail (rollback tests).
@@ -90,6 +94,12 @@ pub fn apply_with_facts(setup: &Setup, opts: &ApplyOptions, facts: &HostFacts) -
             }
         }
     }
+    let resctrl = opts.resctrl.clone().map(Resctrl::new).unwrap_or_default();
+    if let Some(plan) = &setup.cache {
+        resctrl.check(plan)?;
+    } else if let Some(w) = setup.workloads.iter().find(|w| w.cache.is_some()) {
+        return Err(rejected(format!("workload {} has a resctrl group but the setup has no cache plan (a bug of its producer)", w.name)));
+    }
     let _lock = opts.state_dir.lock()?;
     if crate::node::node_active(&opts.state_dir) {
         return Err(rejected(format!(
@@ -109,7 +119,7 @@ pub fn apply_with_facts(setup: &Setup, opts: &ApplyOptions, facts: &HostFacts) -
     let mut state = State::new();
     opts.state_dir.save(&state)?;
     let mut txn = Txn::begin(&opts.state_dir, &mut state, opts.fault);
-    let mut ctx = Ctx { facts, mech, prepared: &prepared, setup, opts, runc: runc.as_deref(), warnings: Vec::new() };
+    let mut ctx = Ctx { facts, mech, prepared: &prepared, setup, opts, runc: runc.as_deref(), resctrl, warnings: Vec::new() };
     match run_steps(&mut txn, &mut ctx) {
         Ok((workloads, agent)) => {
             warnings.append(&mut ctx.warnings);
@@ -142,6 +152,7 @@ struct Ctx<'a> {
     setup: &'a Setup,
     opts: &'a ApplyOptions,
     runc: Option<&'a Path>,
+    resctrl: Resctrl,
     warnings: Vec<String>,
 }
 
@@ -199,6 +210,7 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
             pids: Vec::new(),
             container: None,
             rules: p.ws.threads.clone(),
+            resctrl_group: p.ws.cache.as_ref().map(|_| ctx.resctrl.group(&p.ws.name)),
         })
         .collect();
     // The agent reads the record (groups and rules) when it starts, before anything is launched.
@@ -215,6 +227,7 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
     if !fair_server_done {
         fair_server(txn, ctx)?;
     }
+    cache_groups(txn, ctx)?;
     hrtick(txn, ctx)?;
     irqs_and_nets(txn, ctx)?;
 
@@ -261,9 +274,46 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
             }
         }
         step(format!("thread rules of {}", p.ws.name), rules_for_workload(txn, p, ctx))?;
+        if p.ws.cache.is_some() {
+            step(format!("move the threads of {} into its resctrl group", p.ws.name), cache_tasks(txn, p, &ctx.resctrl))?;
+        }
     }
     shield(txn, ctx)?;
     Ok((records, agent))
+}
+
+/// The default group narrowed first, so no best-effort task can fill the ways a workload's group
+/// is about to hold exclusively; then one group per workload with its schemata.
+fn cache_groups(txn: &mut Txn, ctx: &Ctx) -> StepResult<()> {
+    let Some(plan) = &ctx.setup.cache else { return Ok(()) };
+    let rc = &ctx.resctrl;
+    step(format!("narrow the default resctrl group to {}", plan.default_schemata()), rc.narrow_default(txn, plan))?;
+    for w in &ctx.setup.workloads {
+        if let Some(cache) = &w.cache {
+            step(format!("create the resctrl group of {} ({})", w.name, cache.schemata().replace('\n', " ")), rc.create_group(txn, &w.name, cache))?;
+        }
+    }
+    Ok(())
+}
+
+/// Moves every thread of a workload into its resctrl group. Threads they create later are born in
+/// it (the kernel's inheritance); threads created while this runs by a thread not yet moved are
+/// caught by reading the thread list again until it stops growing.
+fn cache_tasks(txn: &mut Txn, p: &Prepared, rc: &Resctrl) -> Result<()> {
+    let mut done: Vec<i32> = Vec::new();
+    for _ in 0..5 {
+        let fresh: Vec<i32> = crate::rules::workload_threads(&p.group.cpuset)
+            .into_iter()
+            .map(|(_, tid, _)| tid)
+            .filter(|t| !done.contains(t))
+            .collect();
+        if fresh.is_empty() {
+            break;
+        }
+        rc.assign(txn, &p.ws.name, &fresh)?;
+        done.extend(fresh);
+    }
+    Ok(())
 }
 
 /// cgroup v2 with boot isolation (`isolcpus=`): creating or removing a partition gives every task of

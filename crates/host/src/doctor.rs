@@ -568,13 +568,7 @@ pub fn doctor_for(reserved: Option<&CpuList>) -> HostReport {
             "counters need bare metal or a VM with a virtual PMU",
         )),
     }
-    let resctrl = std::fs::read_to_string("/proc/filesystems").map(|s| s.contains("resctrl")).unwrap_or(false);
-    f.push(finding(
-        "resctrl",
-        Level::Info,
-        if resctrl { "resctrl available (CAT/CMT cache partitioning)" } else { "no resctrl (no CAT/CMT)" },
-        "",
-    ));
+    f.push(resctrl_finding(Path::new(crate::resctrl::DEFAULT_ROOT)));
     let proc_events = config_has(&config, "CONFIG_PROC_EVENTS");
     f.push(finding(
         "proc-connector",
@@ -842,6 +836,53 @@ fn tuning_findings(online: &CpuList, reserved: &CpuList) -> Vec<Finding> {
         if add.is_empty() { String::new() } else { format!("add to the kernel command line (a reboot applies it): {add}") },
     ));
     out
+}
+
+/// Cache allocation: whether resctrl is mounted with an L3 to allocate, its ways, CLOSIDs and MBA,
+/// and what to do when it is not (the CPU flags say whether mounting would help).
+fn resctrl_finding(root: &Path) -> Finding {
+    let flags = rtslice_sys::resctrl::cpu_flags();
+    let cat = flags.iter().any(|f| f == "cat_l3" || f == "rdt_a");
+    match rtslice_sys::resctrl::read_info(root) {
+        Ok(Some(i)) => {
+            let groups = std::fs::read_dir(root)
+                .map(|rd| rd.flatten().filter(|e| e.file_name().to_string_lossy().starts_with(crate::resctrl::GROUP_PREFIX)).count())
+                .unwrap_or(0);
+            finding(
+                "resctrl",
+                if i.cdp { Level::Warn } else { Level::Ok },
+                format!(
+                    "L3 cache allocation at {}: {} ways (cbm_mask {:x}, min {}, shareable {:x}), {} CLOSIDs, L3 ids {:?}{}{}; {groups} rtslice group(s)",
+                    root.display(),
+                    i.cbm_mask.count_ones(),
+                    i.cbm_mask,
+                    i.min_cbm_bits,
+                    i.shareable_bits,
+                    i.num_closids,
+                    i.domains,
+                    i.mba.map(|(min, g)| format!(", MBA {min}%..100% in steps of {g}%")).unwrap_or_else(|| ", no MBA".into()),
+                    if i.monitoring { ", occupancy/MBM monitoring" } else { ", no monitoring" },
+                ),
+                if i.cdp { "code/data prioritization is on: rtslice writes L3 lines only; remount without -o cdp" } else { "" },
+            )
+        }
+        Ok(None) if cat => finding(
+            "resctrl",
+            Level::Warn,
+            format!("the CPU offers cache allocation ({}) but resctrl is not mounted at {}", flags.join(" "), root.display()),
+            format!("mount -t resctrl resctrl {}", root.display()),
+        ),
+        Ok(None) => finding(
+            "resctrl",
+            Level::Info,
+            format!(
+                "no cache allocation: {} (workloads asking for `cache`/`memoryBandwidth` are refused)",
+                if rtslice_sys::resctrl::kernel_supports() { "the CPU has no CAT/MBA (no cat_l3/rdt_a flag)" } else { "the kernel has no resctrl file system" }
+            ),
+            "cache allocation needs Intel RDT or AMD PQoS hardware (bare metal or a VM passing it through)",
+        ),
+        Err(e) => finding("resctrl", Level::Warn, format!("resctrl at {} unreadable: {e}", root.display()), "check the mount; run as root"),
+    }
 }
 
 #[cfg(test)]

@@ -27,6 +27,9 @@ pub enum HostError {
     StepFailed { step: String, source: Box<HostError>, rollback_errors: Vec<String> },
     #[error("{path} reads back {state:?} after rtslice wrote {wanted:?}: {explanation}")]
     InvalidPartition { path: PathBuf, wanted: String, state: String, explanation: String },
+    /// resctrl refused a write; the kernel's own reason is in `info/last_cmd_status`.
+    #[error("writing {value:?} to {path}: {source}; resctrl says: {status:?} (a cache mask must be one run of set bits inside info/L3/cbm_mask, at least min_cbm_bits wide, and not overlap an exclusive group's; an MB value lies between info/MB/min_bandwidth and 100)")]
+    Resctrl { path: PathBuf, value: String, source: std::io::Error, status: String },
     #[error("invalid input: {0}")]
     Invalid(String),
     #[error("{0}")]

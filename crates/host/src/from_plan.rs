@@ -79,6 +79,7 @@ pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<Setup> {
         ws.partition |= w.isolation.shield;
         ws.wide_affinity = w.isolation.wide_affinity;
         ws.memory = w.memory;
+        ws.cache = w.cache.clone();
         ws.threads = w
             .threads
             .iter()
@@ -120,6 +121,9 @@ pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<Setup> {
             });
         }
         setup.workloads.push(ws);
+    }
+    if setup.workloads.iter().any(|w| w.cache.is_some()) {
+        setup.cache = plan.cache.clone();
     }
     Ok(setup)
 }

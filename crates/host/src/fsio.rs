@@ -42,3 +42,10 @@ pub fn rmdir(path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
     std::fs::remove_dir(path).map_err(|source| HostError::Remove { path: path.to_path_buf(), source })
 }
+
+/// Creates a regular file with `contents` (only for directories shaped like a kernel file system in
+/// tests: kernel files are never created, only written).
+pub fn create(path: impl AsRef<Path>, contents: &str) -> Result<()> {
+    let path = path.as_ref();
+    std::fs::write(path, contents).map_err(|source| HostError::Create { path: path.to_path_buf(), source })
+}

@@ -56,6 +56,12 @@ pub enum Change {
     Container { id: String, runc_root: PathBuf, runc: PathBuf },
     /// The agent keeping late threads in policy.
     Agent { proc: ProcRef },
+    /// A resctrl control group was created (`mkdir` under the resctrl root); undo removes it, and
+    /// the kernel returns its tasks to the default group.
+    ResctrlGroup { path: PathBuf },
+    /// A thread was moved into a resctrl group (its id written to `to`, a `tasks` file); undo writes
+    /// it back into `from`, the `tasks` file of the group it was in.
+    ResctrlTask { thread: ProcRef, from: PathBuf, to: PathBuf },
 }
 
 impl Change {
@@ -72,6 +78,8 @@ impl Change {
             Change::Launched { proc, what, .. } => format!("launched {what} (pid {})", proc.pid),
             Change::Container { id, .. } => format!("runc container {id}"),
             Change::Agent { proc } => format!("agent pid {}", proc.pid),
+            Change::ResctrlGroup { path } => format!("created resctrl group {}", path.display()),
+            Change::ResctrlTask { thread, to, .. } => format!("moved thread {} into {}", thread.pid, to.display()),
         }
     }
 }
@@ -230,7 +238,10 @@ impl StateDir {
 /// True when `path` lies inside a directory created by one of `changes` (so writing its old value back
 /// is pointless: the directory goes away).
 pub fn inside_created(changes: &[Change], path: &Path) -> bool {
-    changes.iter().any(|c| matches!(c, Change::Created { path: dir, .. } if path.starts_with(dir) && path != dir))
+    changes.iter().any(|c| {
+        matches!(c, Change::Created { path: dir, .. } | Change::ResctrlGroup { path: dir }
+            if path.starts_with(dir) && path != dir)
+    })
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ mod ops;
 mod prepare;
 mod record;
 mod reset;
+pub mod resctrl;
 pub mod rules;
 pub mod sched;
 mod setup;

@@ -414,6 +414,16 @@ impl Node {
                 ws.name
             )));
         }
+        if ws.cache.is_some() {
+            // Narrowing the default resctrl group is node-wide, and one segment per workload would
+            // each journal a different "previous" mask: removed out of order they would restore
+            // stale ones. Refused until the base owns the default group's schemata.
+            return Err(rejected(format!(
+                "workload {}: cache allocation narrows the default resctrl group for the whole node, which the node \
+                 service does not do per workload yet; use a one-shot `rtslice apply`, or drop `cache`/`memoryBandwidth`",
+                ws.name
+            )));
+        }
         Ok(ws)
     }
 
@@ -523,6 +533,8 @@ impl Node {
             pids: Vec::new(),
             container: None,
             rules: p.ws.threads.clone(),
+            // The node service refuses cache allocation (`single`).
+            resctrl_group: None,
         };
         let record = |rec: &WorkloadRecord| AppliedRecord {
             setup: setup.clone(),

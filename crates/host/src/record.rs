@@ -22,6 +22,9 @@ pub struct WorkloadRecord {
     pub container: Option<String>,
     /// The rules in force, after the mechanism translated RT rules (e.g. FIFO → DEADLINE).
     pub rules: Vec<ThreadRule>,
+    /// Its resctrl control group (cache ways, bandwidth ceiling; its own occupancy counters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resctrl_group: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -22,6 +22,10 @@ pub struct Setup {
     pub nets: Vec<NetRule>,
     /// CPUs on which the fair_server's runtime is set to 0 (only CPUs holding reserved RT work).
     pub fair_server_off: CpuList,
+    /// The L3 ways per domain and the default group's narrowed mask (resctrl), when a workload has
+    /// a cache allocation or a memory-bandwidth ceiling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<rtslice_plan::CachePlan>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -51,6 +55,9 @@ pub struct WorkloadSetup {
     /// Give every thread not placed by a rule the whole workload CPU set (study A's wide affinity).
     pub wide_affinity: bool,
     pub launch: Launch,
+    /// Its resctrl group's schemata (exclusive L3 ways, MB ceiling).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<rtslice_plan::WorkloadCache>,
 }
 
 /// The state file keeps a workload's reservation as `{"runtime_us", "period_us"}` (the cgroup

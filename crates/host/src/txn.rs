@@ -88,6 +88,50 @@ impl<'a> Txn<'a> {
         fsio::mkdir(path).inspect_err(|_| self.unlog())
     }
 
+    /// Creates a resctrl control group (see `resctrl`), journaled so undo removes it.
+    pub fn mkdir_resctrl(&mut self, path: &Path) -> Result<()> {
+        if path.exists() {
+            return Err(HostError::Create {
+                path: path.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "the resctrl group already exists; a previous rtslice apply may not have been reset (run `rtslice reset`), \
+                     or another tool owns it",
+                ),
+            });
+        }
+        self.log(Change::ResctrlGroup { path: path.to_path_buf() })?;
+        crate::resctrl::make_group(path).inspect_err(|_| self.unlog())
+    }
+
+    /// Moves one thread into a resctrl group (`to`, its `tasks` file), journaling the group it was in.
+    /// A thread that exited meanwhile is skipped (`Ok(false)`).
+    pub fn move_task(&mut self, tid: i32, from: &Path, to: &Path) -> Result<bool> {
+        let Some(thread) = ProcRef::of(tid) else { return Ok(false) };
+        self.log(Change::ResctrlTask { thread, from: from.to_path_buf(), to: to.to_path_buf() })?;
+        match crate::resctrl::write(to, &tid.to_string()) {
+            Ok(()) => Ok(true),
+            Err(HostError::Resctrl { source, .. }) if source.raw_os_error() == Some(libc::ESRCH) => {
+                self.unlog();
+                Ok(false)
+            }
+            Err(e) => {
+                self.unlog();
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes a resctrl file (a schemata), journaling its previous content; a refusal carries the
+    /// kernel's reason from `info/last_cmd_status`.
+    /// The previous content is kept as read (a schemata's lines, padding and final newline), which
+    /// resctrl takes back as it is.
+    pub fn write_resctrl(&mut self, path: &Path, value: &str) -> Result<()> {
+        let old = fsio::read(path)?;
+        self.log(Change::Wrote { path: path.to_path_buf(), old, new: value.to_string() })?;
+        crate::resctrl::write(path, value).inspect_err(|_| self.unlog())
+    }
+
     /// Moves a process into a cgroup (one hierarchy), journaling where it was.
     pub fn move_process(&mut self, pid: i32, from_procs: &Path, to_procs: &Path) -> Result<()> {
         let proc = ProcRef::of(pid).ok_or_else(|| HostError::Launch {
@@ -300,6 +344,19 @@ pub fn undo(change: &Change, ctx: &mut Undo) -> Result<()> {
             survivors("the agent", &r.left)
         }
         Change::Container { id, runc_root, runc } => crate::oci::runc_stop(runc, runc_root, id, ctx.grace),
+        Change::ResctrlGroup { path } => crate::resctrl::remove_group(path),
+        Change::ResctrlTask { thread, from, to } => {
+            // Back to the default group happens by itself: removing `to`'s group (journaled before
+            // this move, so undone after it) hands its tasks to the default group.
+            let from_default = to.parent().and_then(Path::parent).is_some_and(|root| from == &root.join(crate::resctrl::TASKS));
+            if from_default || !thread.alive() {
+                return Ok(());
+            }
+            match crate::resctrl::write(from, &thread.pid.to_string()) {
+                Err(HostError::Resctrl { source, .. }) if matches!(source.raw_os_error(), Some(libc::ESRCH) | Some(libc::ENOENT)) => Ok(()),
+                other => other,
+            }
+        }
     }
 }
 

@@ -36,6 +36,10 @@ pub struct Workload {
     pub reservation: Option<Reservation>,
     /// How the reservation is enforced.
     pub mechanism: Mechanism,
+    /// Its own resctrl control group, when it has a cache allocation: LLC occupancy and memory
+    /// traffic are read from the group's `mon_data` (what its threads use, not the host's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resctrl_group: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug)]
@@ -138,6 +142,8 @@ pub(crate) struct Snapshot {
     pub threads: BTreeMap<(String, String), ThreadTotals>,
     pub reservations: Vec<ReservationSample>,
     pub cpus: Vec<CpuSample>,
+    /// Per workload with a resctrl group: (LLC occupancy bytes, memory traffic bytes so far).
+    pub cache: Vec<(String, (u64, u64))>,
     pub sli: BTreeMap<String, SliTotals>,
     pub tracer: Option<TracerHealth>,
     pub health: Health,
@@ -357,6 +363,18 @@ impl NodeMetrics {
             .collect();
 
         let cpus = cpu_samples(&inner.workloads, &mut errors);
+        let cache = inner
+            .workloads
+            .iter()
+            .filter_map(|w| {
+                let group = w.resctrl_group.as_ref()?;
+                let read = rtslice_sys::resctrl::monitor(group);
+                if read.is_none() {
+                    errors.push(format!("{}: no mon_data counters (resctrl without monitoring, or the group is gone)", group.display()));
+                }
+                Some((w.name.clone(), read?))
+            })
+            .collect();
 
         // Reports of senders that exited become part of the workload's retired totals.
         for (w, senders) in inner.sli_live.iter_mut() {
@@ -386,6 +404,7 @@ impl NodeMetrics {
             threads,
             reservations,
             cpus,
+            cache,
             sli,
             tracer: inner.tracer.as_ref().map(|t| t.health()),
             health: inner.health.clone(),
@@ -519,6 +538,12 @@ impl Collector for NodeMetrics {
             &mut e,
             s.cpus.iter().flat_map(|c| c.softirqs.iter().map(move |(k, v)| (labels(&[("cpu", &c.cpu.to_string()), ("kind", k)]), *v))),
         )?;
+
+        let wl = |w: &String| labels(&[("workload", w)]);
+        Family { name: "rtslice_llc_occupancy_bytes", help: "Last-level cache the workload's threads occupy (its own resctrl group's mon_data llc_occupancy, summed over L3s)" }
+            .gauges(&mut e, s.cache.iter().map(|(w, (occ, _))| (wl(w), *occ as i64)))?;
+        Family { name: "rtslice_memory_traffic_bytes", help: "Memory traffic of the workload's threads (its resctrl group's mbm_total_bytes, summed over L3s); rate() gives bytes per second" }
+            .counters(&mut e, s.cache.iter().map(|(w, (_, mbm))| (wl(w), *mbm)))?;
 
         let sli = |get: fn(&SliTotals) -> Option<u64>| {
             s.sli.iter().filter_map(move |(w, t)| Some((labels(&[("workload", w)]), get(t)?))).collect::<Vec<_>>()

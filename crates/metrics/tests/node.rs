@@ -69,6 +69,7 @@ fn families_follow_a_workload_and_reports_are_attributed_by_cgroup() {
         cpus: vec![0],
         reservation: Some(Reservation::from_micros(300, 1000)),
         mechanism: Mechanism::RtGroup,
+        resctrl_group: None,
     };
     metrics.set_workloads(vec![workload.clone()]).unwrap();
     assert_eq!(metrics.tracer_error(), None);
@@ -168,6 +169,7 @@ fn bad_workloads_are_refused_with_a_reason() {
         cpus: vec![0],
         reservation: None,
         mechanism: Mechanism::None,
+        resctrl_group: None,
     };
     let e = metrics.set_workloads(vec![w.clone()]).unwrap_err().to_string();
     assert!(e.contains("\"x\"") && e.contains("/nonexistent/cg") && e.contains("does not exist"), "{e}");
@@ -178,4 +180,33 @@ fn bad_workloads_are_refused_with_a_reason() {
     let text = encode(&metrics.registry());
     assert!(text.contains("rtslice_tracer_up 0"));
     assert!(text.contains("# TYPE rtslice_wakeup_latency_seconds histogram"));
+}
+
+#[test]
+fn llc_occupancy_and_memory_traffic_come_from_the_workloads_own_resctrl_group() {
+    // A directory shaped like resctrl (this machine has none): the workload's group holds its own
+    // mon_data, different from the default group's, and only the group's is exported.
+    let root = tempfile::tempdir().unwrap();
+    rtslice_testkit::resctrl::make(root.path(), &rtslice_testkit::resctrl::xeon_2s());
+    std::fs::write(root.path().join("mon_data/mon_L3_00/llc_occupancy"), "99999999\n").unwrap();
+    let group = root.path().join("rtslice-du");
+    for (l3, occ, mbm) in [("mon_L3_00", 1_048_576u64, 5_000u64), ("mon_L3_01", 524_288, 7_000)] {
+        std::fs::create_dir_all(group.join("mon_data").join(l3)).unwrap();
+        std::fs::write(group.join("mon_data").join(l3).join("llc_occupancy"), format!("{occ}\n")).unwrap();
+        std::fs::write(group.join("mon_data").join(l3).join("mbm_total_bytes"), format!("{mbm}\n")).unwrap();
+    }
+    let metrics = NodeMetrics::new(Options { trace: false, raw_tp: false });
+    let w = Workload {
+        name: "du".into(),
+        cgroup: std::env::temp_dir(),
+        cpu_cgroup: std::env::temp_dir(),
+        cpus: vec![0],
+        reservation: None,
+        mechanism: Mechanism::None,
+        resctrl_group: Some(group),
+    };
+    metrics.set_workloads(vec![w]).unwrap();
+    let text = encode(&metrics.registry());
+    assert!(text.contains("rtslice_llc_occupancy_bytes{workload=\"du\"} 1572864"), "{text}");
+    assert!(text.contains("rtslice_memory_traffic_bytes_total{workload=\"du\"} 12000"), "{text}");
 }

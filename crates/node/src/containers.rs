@@ -251,6 +251,8 @@ impl Service {
             default_period: self.node_section().default_period,
             policy: plan.node.policy,
             topology: plan.node.topology.as_ref().map(|t| t.to_topology()),
+            // Pod annotations carry no cache request, so the inventory need not carry the L3.
+            ..Default::default()
         };
         json!({
             "version": 1,

@@ -127,6 +127,7 @@ impl Telemetry {
                         cpus: w.cpus.iter().collect(),
                         reservation: record.setup.workloads.iter().find(|s| s.name == w.name).and_then(|s| s.reservation),
                         mechanism: record.mechanism,
+                        resctrl_group: w.resctrl_group.clone(),
                     })
                 })
                 .collect::<Vec<_>>(),

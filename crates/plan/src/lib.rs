@@ -8,6 +8,7 @@
 //! No I/O, no clocks, no hash-order: the same input always gives the same plan. docs/plan.md
 //! explains the algorithms and the JSON schema.
 
+mod cache;
 mod defrag;
 mod foreign;
 pub mod kernel;
@@ -21,6 +22,7 @@ use rtslice_spec::{format_cpu_list, Demand, NodeCpus, SchedPolicy, Slots, Spec, 
 
 use crate::topo::Topo;
 
+pub use cache::{contiguous, CacheDomainPlan, CachePlan, CacheShare, DomainMask, WorkloadCache};
 pub use foreign::{foreign_on, ForeignBasis, ForeignRt};
 pub use kernel::{plan_for_kernel, KernelFacts, KernelPlan, Mechanism};
 pub use sizing::{model_profile, Sizing, SizingBasis, SizingFacts, SloTarget};
@@ -137,6 +139,8 @@ pub struct Planner {
     housekeeping: Vec<u32>,
     isolcpus: Vec<u32>,
     sizing: SizingFacts,
+    /// L3 ways per domain (`None`: the node has no cache allocation).
+    cache: Option<cache::CacheState>,
 }
 
 /// A workload's demand as the planner places it: its `Want` (`None`: an unknown flavor), the SLO
@@ -279,6 +283,7 @@ impl Planner {
             }
         }
 
+        let mut cache = spec.node.cache.clone().or_else(|| facts.cache.clone()).map(|c| cache::CacheState::new(c, &node_cpus));
         let mut results = Vec::with_capacity(n);
         for (i, w) in spec.workloads.iter().enumerate() {
             results.push(match outcome[i].take().expect("every workload was decided") {
@@ -287,15 +292,17 @@ impl Planner {
                     let want = wants[i].as_ref().expect("admitted workloads have a demand");
                     resolve(spec, w, want, &cpus, &st, &mut warnings)
                         .map(|wp| WorkloadPlan { sizing: sizings[i].take(), ..wp })
+                        .and_then(|wp| admit_cache(&mut cache, i, w, wp))
                         .map_err(|reason| {
-                            // Rules that cannot be resolved on the CPUs it got: give the CPUs back.
+                            // Rules that cannot be resolved on the CPUs it got, or no cache left:
+                            // give the CPUs back.
                             release(&mut st, i);
                             reject(w, reason)
                         })
                 }
             });
         }
-        Planner { spec: spec.clone(), st, wants, results, warnings, node_cpus, housekeeping, isolcpus, sizing: *sizing }
+        Planner { spec: spec.clone(), st, wants, results, warnings, node_cpus, housekeeping, isolcpus, sizing: *sizing, cache }
     }
 
     /// Decides one more workload on top of what is placed (nothing already placed moves). A refused
@@ -324,6 +331,7 @@ impl Planner {
             Err(r) => Err(r),
             Ok(cpus) => resolve(&self.spec, w, want.as_ref().expect("admitted"), &cpus, &self.st, &mut self.warnings)
                 .map(|wp| WorkloadPlan { sizing: sized.take(), ..wp })
+                .and_then(|wp| admit_cache(&mut self.cache, i, w, wp))
                 .map_err(|reason| {
                     release(&mut self.st, i);
                     reject(w, reason)
@@ -363,12 +371,44 @@ impl Planner {
                 per_cpu,
                 topology: st.topo.used.clone(),
             },
-            workloads: self.results.iter().filter_map(|r| r.as_ref().ok().cloned()).collect(),
+            // A group with only a bandwidth ceiling uses the default group's ways, which shrink as
+            // later workloads take theirs: its mask is read from the final state.
+            workloads: self
+                .results
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| {
+                    let mut wp = r.as_ref().ok().cloned()?;
+                    if wp.cache.is_some() {
+                        wp.cache = self.cache.as_ref().and_then(|c| c.workload(i));
+                    }
+                    Some(wp)
+                })
+                .collect(),
             rejected: self.results.iter().filter_map(|r| r.as_ref().err().cloned()).collect(),
             warnings: self.warnings.clone(),
             kernel: None,
+            cache: self.cache.as_ref().map(|c| c.plan()),
         }
     }
+}
+
+/// Grants the workload its L3 ways and bandwidth ceiling after its CPUs are known (the ways of the
+/// L3 domains those CPUs belong to). A workload asking for cache on a node without cache
+/// allocation is refused with the reason.
+fn admit_cache(cache: &mut Option<cache::CacheState>, i: usize, w: &Workload, mut wp: WorkloadPlan) -> Result<WorkloadPlan, String> {
+    if w.cache.is_none() && w.memory_bandwidth.is_none() {
+        return Ok(wp);
+    }
+    let Some(c) = cache.as_mut() else {
+        return Err("asks for cache allocation (`cache`/`memoryBandwidth`) but the node has none: no resctrl on this host \
+                    (`mount -t resctrl resctrl /sys/fs/resctrl`; the CPU needs CAT/MBA — `rtslice doctor`), and the spec \
+                    declares no node.cache; declare node.cache to plan for another machine, or drop the request"
+            .into());
+    };
+    c.admit(i, w, &wp.cpus)?;
+    wp.cache = c.workload(i);
+    Ok(wp)
 }
 
 /// Refusals that do not depend on the other workloads.
@@ -1117,5 +1157,6 @@ fn resolve(
         net,
         reclaim: matches!(&w.demand, Some(Demand::Reservation(r)) if r.reclaim),
         sizing: None,
+        cache: None,
     })
 }

@@ -25,6 +25,10 @@ pub struct NodeFacts {
     /// `discovered_topology`), used when the spec declares no `node.topology`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<Topology>,
+    /// The host's L3 as resctrl describes it (`/sys/fs/resctrl/info/L3`); `None`: no resctrl.
+    /// A spec's `node.cache` takes precedence (planning for another machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<rtslice_spec::NodeCache>,
 }
 
 impl NodeFacts {
@@ -50,6 +54,10 @@ pub struct Plan {
     /// know the host's mechanism).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<crate::KernelPlan>,
+    /// The L3 cache ways per domain and the default group's narrowed mask, when the node has
+    /// cache allocation (resctrl) — declared in the spec or found on the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::CachePlan>,
 }
 
 /// The node as planned: its CPUs and what each carries.
@@ -181,6 +189,9 @@ pub struct WorkloadPlan {
     /// A workload with an SLO: how its reservation was sized for it (or checked against it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sizing: Option<crate::Sizing>,
+    /// Its resctrl group: exclusive L3 ways and a memory-bandwidth ceiling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::WorkloadCache>,
 }
 
 impl WorkloadPlan {

@@ -345,3 +345,80 @@ fn budget_split_examples() {
     let parts: u128 = t.split(1, &[1.0 / 3.0; 3], t.period).iter().map(|d| d.as_nanos()).sum();
     assert!((997..=1000).contains(&parts), "{parts}");
 }
+
+// ---- cache allocation (resctrl CAT): ways accounted per L3 like bandwidth per CPU ----
+
+fn cache_node(ways: u32, min_ways: u32, shareable: u64, closids: u32) -> rtslice_spec::NodeCache {
+    rtslice_spec::NodeCache {
+        ways,
+        min_ways,
+        closids,
+        shareable_mask: shareable & ((1u64 << ways) - 1),
+        domains: vec![
+            rtslice_spec::CacheDomain { id: 0, cpus: vec![0, 1, 2] },
+            rtslice_spec::CacheDomain { id: 1, cpus: vec![3, 4, 5] },
+        ],
+        mba: None,
+    }
+}
+
+/// Specs where workloads ask for ways (some as shares) with reservations or best effort.
+fn cache_spec() -> impl Strategy<Value = Spec> {
+    (4u32..=20, 1u32..=3, 0u64..16, 2u32..=8, prop::collection::vec((1u32..8, any::<bool>(), 1u32..=3, any::<bool>()), 0..10))
+        .prop_map(|(ways, min, shareable_seed, closids, items)| {
+            // Shareable ways, as on real parts, are a run at the top or none.
+            let shareable = if shareable_seed % 3 == 0 { 0 } else { ((1u64 << (shareable_seed % 3)) - 1) << (ways - 2) };
+            let mut spec = Spec { node: node(6, 0, 95, FitPolicy::WorstFit), ..Spec::default() };
+            spec.node.cache = Some(cache_node(ways, min, shareable, closids));
+            for (i, (n, share, count, rt)) in items.into_iter().enumerate() {
+                let mut w = if rt { reservation(format!("c{i}"), 100, count, false) } else { Workload { name: format!("c{i}"), ..Workload::default() } };
+                w.cache = Some(if share {
+                    rtslice_spec::CacheRequest::Share(n as f64 / 10.0)
+                } else {
+                    rtslice_spec::CacheRequest::Ways(n)
+                });
+                spec.workloads.push(w);
+            }
+            spec
+        })
+}
+
+proptest! {
+    #[test]
+    fn cache_masks_are_contiguous_exclusive_within_cbm_and_never_overcounted(spec in cache_spec()) {
+        let p = plan(&spec, &NodeFacts::default());
+        let c = p.cache.as_ref().expect("the node declares its cache");
+        prop_assert!(c.closids_used <= c.closids, "{} CLOSIDs used of {}", c.closids_used, c.closids);
+        for d in &c.domains {
+            let mut seen = 0u64;
+            let mut counted = 0u32;
+            for s in &d.by {
+                prop_assert!(rtslice_plan::contiguous(s.mask), "{}: {:x} is not one run", s.workload, s.mask);
+                prop_assert_eq!(s.mask & !c.cbm_mask, 0, "{} outside cbm_mask", s.workload);
+                prop_assert_eq!(s.mask & c.shareable_mask, 0, "{} holds a shareable way", s.workload);
+                prop_assert_eq!(seen & s.mask, 0, "{} overlaps another exclusive grant", s.workload);
+                seen |= s.mask;
+                counted += s.mask.count_ones();
+            }
+            prop_assert!(counted <= c.ways);
+            prop_assert_eq!(counted, d.reserved_ways);
+            prop_assert!(rtslice_plan::contiguous(d.default_mask), "default {:x} is not one run", d.default_mask);
+            prop_assert!(d.default_mask.count_ones() >= c.min_ways);
+            prop_assert_eq!(d.default_mask | seen, c.cbm_mask, "every way is the default's or a workload's");
+            prop_assert_eq!(d.default_mask & seen, 0);
+        }
+        // Every admitted workload that asked got its ways in each L3 its CPUs touch.
+        for w in p.workloads.iter() {
+            let got = w.cache.as_ref().expect("asked for cache and was admitted");
+            let touched: Vec<u32> = c.domains.iter().filter(|d| d.cpus.iter().any(|x| w.cpus.contains(x))).map(|d| d.id).collect();
+            prop_assert_eq!(got.l3.iter().map(|m| m.id).collect::<Vec<_>>(), touched);
+            for m in &got.l3 {
+                prop_assert_eq!(m.mask.count_ones(), got.ways);
+            }
+        }
+        // Refusals for cache say so and what to do.
+        for r in p.rejected.iter().filter(|r| r.reason.contains("way") || r.reason.contains("CLOSID")) {
+            prop_assert!(r.reason.contains("ask for") || r.reason.contains("drop"), "{}", r.reason);
+        }
+    }
+}

@@ -5,6 +5,7 @@
 //! (file, line, column, field path, reason). docs/spec.md is the reference for the format.
 
 pub mod annotations;
+mod cache;
 pub mod cpulist;
 mod error;
 mod types;
@@ -15,6 +16,7 @@ pub mod tosca;
 #[cfg(feature = "schema")]
 pub mod schema;
 
+pub use cache::*;
 pub use cpulist::{format_cpu_list, format_cpu_mask, parse_cpu_list};
 pub use emit::to_yaml;
 pub use error::{SpecError, SpecErrors};

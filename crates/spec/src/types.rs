@@ -135,6 +135,9 @@ pub struct Node {
     /// the planner uses what it was told of the host (`NodeFacts::topology`), if anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<Topology>,
+    /// The L3 cache for cache allocation (resctrl); `None`: discovered on the host, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::NodeCache>,
 }
 
 /// Where CPUs sit relative to each other: what `isolation.smt` and `isolation.locality` are checked
@@ -318,6 +321,7 @@ impl Default for Node {
             default_period: DEFAULT_PERIOD,
             policy: FitPolicy::WorstFit,
             topology: None,
+            cache: None,
         }
     }
 }
@@ -387,6 +391,13 @@ pub struct Workload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::BytesText>"))]
     pub memory: Option<u64>,
+    /// Ways of the last-level cache of its own (resctrl CAT), exclusive of every other group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::CacheRequest>,
+    /// Memory-bandwidth ceiling (resctrl MBA) as a fraction of the link (`50%` = 0.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::FractionText>"))]
+    pub memory_bandwidth: Option<f64>,
     #[serde(default, skip_serializing_if = "Isolation::is_default")]
     pub isolation: Isolation,
     /// Thread rules, first match wins (like a firewall).

@@ -38,6 +38,7 @@ pub mod proc_connector;
 pub mod proc_ref;
 pub mod process;
 pub mod procfs;
+pub mod resctrl;
 pub mod sched;
 pub mod signal;
 pub mod thread;

@@ -60,6 +60,20 @@ pub fn cpu_topology(root: &Path, cpu: u32) -> CpuTopology {
     CpuTopology { cpu, core_id: num("core_id"), package: num("physical_package_id"), node, smt_siblings, llc: llc.1 }
 }
 
+/// The id of the CPU's last-level cache (`cache/indexK/id` of the highest level): resctrl's domain
+/// id for the L3 (the `0` of `L3:0=fff`). `None` where sysfs has no cache ids (many VMs).
+pub fn llc_id(root: &Path, cpu: u32) -> Option<u32> {
+    let rd = std::fs::read_dir(cpu_dir(root, cpu).join("cache")).ok()?;
+    let mut best: Option<(u32, Option<u32>)> = None;
+    for e in rd.flatten() {
+        let level: u32 = text(&e.path().join("level")).and_then(|s| s.parse().ok()).unwrap_or(0);
+        if best.is_none_or(|(l, _)| level > l) {
+            best = Some((level, text(&e.path().join("id")).and_then(|s| s.parse().ok())));
+        }
+    }
+    best.and_then(|(_, id)| id)
+}
+
 /// The topology of each of `cpus`.
 pub fn topology(root: &Path, cpus: &[u32]) -> Vec<CpuTopology> {
     cpus.iter().map(|&c| cpu_topology(root, c)).collect()

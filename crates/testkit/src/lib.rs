@@ -7,6 +7,7 @@
 //! - [`cgroup_mount`], [`TempCgroup`]: a scratch cgroup in this host's hierarchies, removed on drop.
 //! - [`in_guest`]: true inside a test guest of the real-kernel matrix (`make test-kernels`), where
 //!   timing means nothing (qemu TCG): the few assertions on latencies or CPU shares relax there.
+//! - [`resctrl`]: a plain directory shaped like resctrl (no machine here has RDT), and snapshots of it.
 //! - [`prom`]: a real Prometheus (Debian's package) scraping loopback targets, PromQL, plain HTTP GET.
 
 use std::io;
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 use rtslice_sys::lock::FileLock;
 
 pub mod prom;
+pub mod resctrl;
 
 /// True when the test runs as root (CI does).
 pub fn is_root() -> bool {

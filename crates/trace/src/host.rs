@@ -3,7 +3,7 @@
 //! Each is sampled at the start and at every snapshot; reports carry deltas and rates.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -30,16 +30,20 @@ pub(crate) struct HostSample {
     pub stat: Vec<(usize, u64, u64)>,
     pub rapl: Vec<(String, u64, u64)>, // (domain, energy_uj, max_energy_range_uj)
     pub resctrl: Option<(u64, u64)>,  // (llc_occupancy bytes, mbm_total_bytes)
+    /// The resctrl group `resctrl` was read from.
+    pub resctrl_group: PathBuf,
 }
 
 impl HostSample {
-    pub fn take() -> HostSample {
+    /// `resctrl_group`: the target's own resctrl group, or the root (the default group).
+    pub fn take(resctrl_group: &Path) -> HostSample {
         HostSample {
             irqs: rtslice_sys::procfs::interrupts(),
             softirqs: rtslice_sys::procfs::softirqs(),
             stat: rtslice_sys::procfs::cpu_stat().map(|s| stat_rows(&s)).unwrap_or_default(),
             rapl: read_rapl(),
-            resctrl: read_resctrl(),
+            resctrl: rtslice_sys::resctrl::monitor(resctrl_group),
+            resctrl_group: resctrl_group.to_path_buf(),
         }
     }
 }
@@ -68,24 +72,6 @@ fn read_rapl() -> Vec<(String, u64, u64)> {
     }
     out.sort();
     out
-}
-
-fn read_resctrl() -> Option<(u64, u64)> {
-    let mon = Path::new(RESCTRL).join("mon_data");
-    let mut occ = 0;
-    let mut mbm = 0;
-    let mut any = false;
-    for d in fs::read_dir(mon).ok()?.flatten() {
-        if let Some(v) = read_u64(&d.path().join("llc_occupancy")) {
-            occ += v;
-            any = true;
-        }
-        if let Some(v) = read_u64(&d.path().join("mbm_total_bytes")) {
-            mbm += v;
-            any = true;
-        }
-    }
-    any.then_some((occ, mbm))
 }
 
 /// Why RAPL or resctrl data is missing, for the report.
@@ -159,6 +145,9 @@ pub struct HostReport {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct ResctrlReport {
+    /// The resctrl group measured: the workload's own, or the root (the default group: every task
+    /// in no other group).
+    pub group: String,
     pub llc_occupancy_bytes: u64,
     pub mbm_total_bytes_per_s: f64,
 }
@@ -259,6 +248,7 @@ pub(crate) fn host_report(start: &HostSample, end: &HostSample, secs: f64, irq_n
     };
     let resctrl = match (start.resctrl, end.resctrl) {
         (Some((_, m0)), Some((occ, m1))) => Measurement::Value(ResctrlReport {
+            group: end.resctrl_group.display().to_string(),
             llc_occupancy_bytes: occ,
             mbm_total_bytes_per_s: m1.saturating_sub(m0) as f64 / secs,
         }),

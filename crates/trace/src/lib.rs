@@ -110,11 +110,15 @@ pub struct Options {
     /// Attach the raw_tp programs even where tp_btf works (tp_btf is cheaper; raw_tp is the
     /// fallback for kernels whose tp_btf attach fails).
     pub raw_tp: bool,
+    /// The target's own resctrl group (a workload with a cache allocation): LLC occupancy and
+    /// memory traffic are read from its `mon_data`. `None`: the default group's (`/sys/fs/resctrl`),
+    /// which counts every task not in another group.
+    pub resctrl_group: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { mode: Mode::Auto, irq_names: Vec::new(), hw_counters: true, raw_tp: false }
+        Options { mode: Mode::Auto, irq_names: Vec::new(), hw_counters: true, raw_tp: false, resctrl_group: None }
     }
 }
 
@@ -132,6 +136,8 @@ pub struct TraceSession {
     host_start: HostSample,
     hw: HwCounters,
     irq_names: Vec<String>,
+    /// Whose LLC occupancy and memory traffic are read (see `Options::resctrl_group`).
+    resctrl_group: std::path::PathBuf,
     /// CPU time of start() (loading and verifying the program) and of all reads since.
     load_cpu_ns: u64,
     read_cpu_ns: std::cell::Cell<u64>,
@@ -227,6 +233,7 @@ impl TraceSession {
             },
         };
         let tids: Vec<u32> = target_threads(&target).into_iter().map(|(_, t)| t).collect();
+        let resctrl_group = options.resctrl_group.clone().unwrap_or_else(|| rtslice_sys::resctrl::DEFAULT_ROOT.into());
         let hw = if options.hw_counters {
             HwCounters::open(&tids)
         } else {
@@ -237,9 +244,10 @@ impl TraceSession {
             backend,
             source_detail,
             started: Instant::now(),
-            host_start: HostSample::take(),
+            host_start: HostSample::take(&resctrl_group),
             hw,
             irq_names: options.irq_names,
+            resctrl_group,
             load_cpu_ns: 0,
             read_cpu_ns: std::cell::Cell::new(0),
         };
@@ -280,7 +288,7 @@ impl TraceSession {
     pub fn snapshot(&self) -> TraceReport {
         let cpu0 = thread_cpu_ns();
         let secs = self.started.elapsed().as_secs_f64();
-        let host_now = HostSample::take();
+        let host_now = HostSample::take(&self.resctrl_group);
         let (threads, lost) = match &self.backend {
             Backend::Bpf(t) => self.bpf_threads(t, secs),
             Backend::Schedstat { baseline } => (self.schedstat_threads(baseline, secs), Lost::default()),

@@ -336,9 +336,10 @@ impl TraceReport {
         let _ = writeln!(s, "RAPL: {rapl}");
         let resctrl = match &self.host.resctrl {
             Measurement::Value(r) => format!(
-                "LLC occupancy {:.1} MiB, memory bandwidth {:.1} MB/s",
+                "LLC occupancy {:.1} MiB, memory bandwidth {:.1} MB/s (group {})",
                 r.llc_occupancy_bytes as f64 / 1048576.0,
-                r.mbm_total_bytes_per_s / 1e6
+                r.mbm_total_bytes_per_s / 1e6,
+                r.group
             ),
             Measurement::Missing(r) => r.clone(),
         };

@@ -60,6 +60,7 @@ fn applied_workloads(state_dir: &Path) -> anyhow::Result<Vec<Workload>> {
             cpus: w.cpus.iter().collect(),
             reservation: record.setup.workloads.iter().find(|s| s.name == w.name).and_then(|s| s.reservation),
             mechanism: record.mechanism,
+            resctrl_group: w.resctrl_group.clone(),
         })
         .collect())
 }

@@ -119,6 +119,7 @@ pub fn host_facts(online: Option<&str>, isolcpus: Option<&str>) -> anyhow::Resul
     };
     // Planning for another host (--online/--isolcpus) knows only the topology the spec declares.
     let this_host = online.is_none() && isolcpus.is_none();
+    let online_given = online.is_some();
     let online = match online {
         Some(s) => parse_cpu_list(s).context("--online")?,
         None => read("/sys/devices/system/cpu/online")?,
@@ -127,8 +128,17 @@ pub fn host_facts(online: Option<&str>, isolcpus: Option<&str>) -> anyhow::Resul
         Some(s) => parse_cpu_list(s).context("--isolcpus")?,
         None => read("/sys/devices/system/cpu/isolated")?,
     };
+    // The L3 to allocate is this host's only when planning for this host; a spec planned for
+    // another machine declares node.cache.
+    let cache = if online_given {
+        None
+    } else {
+        rtslice_host::resctrl::Resctrl::default()
+            .discover(Path::new("/"), &online)
+            .context("reading this host's resctrl (/sys/fs/resctrl/info) for cache allocation")?
+    };
     let topology = this_host.then(|| rtslice_host::doctor::discovered_topology(&online));
-    Ok(NodeFacts { online, isolcpus, topology, ..Default::default() })
+    Ok(NodeFacts { online, isolcpus, topology, cache, ..Default::default() })
 }
 
 /// One line on how a reservation meets its SLO: target, prediction, margin, the model's limits.
@@ -272,6 +282,37 @@ pub fn render(plan: &Plan) -> String {
             let rps = q.rps_cpus.as_ref().map(|c| format!(" rps {}", format_cpu_list(c))).unwrap_or_default();
             let xps = q.xps_cpus.as_ref().map(|c| format!(" xps {}", format_cpu_list(c))).unwrap_or_default();
             let _ = writeln!(out, "      net /{}/ ->{rps}{xps}", q.interface);
+        }
+        if let Some(c) = &w.cache {
+            let ways = if c.shared { "the default group's ways".to_string() } else { format!("{} exclusive way(s)", c.ways) };
+            let mb = c.memory_bandwidth_percent.map(|p| format!(", memory bandwidth ≤ {p}%")).unwrap_or_default();
+            let _ = writeln!(out, "      cache: {ways}{mb}; resctrl group rtslice-{}: {}", w.name, c.schemata().replace('\n', " "));
+        }
+    }
+    if let Some(c) = plan.cache.as_ref().filter(|c| c.closids_used > 1) {
+        let _ = writeln!(
+            out,
+            "\ncache (resctrl L3: {} ways, mask {:x}, min {} way(s){}; classes of service {} of {} used):",
+            c.ways,
+            c.cbm_mask,
+            c.min_ways,
+            if c.shareable_mask != 0 { format!(", shareable {:x} never granted", c.shareable_mask) } else { String::new() },
+            c.closids_used,
+            c.closids
+        );
+        for d in &c.domains {
+            let by: Vec<String> = d.by.iter().map(|s| format!("{} {:x}", s.workload, s.mask)).collect();
+            let _ = writeln!(
+                out,
+                "  L3 {} (CPUs {}): {} way(s) reserved{}; default group {:x}{}; {} way(s) free",
+                d.id,
+                format_cpu_list(&d.cpus),
+                d.reserved_ways,
+                if by.is_empty() { String::new() } else { format!(" ({})", by.join(", ")) },
+                d.default_mask,
+                if d.default_mask != c.cbm_mask { " (narrowed: best effort keeps only these ways)" } else { "" },
+                d.free_ways
+            );
         }
     }
     if let Some(k) = &plan.kernel {

@@ -79,7 +79,10 @@ pub(super) fn duration(flag: &str, text: &str) -> Result<Duration, String> {
 }
 
 /// The workload's cgroup and IRQ patterns from what `rtslice apply` recorded.
-fn resolve_workload(name: &str, state_dir: &std::path::Path) -> anyhow::Result<Result<(Target, Vec<String>), String>> {
+/// A workload with a cache allocation also names its own resctrl group.
+type Resolved = (Target, Vec<String>, Option<std::path::PathBuf>);
+
+fn resolve_workload(name: &str, state_dir: &std::path::Path) -> anyhow::Result<Result<Resolved, String>> {
     let dir = rtslice_host::StateDir::new(state_dir);
     let state = dir.load().with_context(|| format!("reading rtslice state in {}", state_dir.display()))?;
     let Some(record) = state.and_then(|s| s.record) else {
@@ -93,7 +96,7 @@ fn resolve_workload(name: &str, state_dir: &std::path::Path) -> anyhow::Result<R
         return Ok(Err(format!("no applied workload named {name:?}; applied: {}", names.join(", "))));
     };
     let irqs = record.setup.irqs.iter().map(|r| r.action.clone()).collect();
-    Ok(Ok((Target::Cgroup(w.group.cpuset.clone()), irqs)))
+    Ok(Ok((Target::Cgroup(w.group.cpuset.clone()), irqs, w.resctrl_group.clone())))
 }
 
 /// A tracer that could not start: a target that does not exist is invalid input (exit 2), a tracer
@@ -121,10 +124,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Err(e) => return invalid(e),
     };
     let mut irq_names = args.irqs.clone();
+    let mut resctrl_group = None;
     let target = if let Some(name) = &args.workload {
         match resolve_workload(name, &args.state_dir)? {
-            Ok((t, irqs)) => {
+            Ok((t, irqs, group)) => {
                 irq_names.extend(irqs);
+                resctrl_group = group;
                 t
             }
             Err(e) => return invalid(e),
@@ -144,7 +149,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Mode::Auto
     };
     let target_desc = target.to_string();
-    let session = match TraceSession::start(target, Options { mode, irq_names, hw_counters: true, raw_tp: false }) {
+    let session = match TraceSession::start(target, Options { mode, irq_names, hw_counters: true, raw_tp: false, resctrl_group }) {
         Ok(s) => s,
         Err(e) => return start_failed(e),
     };

@@ -14,6 +14,7 @@
 //! - [`topology`]: the node's SMT cores, LLC groups, NUMA nodes and NIC locality.
 
 mod profile;
+mod cache;
 mod threads;
 mod topology;
 mod values;
@@ -128,7 +129,7 @@ pub(crate) fn workload_tree(cx: &mut Reader, n: &yaml::Node, node: &Node) -> Opt
 /// The node as far as it parsed, whether it parsed without error, and its default period unless
 /// that was given but invalid.
 fn node(cx: &mut Reader, n: &yaml::Node, path: &str) -> (Node, bool, Option<Duration>) {
-    let Some(f) = cx.fields(n, path, &["name", "cpus", "housekeeping", "cap", "defaultPeriod", "policy", "topology"]) else {
+    let Some(f) = cx.fields(n, path, &["name", "cpus", "housekeeping", "cap", "defaultPeriod", "policy", "topology", "cache"]) else {
         return (Node::default(), false, Some(DEFAULT_PERIOD));
     };
     let mut out = Node::default();
@@ -193,6 +194,9 @@ fn node(cx: &mut Reader, n: &yaml::Node, path: &str) -> (Node, bool, Option<Dura
             NodeCpus::Discovered => None,
         };
         out.topology = topology::topology(cx, v, &join(path, "topology"), node_cpus);
+    }
+    if let Some(v) = f.get("cache") {
+        out.cache = cache::node_cache(cx, v, &join(path, "cache"), &out.cpus);
     }
     let ok = cx.error_count() == before;
     (out, ok, default_period)

@@ -11,7 +11,10 @@ use super::{check_runtime, effective_period, Known};
 use crate::types::*;
 
 const WORKLOAD_FIELDS: &[&str] =
-    &["name", "launch", "flavor", "hints", "demand", "memory", "isolation", "threads", "irqs", "net", "restart", "slo", "profile"];
+    &[
+        "name", "launch", "flavor", "hints", "demand", "memory", "cache", "memoryBandwidth", "isolation", "threads", "irqs", "net",
+        "restart", "slo", "profile",
+    ];
 
 pub(super) fn workload(
     cx: &mut Reader,
@@ -44,6 +47,12 @@ pub(super) fn workload(
     }
     if let Some(v) = f.get("memory") {
         w.memory = cx.bytes(v, &join(path, "memory"));
+    }
+    if let Some(v) = f.get("cache") {
+        w.cache = super::cache::cache_request(cx, v, &join(path, "cache"), known.node.cache.as_ref());
+    }
+    if let Some(v) = f.get("memoryBandwidth") {
+        w.memory_bandwidth = super::cache::memory_bandwidth(cx, v, &join(path, "memoryBandwidth"));
     }
     if let Some(v) = f.get("flavor") {
         let p = join(path, "flavor");
