@@ -49,7 +49,23 @@ fn fifo_threads_are_measured_and_deadline_threads_declared() {
             .spawn()
             .unwrap(),
     );
-    std::thread::sleep(Duration::from_millis(700));
+    // chrt sets SCHED_DEADLINE on itself, then execs sleep: wait until the kernel holds it (a fixed
+    // 700 ms was too short in a TCG guest on a loaded host: the scan ran before chrt got there).
+    let t0 = std::time::Instant::now();
+    let bound = Duration::from_millis(rtslice_testkit::timing_bound("chrt -d start ms", 3000.0, 60000.0) as u64);
+    let mut dl = dl;
+    loop {
+        if matches!(rtslice_host::sched::get_attr(dl.0.id() as i32), Ok(rtslice_host::SchedAttr::Deadline { .. })) {
+            break;
+        }
+        if let Ok(Some(status)) = dl.0.try_wait() {
+            panic!("chrt -d (5 ms / 100 ms SCHED_DEADLINE) exited with {status} before the scan: the kernel refused it?");
+        }
+        assert!(t0.elapsed() < bound, "chrt -d did not get SCHED_DEADLINE within {bound:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // At least the 700 ms the test always gave rt-app's threads to start their periods.
+    std::thread::sleep(Duration::from_millis(700).saturating_sub(t0.elapsed()));
     let online = rtslice_host::doctor::online_cpus().len() as f64;
     let found = rtslice_host::foreign::foreign_rt(Duration::from_millis(1000), &[]);
     eprintln!("FOUND: {found:#?}");
