@@ -1155,7 +1155,14 @@ fn resolve(
         threads,
         irqs,
         net,
-        reclaim: matches!(&w.demand, Some(Demand::Reservation(r)) if r.reclaim),
+        // A reservation sized for an SLO reclaims: the model serves each job's work from one budget,
+        // and under SCHED_DEADLINE (a budget per thread) the nearest the kernel comes is one pool that
+        // follows the threads' measured demand, with GRUB for the rest (docs/plan.md "SLO sizing").
+        reclaim: match &w.demand {
+            Some(Demand::Reservation(r)) => r.reclaim,
+            None => w.slo.is_some(),
+            Some(_) => false,
+        },
         sizing: None,
         cache: None,
     })
