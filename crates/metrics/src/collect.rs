@@ -167,6 +167,11 @@ struct Inner {
     sli_live: BTreeMap<String, BTreeMap<u32, SliReport>>,
     /// Last reports of senders that exited.
     sli_retired: BTreeMap<String, SliTotals>,
+    /// Senders that exited recently, with their workload and the report retired for them: a sender's
+    /// last datagram (sent just before it exits) may be read after it is gone from its cgroup, or
+    /// even after a collection retired its previous report; its counters are cumulative, so what
+    /// the late report adds is its difference to the retired one. Oldest first, bounded.
+    sli_exited: std::collections::VecDeque<(u32, String, SliReport)>,
     health: Health,
 }
 
@@ -200,6 +205,7 @@ impl NodeMetrics {
                 series_of: HashMap::new(),
                 sli_live: BTreeMap::new(),
                 sli_retired: BTreeMap::new(),
+                sli_exited: std::collections::VecDeque::new(),
                 health: Health::default(),
             })),
         }
@@ -292,13 +298,27 @@ impl NodeMetrics {
             return;
         };
         let owner = inner.workloads.iter().find(|w| rtslice_sys::procfs::threads_in_cgroup(&w.cgroup).iter().any(|&(tgid, _)| tgid == pid));
-        match owner.map(|w| w.name.clone()) {
-            Some(name) => {
-                inner.sli_live.entry(name).or_default().insert(pid, report);
-                inner.health.reports_accepted += 1;
-            }
-            None => inner.health.reports_unattributed += 1,
+        if let Some(name) = owner.map(|w| w.name.clone()) {
+            inner.sli_live.entry(name).or_default().insert(pid, report);
+            inner.health.reports_accepted += 1;
+            return;
         }
+        // Not in any workload's cgroup (any more): a sender that has just exited, attributed as
+        // before. A pid is only taken this way when no workload holds it now, so a reused pid inside
+        // a workload is never misattributed.
+        if let Some(senders) = inner.sli_live.values_mut().find(|senders| senders.contains_key(&pid)) {
+            senders.insert(pid, report);
+            inner.health.reports_accepted += 1;
+            return;
+        }
+        let inner = &mut *inner;
+        if let Some((_, workload, retired)) = inner.sli_exited.iter_mut().find(|(p, _, _)| *p == pid) {
+            inner.sli_retired.entry(workload.clone()).or_default().add(&report.since(retired));
+            *retired = report;
+            inner.health.reports_accepted += 1;
+            return;
+        }
+        inner.health.reports_unattributed += 1;
     }
 
     pub(crate) fn collect(&self) -> Snapshot {
@@ -382,9 +402,14 @@ impl NodeMetrics {
                 let alive = rtslice_sys::procfs::process_exists(pid);
                 if !alive {
                     inner.sli_retired.entry(w.clone()).or_default().add(r);
+                    inner.sli_exited.push_back((pid, w.clone(), r.clone()));
                 }
                 alive
             });
+        }
+        // A late last report arrives within moments of the exit; a thousand exits is far longer.
+        while inner.sli_exited.len() > 1024 {
+            inner.sli_exited.pop_front();
         }
         let mut sli = inner.sli_retired.clone();
         for (w, senders) in &inner.sli_live {

@@ -45,6 +45,19 @@ pub struct SliReport {
 }
 
 impl SliReport {
+    /// What this report adds to `earlier`, a previous report of the same process (cumulative
+    /// counters: the difference, never negative).
+    pub fn since(&self, earlier: &SliReport) -> SliReport {
+        let d = |now: Option<u64>, then: Option<u64>| now.map(|n| n.saturating_sub(then.unwrap_or(0)));
+        SliReport {
+            v: self.v,
+            deadline_misses: d(self.deadline_misses, earlier.deadline_misses),
+            ttis: d(self.ttis, earlier.ttis),
+            throughput_bits: d(self.throughput_bits, earlier.throughput_bits),
+            nacks: d(self.nacks, earlier.nacks),
+        }
+    }
+
     /// Parses one datagram; the reason when it is not a version-1 report.
     pub fn parse(bytes: &[u8]) -> Result<SliReport, String> {
         if bytes.len() >= MAX_REPORT_BYTES {

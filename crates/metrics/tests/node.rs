@@ -210,3 +210,58 @@ fn llc_occupancy_and_memory_traffic_come_from_the_workloads_own_resctrl_group() 
     assert!(text.contains("rtslice_llc_occupancy_bytes{workload=\"du\"} 1572864"), "{text}");
     assert!(text.contains("rtslice_memory_traffic_bytes_total{workload=\"du\"} 12000"), "{text}");
 }
+
+/// A sender's last report often arrives after it exited (an emulator sends its final totals and
+/// ends): read late it is no longer in any workload's cgroup, and a collection may already have
+/// retired its previous report. Both cases still count for its workload, exactly once.
+#[test]
+fn a_last_report_read_after_its_sender_exited_still_counts_once() {
+    rtslice_testkit::root_or_skip!();
+    let _lock = rtslice_testkit::KernelLock::acquire();
+    let cg = workload_cgroup("late");
+    let metrics = NodeMetrics::new(Options { trace: false, raw_tp: false });
+    let workload = Workload {
+        name: "vbs-late".into(),
+        cgroup: cg.dir().to_path_buf(),
+        cpu_cgroup: cg.dirs().last().unwrap().to_path_buf(),
+        cpus: vec![0],
+        reservation: None,
+        mechanism: Mechanism::None,
+        resctrl_group: None,
+    };
+    metrics.set_workloads(vec![workload]).unwrap();
+    let registry = metrics.registry();
+    let ttis = |text: &str| sample(text, r#"rtslice_ttis_total{workload="vbs-late"}"#);
+    let exited = |mut s: Sleeper| {
+        let pid = s.0.id();
+        let _ = s.0.kill();
+        let _ = s.0.wait();
+        pid
+    };
+
+    // 1. Read after the exit, before any collection: the sender's earlier report places it.
+    let a = Sleeper(Command::new("sh").args(["-c", &format!("{}exec sleep 30", enter_script(&cg))]).spawn().unwrap());
+    std::thread::sleep(Duration::from_millis(200)); // in the cgroup by now
+    metrics.record_report(Some(a.0.id()), br#"{"v":1,"ttis":10,"deadline_misses":1}"#);
+    let a = exited(a);
+    metrics.record_report(Some(a), br#"{"v":1,"ttis":15,"deadline_misses":1}"#);
+    assert_eq!(ttis(&encode(&registry)), Some(15.0));
+
+    // 2. Read after a collection retired the sender's previous report: only the difference is added.
+    let b = Sleeper(Command::new("sh").args(["-c", &format!("{}exec sleep 30", enter_script(&cg))]).spawn().unwrap());
+    std::thread::sleep(Duration::from_millis(200));
+    metrics.record_report(Some(b.0.id()), br#"{"v":1,"ttis":100}"#);
+    let b = exited(b);
+    assert_eq!(ttis(&encode(&registry)), Some(115.0), "b's report retired at this collection");
+    metrics.record_report(Some(b), br#"{"v":1,"ttis":120}"#);
+    let text = encode(&registry);
+    assert_eq!(ttis(&text), Some(135.0), "b's last report adds 20, not 120");
+    assert_eq!(sample(&text, r#"rtslice_deadline_misses_total{workload="vbs-late"}"#), Some(1.0));
+
+    // A pid never seen in the workload is still refused.
+    metrics.record_report(Some(u32::MAX - 7), br#"{"v":1,"ttis":1000}"#);
+    let text = encode(&registry);
+    assert_eq!(ttis(&text), Some(135.0));
+    assert_eq!(sample(&text, r#"rtslice_reports_total{result="accepted"}"#), Some(4.0));
+    assert_eq!(sample(&text, r#"rtslice_reports_total{result="unattributed"}"#), Some(1.0));
+}
