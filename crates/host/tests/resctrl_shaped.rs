@@ -27,17 +27,39 @@ fn resctrl_root() -> (PathBuf, Option<tempfile::TempDir>) {
         rtslice_sys::resctrl::cpu_flags()
     );
     let d = tempfile::tempdir().unwrap();
-    make(d.path(), &xeon_2s());
+    // The L3 domains are this host's (its CPUs' cache ids): a 4-vCPU qemu guest has one L3 per
+    // vCPU, this VM one for both CPUs; a fixture with other ids would describe another machine.
+    let mut domains: Vec<u32> = online().iter().map(|&c| l3_of(c)).collect();
+    domains.sort_unstable();
+    domains.dedup();
+    make(d.path(), &rtslice_testkit::resctrl::ResctrlInfo { domains, ..xeon_2s() });
     (d.path().to_path_buf(), Some(d))
+}
+
+fn online() -> Vec<u32> {
+    rtslice_host::doctor::online_cpus().iter().collect()
+}
+
+/// The L3 domain of `cpu` as resctrl would number it (0 where sysfs gives no cache id).
+fn l3_of(cpu: u32) -> u32 {
+    rtslice_sys::topology::llc_id(Path::new("/"), cpu).unwrap_or(0)
+}
+
+/// The CPU the test's workload runs on (the last online one, never housekeeping CPU 0 on a host of
+/// several) and its L3 domain: the schemata lines name that domain only.
+fn workload_cpu() -> (u32, u32) {
+    let cpu = *online().last().unwrap();
+    (cpu, l3_of(cpu))
 }
 
 /// A best-effort workload launched as `sleep`, with 3 exclusive ways and a 30% bandwidth ceiling.
 fn setup_for(root: &Path, name: &str) -> rtslice_host::Setup {
-    let online: Vec<u32> = rtslice_host::doctor::online_cpus().iter().collect();
+    let online = online();
+    let (cpu, _) = workload_cpu();
     let cache = rtslice_host::resctrl::Resctrl::new(root).discover(Path::new("/"), &online).unwrap().expect("an L3 to allocate");
     let spec = rtslice_spec::parse(
         &format!(
-            "apiVersion: rtslice/v1\nworkloads:\n  - name: {name}\n    launch: {{command: [sleep, '60']}}\n    cache: {{ways: 3}}\n    memoryBandwidth: 30%\n"
+            "apiVersion: rtslice/v1\nworkloads:\n  - name: {name}\n    launch: {{command: [sleep, '60']}}\n    demand: {{bestEffort: {{cpus: [{cpu}]}}}}\n    cache: {{ways: 3}}\n    memoryBandwidth: 30%\n"
         ),
         "t.yaml",
     )
@@ -71,8 +93,9 @@ fn apply_creates_the_group_moves_the_launched_thread_and_reset_restores_resctrl_
     let group = root.join(format!("rtslice-{name}"));
     let pid = applied.workloads[0].pids[0].pid;
     // 11 ways with the top two shareable: the bottom three are the workload's, the default keeps 7f8.
-    assert_eq!(read(group.join("schemata")), "L3:0=7\nMB:0=30");
-    assert_eq!(read(root.join("schemata")), "L3:0=7f8");
+    let (_, d) = workload_cpu();
+    assert_eq!(read(group.join("schemata")), format!("L3:{d}=7\nMB:{d}=30"));
+    assert_eq!(read(root.join("schemata")), format!("L3:{d}=7f8"));
     // `sleep` has one thread: its id is the last (only) one written.
     assert_eq!(read(group.join("tasks")), pid.to_string());
     reset(&rtslice_host::StateDir::new(state.path()), ResetOptions::default()).expect("reset");

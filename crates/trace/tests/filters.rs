@@ -49,19 +49,17 @@ fn cgroup_target_follows_processes_born_later_and_nothing_else() {
     let child = sleeper_loop();
     cg.enter(child.id());
 
-    // The programs attach one after the other (wake-up, then switch), so a `sleep` already alive at
-    // the start can be woken by a traced program and switched in before the switch program is
-    // attached: its record then has a name and no slice. Such processes are not born later. Every
-    // process in the cgroup just before the start or just after it returns may have straddled the
-    // attach; any other one was forked after the programs were attached and must be seen whole.
-    let procs_now = || -> std::collections::BTreeSet<u32> {
-        std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
-    };
-    let mut before_start = procs_now();
+    // The programs attach one after the other (wake-up, then switch), so a `sleep` forked while the
+    // session starts can be woken by a traced program and run before the switch program is attached:
+    // it then has a record and no slice, and it may also have exited before start() returns. Such
+    // processes are not born later. The fence is the last pid the kernel handed out once start()
+    // returned: every process forked after that has a larger pid (pids are allocated in increasing
+    // order; a wrap past pid_max within this one-second window is not expected with ~100 forks).
     let session =
         TraceSession::start(Target::Cgroup(dir.clone()), Options { mode: Mode::Bpf, hw_counters: false, ..Default::default() })
             .expect("BPF tracer with a cgroup filter");
-    before_start.extend(procs_now());
+    let fence: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid").expect("ns_last_pid").trim().parse().expect("a pid");
+    let born_after_start = |tgid: u32| tgid > fence;
     // Under emulation (matrix guests) each fork+exec of `sleep` takes far longer: watch longer so
     // the counts below still mean "followed every process", not "the CPU was fast".
     std::thread::sleep(Duration::from_millis(rtslice_testkit::timing_bound("trace window ms", 600.0, 10000.0) as u64));
@@ -69,7 +67,7 @@ fn cgroup_target_follows_processes_born_later_and_nothing_else() {
     // What the report would have said had the session ended here (the test's old end): processes
     // woken but not yet switched in show 0 slices. Printed for the matrix's logs.
     let at_window_end = session.snapshot();
-    let not_yet_run = at_window_end.threads.iter().filter(|t| t.tgid != shell && !before_start.contains(&t.tgid) && t.slices == 0).count();
+    let not_yet_run = at_window_end.threads.iter().filter(|t| t.tgid != shell && born_after_start(t.tgid) && t.slices == 0).count();
     eprintln!("at the window's end {not_yet_run} of the processes born later had not run yet");
     stop_and_drain(child, &dir);
     let report = session.finish();
@@ -80,7 +78,7 @@ fn cgroup_target_follows_processes_born_later_and_nothing_else() {
     let sh = report.threads.iter().find(|t| t.tid == shell).expect("the shell");
     assert!(sh.wakeup.events >= 10, "shell woke {} times", sh.wakeup.events);
     // Each `sleep` is a new process forked after the session started, inside the cgroup.
-    let born_later: Vec<_> = report.threads.iter().filter(|t| t.tgid != shell && !before_start.contains(&t.tgid)).collect();
+    let born_later: Vec<_> = report.threads.iter().filter(|t| t.tgid != shell && born_after_start(t.tgid)).collect();
     assert!(born_later.len() >= 10, "only {} processes born later were traced", born_later.len());
     // Every process born later ran and exited inside the session (stop_and_drain), so each has had
     // its switch-ins counted; a 0 would be a lost event.
