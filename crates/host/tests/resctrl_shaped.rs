@@ -29,10 +29,7 @@ fn resctrl_root() -> (PathBuf, Option<tempfile::TempDir>) {
     let d = tempfile::tempdir().unwrap();
     // The L3 domains are this host's (its CPUs' cache ids): a 4-vCPU qemu guest has one L3 per
     // vCPU, this VM one for both CPUs; a fixture with other ids would describe another machine.
-    let mut domains: Vec<u32> = online().iter().map(|&c| l3_of(c)).collect();
-    domains.sort_unstable();
-    domains.dedup();
-    make(d.path(), &rtslice_testkit::resctrl::ResctrlInfo { domains, ..xeon_2s() });
+    make(d.path(), &rtslice_testkit::resctrl::ResctrlInfo { domains: host_l3_domains(), ..xeon_2s() });
     (d.path().to_path_buf(), Some(d))
 }
 
@@ -43,6 +40,14 @@ fn online() -> Vec<u32> {
 /// The L3 domain of `cpu` as resctrl would number it (0 where sysfs gives no cache id).
 fn l3_of(cpu: u32) -> u32 {
     rtslice_sys::topology::llc_id(Path::new("/"), cpu).unwrap_or(0)
+}
+
+/// This host's L3 domains, sorted: the ids resctrl's schemata lines would name.
+fn host_l3_domains() -> Vec<u32> {
+    let mut domains: Vec<u32> = online().iter().map(|&c| l3_of(c)).collect();
+    domains.sort_unstable();
+    domains.dedup();
+    domains
 }
 
 /// The CPU the test's workload runs on (the last online one, never housekeeping CPU 0 on a host of
@@ -96,10 +101,7 @@ fn apply_creates_the_group_moves_the_launched_thread_and_reset_restores_resctrl_
     let (_, d) = workload_cpu();
     assert_eq!(read(group.join("schemata")), format!("L3:{d}=7\nMB:{d}=30"));
     // The default group's line names every domain: narrowed where the workload runs, whole elsewhere.
-    let mut domains: Vec<u32> = online().iter().map(|&c| l3_of(c)).collect();
-    domains.sort_unstable();
-    domains.dedup();
-    let line: Vec<String> = domains.iter().map(|&x| format!("{x}={}", if x == d { "7f8" } else { "7ff" })).collect();
+    let line: Vec<String> = host_l3_domains().iter().map(|&x| format!("{x}={}", if x == d { "7f8" } else { "7ff" })).collect();
     assert_eq!(read(root.join("schemata")), format!("L3:{}", line.join(";")));
     // `sleep` has one thread: its id is the last (only) one written.
     assert_eq!(read(group.join("tasks")), pid.to_string());
