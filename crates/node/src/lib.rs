@@ -3,6 +3,8 @@
 //! - `service`: the desired state (running and pending workloads), admission through the live
 //!   planner (`rtslice_plan::Planner`, running workloads pinned where they are), every change one
 //!   transaction of the host's [`rtslice_host::Node`], recovery after a crash or a reboot, events.
+//! - `adapt`: the closed loop's decision (pure): the runtime an adapting reservation holds next,
+//!   from an interval's CPU use and reported misses, between its minimum and maximum.
 //! - `api`: the `/v1` resources (axum), errors as JSON, body limit, bearer token on TCP.
 //! - `server`: `rtslice daemon` — unix socket (0600) and optional TCP listener, reaping, signals.
 //! - `tls`: HTTPS on the TCP listener (rustls, ring provider).
@@ -14,6 +16,7 @@
 //!   application at start, release; `GET /v1/inventory` for the scheduler extender (docs/kubernetes.md).
 //! - `openapi`: the OpenAPI document (`GET /v1/openapi.json`, checked in as docs/openapi.json).
 
+mod adapt;
 mod api;
 mod client;
 mod dashboard;

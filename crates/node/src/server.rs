@@ -167,6 +167,10 @@ pub async fn run_until(opts: DaemonOptions, stop: impl std::future::Future<Outpu
                         s.check_exits();
                         if let Some(t) = &app.telemetry {
                             t.sync(s);
+                            // The closed loop acts on the sampler's readings (each at most once).
+                            if let Some(reading) = t.latest() {
+                                s.adapt(&reading);
+                            }
                         }
                     }
                 })

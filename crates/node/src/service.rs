@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rtslice_host::{CpuList, Mechanism, Node, NodeOptions, OciDefaults, Setup};
-use rtslice_plan::{Defrag, NodeFacts, Planner, WorkloadPlan};
+use rtslice_plan::{Defrag, NodeFacts, Planner, SizingFacts, WorkloadPlan};
 use rtslice_spec::{Demand, RestartPolicy, Spec, Workload};
 use serde::{Deserialize, Serialize};
 
@@ -75,6 +75,15 @@ pub struct Entry {
     /// When the restart policy starts it again (exited, seconds since the epoch).
     #[serde(default)]
     pub restart_at: Option<f64>,
+    /// The reservation in force when it is not the workload's own: sized for its SLO at admission,
+    /// or set since by the closed loop (`adapt`). The workload stays as submitted, so `apply` of the
+    /// same spec leaves a loop-adjusted runtime alone (as `kubectl apply` leaves an autoscaler's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_force: Option<Demand>,
+    /// The runtime per period admitted at the last deploy or resize (the closed loop's minimum when
+    /// `adapt.min` is not given).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "rtslice_spec::units::serde_duration::option")]
+    pub admitted_runtime: Option<Duration>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -214,6 +223,27 @@ pub struct Service {
     last_drift_check: Option<Instant>,
     /// Kubernetes containers admitted through the NRI plugin (crate::containers).
     pub(crate) containers: crate::containers::Containers,
+    /// How the kernel enforces budgets, for sizing SLO workloads as `plan` and `apply` do.
+    sizing: SizingFacts,
+    /// The closed loop of each adapting workload (not persisted: a restarted daemon observes anew
+    /// from the reservation in force).
+    loops: HashMap<String, LoopRun>,
+}
+
+/// One adapting workload's loop: its state and the reading its current interval started at.
+#[derive(Default)]
+struct LoopRun {
+    state: crate::adapt::LoopState,
+    since: Option<Reading>,
+}
+
+/// The cumulative counters of one workload at one telemetry reading.
+#[derive(Clone, Copy)]
+struct Reading {
+    time: f64,
+    used_s: f64,
+    jobs: Option<u64>,
+    misses: Option<u64>,
 }
 
 /// How often [`Service::check_exits`] compares the running workloads with their journals.
@@ -247,6 +277,7 @@ impl Service {
             },
         };
         let online: Vec<u32> = host.base().online.iter().collect();
+        let sizing = rtslice_plan::kernel::sizing_facts(&host.facts().kernel_facts(), Some(host.base().mechanism));
         let isolcpus = host.facts().boot_isolated.iter().collect();
         let containers = crate::containers::Containers::load(&dir)?;
         let mut svc = Service {
@@ -261,6 +292,8 @@ impl Service {
             drift_seen: HashMap::new(),
             last_drift_check: None,
             containers,
+            sizing,
+            loops: HashMap::new(),
         };
         if opened.created {
             svc.event("started", None, format!("node base applied (mechanism {})", svc.host.base().mechanism));
@@ -339,9 +372,14 @@ impl Service {
                 continue;
             }
             let mut w = e.workload.clone();
-            if let Some(d) = spec.effective_demand(&w) {
+            if let Some(d) = e.in_force.clone().or_else(|| spec.effective_demand(&w)) {
                 w.demand = Some(d.pinned_to(&e.cpus));
                 w.flavor = None;
+            }
+            if e.in_force.is_some() {
+                // Placed already: the planner must not size it again.
+                w.slo = None;
+                w.profile = None;
             }
             spec.workloads.push(w);
         }
@@ -350,7 +388,7 @@ impl Service {
     }
 
     pub(crate) fn planner(&self, except: &[&str]) -> Planner {
-        Planner::new(&self.pinned_spec(except), &self.facts)
+        Planner::with_sizing(&self.pinned_spec(except), &self.facts, &self.sizing)
     }
 
     /// Admission of one workload against what runs: its plan, or why not.
@@ -587,7 +625,10 @@ impl Service {
                     e.exit = None;
                     e.restart_at = None;
                     e.started_at = Some(now());
+                    e.in_force = in_force_of(&w, &plan);
+                    e.admitted_runtime = runtime_of(&plan);
                 }
+                self.loops.remove(name);
                 self.save()?;
                 match self.host.deploy(&setup) {
                     Ok(rec) => {
@@ -616,6 +657,7 @@ impl Service {
             e.setup = None;
             e.started_at = None;
             e.restart_at = None;
+            e.in_force = None;
             e.reason = Some(reason.clone());
             e.defrag = defrag;
             if !changed {
@@ -675,7 +717,12 @@ impl Service {
         }
         let spec = self.pinned_spec(&[]);
         let mut w = e.workload.clone();
-        let demand = spec.effective_demand(&w).ok_or_else(|| NodeError::Invalid(format!("workload {name} has no demand")))?;
+        // An SLO workload's or an adapting one's reservation is the one in force.
+        let demand = e
+            .in_force
+            .clone()
+            .or_else(|| spec.effective_demand(&w))
+            .ok_or_else(|| NodeError::Invalid(format!("workload {name} names a flavor the node does not define")))?;
         w.demand = Some(resized(demand, req)?);
         w.flavor = None;
         w.hints = Default::default();
@@ -715,14 +762,157 @@ impl Service {
         self.desired.next_generation += 1;
         {
             let e = self.entry_mut(name);
+            e.in_force = in_force_of(&w, &plan);
+            e.admitted_runtime = runtime_of(&plan);
             e.workload = w;
             e.generation = generation;
             e.cpus = plan.cpus.clone();
             e.setup = Some(setup);
         }
+        self.loops.remove(name);
         self.save()?;
         self.event("resized", Some(name), format!("now on CPUs [{}], {}", CpuList::from_cpus(plan.cpus.iter().copied()), describe(&plan)));
         Ok(())
+    }
+
+    /// The closed loop, given the telemetry's latest reading: every adapting workload whose interval
+    /// has passed gets its decision ([`crate::adapt::decide`]) and, when it asks for another runtime,
+    /// a resize through admission and the host's transaction. A grow that does not fit whole takes
+    /// the largest runtime that does; a refused or failed change leaves the reservation as it was.
+    pub fn adapt(&mut self, sample: &rtslice_metrics::NodeSample) {
+        let names: Vec<String> = self
+            .desired
+            .workloads
+            .iter()
+            .filter(|e| e.phase == Phase::Running && e.workload.adapt.is_some())
+            .map(|e| e.workload.name.clone())
+            .collect();
+        self.loops.retain(|n, _| names.contains(n));
+        for name in names {
+            let Some(ws) = sample.workloads.iter().find(|w| w.name == name) else { continue };
+            let Some(used_s) = ws.used_s else { continue };
+            let now = Reading { time: sample.time, used_s, jobs: ws.sli.ttis, misses: ws.sli.deadline_misses };
+            let run = self.loops.entry(name.clone()).or_default();
+            let Some(since) = run.since else {
+                run.since = Some(now);
+                continue;
+            };
+            let Some((bounds, runtime, interval)) = self.loop_bounds(&name) else { continue };
+            if now.time - since.time < interval.as_secs_f64() - 0.05 {
+                continue;
+            }
+            let d = |a: Option<u64>, b: Option<u64>| a.zip(b).and_then(|(a, b)| a.checked_sub(b));
+            let obs = crate::adapt::Observation {
+                dt_s: now.time - since.time,
+                used_s: (now.used_s - since.used_s).max(0.0),
+                jobs: d(now.jobs, since.jobs),
+                misses: d(now.misses, since.misses),
+            };
+            let run = self.loops.get_mut(&name).expect("inserted above");
+            run.since = Some(now);
+            let decision = crate::adapt::decide(runtime, &bounds, &obs, &mut run.state);
+            let Some(to) = decision.runtime() else { continue };
+            match self.adapt_to(&name, runtime, to) {
+                Ok(Some(got)) => {
+                    let how = if got > runtime { "grown" } else { "shrunk" };
+                    let partly = if got != to { format!(" (asked {} µs; the rest does not fit)", to.as_micros()) } else { String::new() };
+                    self.event("adapted", Some(&name), format!(
+                        "{how} {} → {} µs every {} µs{partly}: {}",
+                        runtime.as_micros(), got.as_micros(), bounds.period.as_micros(), decision.why()
+                    ));
+                }
+                Ok(None) => self.event("adapted", Some(&name), format!(
+                    "wanted {} µs, nothing more fits on its CPUs: kept {} µs ({})", to.as_micros(), runtime.as_micros(), decision.why()
+                )),
+                Err(e) => self.event("failed", Some(&name), format!("adapting to {} µs: {e}; kept {} µs", to.as_micros(), runtime.as_micros())),
+            }
+        }
+    }
+
+    /// An adapting workload's bounds, its runtime in force and its interval.
+    fn loop_bounds(&self, name: &str) -> Option<(crate::adapt::Bounds, Duration, Duration)> {
+        let e = self.desired.workloads.iter().find(|e| e.workload.name == name)?;
+        let a = e.workload.adapt?;
+        let spec = self.desired_spec();
+        let Some(Demand::Reservation(r)) = e.in_force.clone().or_else(|| spec.effective_demand(&e.workload)) else { return None };
+        let period = r.period.unwrap_or(spec.node.default_period);
+        let cap = self.pinned_spec(&[]).node.cap;
+        // The guaranteed minimum defaults to what the workload was admitted with.
+        let min = a.min.or(e.admitted_runtime).unwrap_or(r.runtime);
+        let max = a.max.unwrap_or(period.mul_f64(cap.clamp(0.0, 1.0))).max(min);
+        let target = match e.workload.slo {
+            Some(rtslice_spec::Slo::DeadlineMissRatio(t)) => Some(t),
+            _ => None,
+        };
+        let bounds = crate::adapt::Bounds { min, max, period, cpus: e.cpus.len().max(1) as u32, target_miss_ratio: target };
+        Some((bounds, r.runtime, a.interval))
+    }
+
+    /// Resizes an adapting workload's runtime in place to `to`, or (growing) to the largest runtime
+    /// between `from` and `to` that admission takes. `Ok(None)`: nothing above `from` fits.
+    fn adapt_to(&mut self, name: &str, from: Duration, to: Duration) -> Result<Option<Duration>> {
+        let e = self.desired.workloads.iter().find(|e| e.workload.name == name).ok_or_else(|| NodeError::NotFound(name.into()))?;
+        let spec = self.desired_spec();
+        let Some(Demand::Reservation(mut r)) = e.in_force.clone().or_else(|| spec.effective_demand(&e.workload)) else {
+            return Err(NodeError::Invalid(format!("workload {name} has no reservation to adapt")));
+        };
+        r.cpus = Some(e.cpus.clone());
+        r.count = None;
+        // The loop decides from measurements, not from the profile: admission must not size or
+        // check the runtime against the SLO's model again. Its reservation keeps reclaiming as sized.
+        let mut w = e.workload.clone();
+        w.slo = None;
+        w.profile = None;
+        w.flavor = None;
+        w.hints = Default::default();
+        let with = |runtime: Duration| {
+            let mut w = w.clone();
+            w.demand = Some(Demand::Reservation(rtslice_spec::Reservation { runtime, ..r.clone() }));
+            w
+        };
+        let mut got = to;
+        let mut admitted = self.admit(&with(to), &[name]);
+        if admitted.is_err() && to > from {
+            // The largest runtime that fits, on the loop's grid.
+            let (mut lo, mut hi) = (from, to);
+            admitted = Err((String::new(), None));
+            while hi > lo + crate::adapt::STEP {
+                let mid = crate::adapt::ceil_step(lo + (hi - lo) / 2);
+                let mid = if mid >= hi { hi - crate::adapt::STEP } else { mid };
+                match self.admit(&with(mid), &[name]) {
+                    Ok(a) => {
+                        lo = mid;
+                        got = mid;
+                        admitted = Ok(a);
+                    }
+                    Err(_) => hi = mid,
+                }
+            }
+            if admitted.is_err() {
+                return Ok(None);
+            }
+        }
+        let (plan, setup) = admitted.map_err(|(reason, _)| NodeError::Unfit(reason))?;
+        match self.host.resize(&setup) {
+            Ok(_) => {}
+            Err(rtslice_host::HostError::Rejected(r)) => return Err(NodeError::Unfit(r)),
+            Err(e) => return Err(e.into()),
+        }
+        let generation = self.desired.next_generation;
+        self.desired.next_generation += 1;
+        {
+            let e = self.entry_mut(name);
+            e.in_force = with(got).demand;
+            e.generation = generation;
+            e.cpus = plan.cpus.clone();
+            e.setup = Some(setup);
+        }
+        self.save()?;
+        if got < from {
+            // Bandwidth freed: a pending workload may fit now.
+            self.retry_pending()?;
+        }
+        Ok(Some(got))
     }
 
     /// Brings the host to the desired state: deploys what should run and does not, removes what runs
@@ -909,6 +1099,13 @@ impl Service {
             "cpus": CpuList::from_cpus(e.cpus.iter().copied()).to_string(),
             "demand": e.workload.demand,
         });
+        if let Some(d) = &e.in_force {
+            // Sized for its SLO, or set by the closed loop: what the host holds for it now.
+            v["inForce"] = serde_json::to_value(d).unwrap_or_default();
+        }
+        if let Some(a) = &e.workload.adapt {
+            v["adapt"] = serde_json::to_value(a).unwrap_or_default();
+        }
         if let Some(r) = &e.reason {
             v["reason"] = r.clone().into();
             v["defrag"] = serde_json::to_value(&e.defrag).unwrap_or_default();
@@ -988,6 +1185,8 @@ impl Entry {
             exit: None,
             restarts: 0,
             restart_at: None,
+            in_force: None,
+            admitted_runtime: None,
         }
     }
 }
@@ -1119,6 +1318,31 @@ fn resized(d: Demand, req: &Resize) -> Result<Demand> {
             Ok(Demand::Dedicated(x))
         }
         Demand::BestEffort(_) => Err(NodeError::Invalid("a best-effort workload has no reservation to resize".into())),
+    }
+}
+
+/// The reservation in force for a workload the planner admitted as `plan`: the sized one of an SLO
+/// workload without a reservation of its own (else its own demand applies: `None`).
+fn in_force_of(w: &Workload, plan: &WorkloadPlan) -> Option<Demand> {
+    if w.demand.is_some() || plan.sizing.is_none() {
+        return None;
+    }
+    match &plan.allocation {
+        rtslice_plan::Allocation::Reservation { reservation, .. } => Some(Demand::Reservation(rtslice_spec::Reservation {
+            runtime: reservation.runtime,
+            period: Some(reservation.period),
+            count: None,
+            cpus: Some(plan.cpus.clone()),
+            reclaim: plan.reclaim,
+        })),
+        _ => None,
+    }
+}
+
+fn runtime_of(plan: &WorkloadPlan) -> Option<Duration> {
+    match &plan.allocation {
+        rtslice_plan::Allocation::Reservation { reservation, .. } => Some(reservation.runtime),
+        _ => None,
     }
 }
 

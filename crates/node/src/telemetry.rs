@@ -167,6 +167,11 @@ impl Telemetry {
         }
     }
 
+    /// The latest reading of the history.
+    pub fn latest(&self) -> Option<NodeSample> {
+        lock(&self.history).back().map(|(_, s)| s.clone())
+    }
+
     /// `GET /v1/telemetry`: the reading `at` (default the latest) with rates and latency
     /// percentiles over the `window_s` seconds before it, and per-interval series over the
     /// `minutes` before it.

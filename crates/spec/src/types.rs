@@ -421,6 +421,42 @@ pub struct Workload {
     /// needs no file beside it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<Profile>,
+    /// The node service's closed loop: the reservation's runtime follows what the workload uses and
+    /// misses, between a guaranteed `min` and a `max` (docs/spec.md "Adaptive reservations").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapt: Option<Adapt>,
+}
+
+/// A reservation the node service resizes at run time (`adapt:`): every `interval` it reads the
+/// budget's use and the misses the workload reported, and grows or shrinks the runtime per period
+/// (through admission and the journal) between `min` and `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Adapt {
+    /// The runtime per period the workload never drops below; default: the reservation it was
+    /// admitted with (given, or sized for its SLO).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::DurationText>"))]
+    pub min: Option<Duration>,
+    /// The runtime per period it never grows above; default: the period under the node's cap.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::DurationText>"))]
+    pub max: Option<Duration>,
+    /// How often the loop decides (at most one change per interval).
+    #[serde(default = "default_adapt_interval", with = "serde_duration")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::DurationText"))]
+    pub interval: Duration,
+}
+
+/// The closed loop's interval when the spec gives none: long enough for a few thousand TTIs (a miss
+/// ratio of 1e-3 is visible), short enough to follow a traffic burst within seconds.
+pub const DEFAULT_ADAPT_INTERVAL: Duration = Duration::from_secs(2);
+/// The shortest interval: the telemetry's readings come every few hundred ms at best.
+pub const MIN_ADAPT_INTERVAL: Duration = Duration::from_millis(500);
+
+fn default_adapt_interval() -> Duration {
+    DEFAULT_ADAPT_INTERVAL
 }
 
 /// A service-level objective of a periodic workload (one job every `profile.period`, due

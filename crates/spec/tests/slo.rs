@@ -111,3 +111,28 @@ fn a_profile_round_trips_through_json() {
     let json = serde_json::to_string_pretty(&p).unwrap();
     assert_eq!(parse_profile(&json, "p.json").unwrap(), p);
 }
+
+/// `adapt:` (the node service's closed loop) on a reservation, given or sized for an SLO.
+#[test]
+fn adapt_on_a_reservation_or_an_slo() {
+    let s = parse(&spec("    demand: { reservation: { runtime: 400us, period: 1ms } }\n    adapt: { min: 200us, max: 800us }\n"), "s.yaml").unwrap();
+    let a = s.workloads[0].adapt.unwrap();
+    assert_eq!((a.min, a.max, a.interval), (Some(Duration::from_micros(200)), Some(Duration::from_micros(800)), DEFAULT_ADAPT_INTERVAL));
+    assert_eq!(parse(&to_yaml(&s), "again.yaml").unwrap(), s);
+    let s = parse(
+        &spec("    slo: { deadlineMissRatio: 1e-3 }\n    profile: { period: 1ms, deadline: 3ms, execution: { max: 700us } }\n    adapt: { interval: 5s }\n"),
+        "s.yaml",
+    )
+    .unwrap();
+    assert_eq!(s.workloads[0].adapt.unwrap().interval, Duration::from_secs(5));
+
+    let e = errors(&spec("    adapt: { min: 200us }\n"));
+    assert!(e.contains("s.yaml:5:12: workloads[0].adapt: the loop resizes a reservation"), "{e}");
+    let e = errors(&spec("    demand: { reservation: { runtime: 400us, period: 1ms } }\n    adapt: { min: 500us, max: 300us }\n"));
+    assert!(e.contains("min 500us is above max 300us") && e.contains("runtime 400us is outside [min, max]"), "{e}");
+    let e = errors(&spec("    demand: { reservation: { runtime: 400us, period: 1ms } }\n    adapt: { max: 990us, interval: 100ms }\n"));
+    assert!(e.contains("workloads[0].adapt.max: 990us is more than the period 1ms allows under the node's cap"), "{e}");
+    assert!(e.contains("workloads[0].adapt.interval: 100ms is outside 500ms..1h"), "{e}");
+    let e = errors(&spec("    demand: { reservation: { runtime: 400us, period: 1ms } }\n    adapt: { mim: 1us }\n"));
+    assert!(e.contains("did you mean `min`"), "{e}");
+}

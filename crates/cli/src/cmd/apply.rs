@@ -179,6 +179,13 @@ fn in_process(args: &Args, spec: &rtslice_spec::Spec) -> anyhow::Result<ExitCode
     for flag in one_shot_only(args) {
         super::warning(format_args!("{flag} applies to a one-shot apply only; the node service ignores it"));
     }
+    for w in spec.workloads.iter().filter(|w| w.adapt.is_some()) {
+        super::warning(format_args!(
+            "{}: `adapt` is the node service's closed loop; applied without a daemon the reservation stays as admitted \
+             (start `rtslice daemon` and apply through it)",
+            w.name
+        ));
+    }
     let opts = rtslice_node::ServiceOptions {
         state_dir: args.state_dir.clone(),
         // Used when the node starts now; a node that exists keeps the node section it started with.

@@ -1,6 +1,7 @@
 //! One workload of a spec: its fields, launch, demand, CPUs checked against the node, and slots.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use rtslice_yaml::{self as yaml, index, join, Map, Reader, Val};
 
@@ -9,11 +10,12 @@ use super::threads::{check_deadline_shares, thread_rule};
 use super::values::SpecValues;
 use super::{check_runtime, effective_period, Known};
 use crate::types::*;
+use crate::units::format_duration;
 
 const WORKLOAD_FIELDS: &[&str] =
     &[
         "name", "launch", "flavor", "hints", "demand", "memory", "cache", "memoryBandwidth", "isolation", "threads", "irqs", "net",
-        "restart", "slo", "profile",
+        "restart", "slo", "profile", "adapt",
     ];
 
 pub(super) fn workload(
@@ -126,6 +128,9 @@ pub(super) fn workload(
         w.profile = profile_field(cx, v, &join(path, "profile"), known.files);
     }
     check_slo_demand(cx, &f, path);
+    if let Some(v) = f.get("adapt") {
+        w.adapt = adapt(cx, v, &join(path, "adapt"), &w, known.node.cap, known.default_period);
+    }
     // The CPU count the slots of rules index into, when the spec fixes it.
     let count = match &w.demand {
         // The planner sizes an SLO's reservation on one CPU.
@@ -235,6 +240,53 @@ fn check_slo_demand(cx: &mut Reader, f: &Map, path: &str) {
             cx.err(v, &join(path, "slo"), "an SLO is met by a reservation (sized, or given as `demand: reservation`), not by dedicated CPUs or best effort; drop one of them");
         }
     }
+}
+
+/// `adapt: { min: 200us, max: 800us, interval: 2s }` on a reservation (given, or sized for an SLO).
+fn adapt(cx: &mut Reader, n: &yaml::Node, path: &str, w: &Workload, cap: f64, default_period: Option<Duration>) -> Option<Adapt> {
+    let f = cx.fields(n, path, &["min", "max", "interval"])?;
+    let before = cx.error_count();
+    let min = f.optional(cx, "min", |cx, x, p| cx.duration(x, p));
+    let max = f.optional(cx, "max", |cx, x, p| cx.duration(x, p));
+    let interval = f.optional(cx, "interval", |cx, x, p| cx.duration(x, p)).unwrap_or(DEFAULT_ADAPT_INTERVAL);
+    let (runtime, period) = match (&w.demand, &w.profile) {
+        (Some(Demand::Reservation(r)), _) => (Some(r.runtime), r.period.or(default_period)),
+        (None, Some(p)) if w.slo.is_some() => (None, Some(p.period)),
+        _ => {
+            cx.err(n, path, "the loop resizes a reservation: give `demand: { reservation: ... }`, or an `slo` with a `profile` (the planner sizes the first reservation)");
+            return None;
+        }
+    };
+    for (key, d) in [("min", min), ("max", max)] {
+        if d.is_some_and(|d| d.is_zero()) {
+            cx.err(f.get(key).unwrap_or(n), &join(path, key), "a runtime must be above 0");
+        }
+    }
+    if let (Some(lo), Some(hi)) = (min, max) {
+        if lo > hi {
+            cx.err(n, path, format!("min {} is above max {}", format_duration(lo), format_duration(hi)));
+        }
+    }
+    if let Some(period) = period {
+        let ceiling = period.mul_f64(cap.clamp(0.0, 1.0));
+        if let Some(hi) = max.filter(|hi| *hi > ceiling) {
+            cx.err(f.get("max").unwrap_or(n), &join(path, "max"), format!(
+                "{} is more than the period {} allows under the node's cap ({}); at most {}",
+                format_duration(hi), format_duration(period), cap, format_duration(ceiling)
+            ));
+        }
+    }
+    if let Some(r) = runtime {
+        if min.is_some_and(|lo| r < lo) || max.is_some_and(|hi| r > hi) {
+            cx.err(n, path, format!("the reservation's runtime {} is outside [min, max]: the loop starts from it", format_duration(r)));
+        }
+    }
+    if interval < MIN_ADAPT_INTERVAL || interval > Duration::from_secs(3600) {
+        cx.err(f.get("interval").unwrap_or(n), &join(path, "interval"), format!(
+            "{} is outside 500ms..1h (the loop needs a few telemetry readings per interval)", format_duration(interval)
+        ));
+    }
+    (cx.error_count() == before).then_some(Adapt { min, max, interval })
 }
 
 const RESTART_POLICIES: &[&str] = &["never", "on-failure", "always"];

@@ -1,0 +1,281 @@
+//! The closed loop's decision (pure): from one control interval's observation of a reserved
+//! workload — the CPU time it used, the jobs it reported and how many of them missed — the runtime
+//! per period it should hold next, between its guaranteed minimum and its maximum.
+//!
+//! The rule is feedback scheduling in the spirit of adaptive reservations (Abeni, Palopoli et al.):
+//! a budget is sized to keep its use below a set point, grown fast (one interval) when jobs miss or
+//! the budget runs full, shrunk slowly (after several calm intervals, a bounded step at a time) when
+//! it is mostly idle. Growing fast and shrinking slowly is what keeps the SLO: a miss costs more than
+//! an idle microsecond, and the slack given up goes to best-effort work only once it has been idle
+//! for a while. The service ([`crate::service`]) turns a decision into a resize through admission and
+//! the journal, and logs the decision's reason.
+
+use std::time::Duration;
+
+/// The runtime grid the loop moves on (the planner's and the kernel's unit is finer; 10 µs keeps
+/// decisions from chasing noise and matches the sizing's grid).
+pub const STEP: Duration = Duration::from_micros(10);
+/// The budget's use the loop aims at after growing: 30 % headroom over the mean demand absorbs the
+/// per-period variation the mean hides.
+pub const GROW_TO_USE: f64 = 0.7;
+/// Above this use of the budget the work is taken to be waiting for budget: grow.
+pub const SATURATED_USE: f64 = 0.9;
+/// Below this use, after [`CALM_INTERVALS`] calm intervals, shrink.
+pub const IDLE_USE: f64 = 0.6;
+/// The use a shrink stops at (never tighter than this over the mean demand).
+pub const SHRINK_TO_USE: f64 = 0.75;
+/// A grow is at least this factor (a burst is met within one interval, not crept up to).
+pub const GROW_FACTOR: f64 = 1.25;
+/// A shrink is at most this factor per step.
+pub const SHRINK_FACTOR: f64 = 0.85;
+/// Intervals without misses or saturation before a shrink, and between two shrinks.
+pub const CALM_INTERVALS: u32 = 3;
+/// The loop acts when the measured miss ratio exceeds this fraction of the SLO's: the margin.
+pub const MISS_MARGIN: f64 = 0.5;
+
+/// What bounds the loop for one workload.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bounds {
+    pub min: Duration,
+    pub max: Duration,
+    pub period: Duration,
+    /// CPUs the reservation is on (the runtime is per CPU).
+    pub cpus: u32,
+    /// The SLO's deadline-miss ratio, when the workload has one (else the loop follows the budget's
+    /// use alone).
+    pub target_miss_ratio: Option<f64>,
+}
+
+/// One control interval, as the telemetry measured it.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct Observation {
+    /// Length of the interval, seconds.
+    pub dt_s: f64,
+    /// CPU time the workload used in it (all its CPUs), seconds.
+    pub used_s: f64,
+    /// Jobs (TTIs) the workload reported in it, and how many missed their deadline; `None` when it
+    /// reports nothing.
+    pub jobs: Option<u64>,
+    pub misses: Option<u64>,
+}
+
+/// What the loop remembers between intervals.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LoopState {
+    /// Calm intervals in a row (no misses over the margin, budget not saturated).
+    pub calm: u32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    Keep { why: String },
+    Grow { to: Duration, why: String },
+    Shrink { to: Duration, why: String },
+}
+
+impl Decision {
+    /// The runtime the decision asks for (`None`: keep).
+    pub fn runtime(&self) -> Option<Duration> {
+        match self {
+            Decision::Keep { .. } => None,
+            Decision::Grow { to, .. } | Decision::Shrink { to, .. } => Some(*to),
+        }
+    }
+
+    pub fn why(&self) -> &str {
+        match self {
+            Decision::Keep { why } | Decision::Grow { why, .. } | Decision::Shrink { why, .. } => why,
+        }
+    }
+}
+
+/// `d` rounded up to the loop's grid.
+pub fn ceil_step(d: Duration) -> Duration {
+    let s = STEP.as_nanos();
+    Duration::from_nanos((d.as_nanos().div_ceil(s) * s) as u64)
+}
+
+fn us(d: Duration) -> String {
+    format!("{} µs", d.as_micros())
+}
+
+/// The mean CPU time one CPU's share of the workload needed per period over the interval.
+pub fn demand_per_period(b: &Bounds, o: &Observation) -> Option<Duration> {
+    let periods = o.dt_s / b.period.as_secs_f64();
+    (periods > 0.0 && o.used_s.is_finite() && o.used_s >= 0.0)
+        .then(|| Duration::from_secs_f64(o.used_s / periods / f64::from(b.cpus.max(1))))
+}
+
+/// The runtime to hold after this interval, and why. Always within `[b.min, b.max]` (a runtime
+/// outside them, e.g. the first one, is brought inside).
+pub fn decide(runtime: Duration, b: &Bounds, o: &Observation, st: &mut LoopState) -> Decision {
+    let clamp = |d: Duration| d.clamp(b.min, b.max.max(b.min));
+    let Some(demand) = demand_per_period(b, o) else {
+        return Decision::Keep { why: "no measurement in this interval".into() };
+    };
+    let use_ = if runtime.is_zero() { f64::INFINITY } else { demand.as_secs_f64() / runtime.as_secs_f64() };
+    let miss_ratio = match (o.jobs, o.misses) {
+        (Some(j), Some(m)) if j > 0 => Some(m as f64 / j as f64),
+        _ => None,
+    };
+    let missing = match (b.target_miss_ratio, miss_ratio, o.misses) {
+        (Some(t), Some(r), Some(m)) => m > 0 && r > t * MISS_MARGIN,
+        _ => false,
+    };
+    let saturated = use_ >= SATURATED_USE;
+    let seen = format!(
+        "used {} per period ({:.0} % of the budget){}",
+        us(demand),
+        use_ * 100.0,
+        match (miss_ratio, o.jobs, o.misses) {
+            (Some(r), Some(j), Some(m)) => format!(", {m} of {j} jobs missed ({r:.1e})"),
+            _ => String::new(),
+        }
+    );
+    if missing || saturated {
+        st.calm = 0;
+        let want = clamp(ceil_step(runtime.mul_f64(GROW_FACTOR).max(demand.div_f64(GROW_TO_USE))));
+        let cause = if missing {
+            format!("misses above {} of the target {:.1e}", MISS_MARGIN, b.target_miss_ratio.unwrap_or_default())
+        } else {
+            "the budget runs full".into()
+        };
+        return if want > runtime {
+            Decision::Grow { to: want, why: format!("{cause}: {seen}") }
+        } else if want < runtime {
+            // Only when the runtime was above max: bring it inside.
+            Decision::Shrink { to: want, why: format!("above max {}: {seen}", us(b.max)) }
+        } else {
+            Decision::Keep { why: format!("{cause}, but already at max {}: {seen}", us(b.max)) }
+        };
+    }
+    st.calm += 1;
+    if runtime < b.min {
+        return Decision::Grow { to: clamp(runtime), why: format!("below min {}", us(b.min)) };
+    }
+    if runtime > b.max {
+        return Decision::Shrink { to: clamp(runtime), why: format!("above max {}", us(b.max)) };
+    }
+    if st.calm >= CALM_INTERVALS && use_ < IDLE_USE {
+        let want = clamp(ceil_step(runtime.mul_f64(SHRINK_FACTOR).max(demand.div_f64(SHRINK_TO_USE))));
+        if want + STEP <= runtime {
+            st.calm = 0;
+            return Decision::Shrink { to: want, why: format!("{} calm intervals: {seen}", CALM_INTERVALS) };
+        }
+        return Decision::Keep { why: format!("calm, at min {} or its demand: {seen}", us(b.min)) };
+    }
+    Decision::Keep { why: seen }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn bounds() -> Bounds {
+        Bounds {
+            min: Duration::from_micros(200),
+            max: Duration::from_micros(900),
+            period: Duration::from_millis(1),
+            cpus: 1,
+            target_miss_ratio: Some(1e-3),
+        }
+    }
+
+    /// `demand_us` per period over a 2 s interval (2000 jobs), with `misses`.
+    fn obs(demand_us: f64, misses: u64) -> Observation {
+        Observation { dt_s: 2.0, used_s: demand_us * 1e-6 * 2000.0, jobs: Some(2000), misses: Some(misses) }
+    }
+
+    #[test]
+    fn misses_grow_at_once() {
+        let mut st = LoopState { calm: 5 };
+        let d = decide(Duration::from_micros(300), &bounds(), &obs(250.0, 10), &mut st);
+        // 1.25 × 300 = 375 > 250 / 0.7 = 357.
+        assert_eq!(d.runtime(), Some(Duration::from_micros(380)), "{d:?}");
+        assert!(d.why().contains("10 of 2000"), "{}", d.why());
+        assert_eq!(st.calm, 0);
+    }
+
+    #[test]
+    fn a_full_budget_grows_to_its_demand_over_the_set_point() {
+        let mut st = LoopState::default();
+        let d = decide(Duration::from_micros(300), &bounds(), &obs(560.0, 0), &mut st);
+        assert_eq!(d.runtime(), Some(Duration::from_micros(800)), "{d:?}");
+    }
+
+    #[test]
+    fn misses_within_the_margin_are_no_reason() {
+        let mut st = LoopState::default();
+        // 1 in 2000 = 5e-4, under half of a 4e-3 target.
+        let b = Bounds { target_miss_ratio: Some(4e-3), ..bounds() };
+        let d = decide(Duration::from_micros(500), &b, &obs(300.0, 1), &mut st);
+        assert_eq!(d.runtime(), None, "{d:?}");
+    }
+
+    #[test]
+    fn shrinking_waits_for_calm_and_goes_a_step_at_a_time() {
+        let mut st = LoopState::default();
+        let b = bounds();
+        let mut r = Duration::from_micros(900);
+        let mut changes = Vec::new();
+        for _ in 0..40 {
+            if let Some(to) = decide(r, &b, &obs(150.0, 0), &mut st).runtime() {
+                assert!(to < r);
+                changes.push(to);
+                r = to;
+            }
+        }
+        assert_eq!(changes.first(), Some(&Duration::from_micros(770)), "{changes:?}");
+        // Down until the budget is used above IDLE_USE (150 µs / 250 µs), never below the demand's
+        // room (150 / 0.75 = 200 µs, here also the minimum).
+        assert!(r > Duration::from_micros(200) && r <= Duration::from_micros(250), "{changes:?}");
+        assert_eq!(changes.len(), 9, "one step every {CALM_INTERVALS} intervals: {changes:?}");
+    }
+
+    #[test]
+    fn no_measurement_keeps() {
+        let mut st = LoopState::default();
+        let o = Observation { dt_s: 0.0, ..Default::default() };
+        assert_eq!(decide(Duration::from_micros(300), &bounds(), &o, &mut st).runtime(), None);
+    }
+
+    proptest! {
+        #[test]
+        fn the_runtime_stays_within_its_bounds(
+            start in 1u64..2000, min in 10u64..500, span in 0u64..800, demand in 0.0f64..2000.0,
+            jobs in 0u64..5000, misses in 0u64..100, calm in 0u32..10, cpus in 1u32..4,
+        ) {
+            let b = Bounds { min: Duration::from_micros(min), max: Duration::from_micros(min + span), period: Duration::from_millis(1), cpus, target_miss_ratio: Some(1e-3) };
+            let o = Observation { dt_s: 2.0, used_s: demand * 1e-6 * 2000.0 * f64::from(cpus), jobs: Some(jobs), misses: Some(misses.min(jobs)) };
+            let mut st = LoopState { calm };
+            let r = Duration::from_micros(start);
+            let d = decide(r, &b, &o, &mut st);
+            if let Some(to) = d.runtime() {
+                prop_assert!(to >= b.min && to <= b.max, "{d:?}");
+                prop_assert!(to != r);
+            } else {
+                prop_assert!(r >= b.min && r <= b.max, "kept {r:?} outside {b:?}: {d:?}");
+            }
+        }
+
+        #[test]
+        fn misses_over_the_margin_never_shrink(start in 200u64..900, demand in 0.0f64..900.0, misses in 3u64..100) {
+            let b = bounds();
+            let mut st = LoopState { calm: 10 };
+            let r = Duration::from_micros(start);
+            let d = decide(r, &b, &obs(demand, misses), &mut st);
+            prop_assert!(d.runtime().is_none_or(|to| to > r), "{d:?}");
+        }
+
+        #[test]
+        fn a_shrink_leaves_the_mean_demand_room(start in 200u64..900, demand in 0.0f64..900.0) {
+            let b = bounds();
+            let mut st = LoopState { calm: 10 };
+            let r = Duration::from_micros(start);
+            if let Decision::Shrink { to, .. } = decide(r, &b, &obs(demand, 0), &mut st) {
+                prop_assert!(to == b.min || to.as_secs_f64() * SHRINK_TO_USE >= demand * 1e-6 - 1e-9, "{to:?} for {demand} µs");
+            }
+        }
+    }
+}
