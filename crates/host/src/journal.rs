@@ -244,9 +244,36 @@ pub fn inside_created(changes: &[Change], path: &Path) -> bool {
     })
 }
 
+/// Whether an older change (in `older`) restores the same thread's policy or affinity further back:
+/// undoing `change` then would only pass through an intermediate value. Skipping it matters for
+/// SCHED_DEADLINE: a budget a thread held before a shrink may no longer fit its root domain once
+/// the bandwidth went to another workload (EBUSY), while the value before them all (the thread's
+/// policy before rtslice) always does.
+pub fn superseded(older: &[Change], change: &Change) -> bool {
+    match change {
+        Change::Sched { thread, .. } => older.iter().any(|c| matches!(c, Change::Sched { thread: t, .. } if t == thread)),
+        Change::Affinity { thread, .. } => older.iter().any(|c| matches!(c, Change::Affinity { thread: t, .. } if t == thread)),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_oldest_change_of_a_thread_is_undone() {
+        let t = |pid| ProcRef { pid, start: 1 };
+        let dl = |r| SchedAttr::Deadline { runtime_ns: r, deadline_ns: 1_000_000, period_ns: 1_000_000, reclaim: false };
+        let changes = vec![
+            Change::Sched { thread: t(1), old: SchedAttr::Other { nice: 0 }, new: dl(400_000) },
+            Change::Sched { thread: t(2), old: SchedAttr::Other { nice: 0 }, new: dl(100_000) },
+            Change::Sched { thread: t(1), old: dl(400_000), new: dl(300_000) },
+        ];
+        assert!(superseded(&changes[..2], &changes[2]), "the newer change of thread 1 passes through 400 µs: skipped");
+        assert!(!superseded(&changes[..1], &changes[1]), "thread 2's only change is undone");
+        assert!(!superseded(&[], &changes[0]));
+    }
 
     #[test]
     fn save_load_round_trip_and_refusals() {

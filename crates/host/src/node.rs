@@ -191,9 +191,12 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>> {
 /// Whether a cgroup path lies inside the workload's own directory `<mount>/<parent>/<name>/…`.
 fn owned_by(path: &Path, name: &str) -> bool {
     let parents = [crate::cgroup::V1_PARENT, crate::cgroup::V2_PARENT];
+    let is_parent = |d: Option<&Path>| d.and_then(|p| p.file_name()).is_some_and(|p| parents.iter().any(|x| p == *x));
     path.ancestors().any(|a| {
         a.file_name().is_some_and(|n| n == name)
-            && a.parent().and_then(|p| p.file_name()).is_some_and(|p| parents.iter().any(|x| p == *x))
+            && (is_parent(a.parent())
+                // A workload's group inside a shared partition (`_partition-<cpus>/<name>`).
+                || a.parent().is_some_and(|p| shared_partition_of(&p.join(name)).is_some() && is_parent(p.parent())))
     })
 }
 
@@ -454,7 +457,17 @@ impl Node {
     fn prepare_one(&self, setup: &Setup, except: &[&str]) -> Result<Prepared> {
         let ws = &setup.workloads[0];
         let (mut prepared, _warnings) = prepare(setup, &self.facts, self.base.mechanism)?;
-        let p = prepared.remove(0);
+        let mut p = prepared.remove(0);
+        // SCHED_DEADLINE workloads on exactly the same CPUs share one partition (a root domain), each
+        // in a group of its own inside it: several vBS on one CPU. Dedicated and shielded CPUs stay
+        // partitions of their own (no one else may run there).
+        let shared = p.partition && self.base.partitions && self.facts.backend.is_v1() && !p.ws.partition && !p.ws.shield;
+        if shared {
+            let dir = shared_partition_dir(&self.facts.backend.parent().cpuset, &p.ws.cpus);
+            p.group.cpuset = dir.join(&p.ws.name);
+            p.partition = false;
+        }
+        let mine = if shared { shared_partition_of(&p.group.cpuset) } else { p.partition.then(|| p.group.cpuset.clone()) };
         if p.partition && !self.base.partitions {
             return Err(rejected(format!(
                 "workload {} needs an exclusive partition (dedicated CPUs or SCHED_DEADLINE), which this node cannot \
@@ -465,22 +478,28 @@ impl Node {
         }
         let others: Vec<AppliedRecord> =
             self.records()?.into_iter().filter(|r| !r.workloads.iter().any(|w| except.contains(&w.name.as_str()))).collect();
-        let mut exclusive = if p.partition { p.ws.cpus.clone() } else { CpuList::new() };
+        let mut exclusive = if mine.is_some() { p.ws.cpus.clone() } else { CpuList::new() };
         let mut total = p.rt_budget.map_or(0.0, |r| r.bandwidth());
         for r in &others {
             for w in &r.workloads {
-                let theirs = partition_of(&w.group.cpuset);
-                if (p.partition || theirs) && !w.cpus.intersection(&p.ws.cpus).is_empty() {
+                let theirs = partition_dir_of(&w.group.cpuset);
+                let same_shared = shared && theirs.is_some() && theirs == mine;
+                if (mine.is_some() || theirs.is_some()) && !same_shared && !w.cpus.intersection(&p.ws.cpus).is_empty() {
+                    let why = if shared && theirs.as_ref().is_some_and(|t| shared_partition_of(&t.join(&w.name)).is_some()) {
+                        " (SCHED_DEADLINE workloads share a partition only on exactly the same CPUs)"
+                    } else {
+                        ""
+                    };
                     return Err(rejected(format!(
-                        "workload {} [{}] overlaps workload {} [{}], which {} an exclusive partition",
+                        "workload {} [{}] overlaps workload {} [{}], which {} an exclusive partition{why}",
                         ws.name,
                         p.ws.cpus,
                         w.name,
                         w.cpus,
-                        if theirs { "is" } else { "would need" }
+                        if theirs.is_some() { "is in" } else { "would need" }
                     )));
                 }
-                if theirs {
+                if theirs.is_some() {
                     exclusive = exclusive.union(&w.cpus);
                 }
             }
@@ -519,6 +538,9 @@ impl Node {
         if p.partition {
             // Exclusive siblings cannot overlap: `system` gives the CPUs up before the group takes them.
             step("take the CPUs out of the system cpuset".into(), self.set_system(&p.ws.cpus))?;
+        }
+        if let Some(dir) = shared_partition_of(&p.group.cpuset) {
+            step(format!("create the shared partition {}", dir.display()), self.ensure_shared_partition(&dir, &p.ws.cpus))?;
         }
         for op in self.workload_ops(p) {
             match op {
@@ -618,8 +640,39 @@ impl Node {
         fsio::write(&file, &rest.to_string())
     }
 
+    /// Removes shared partitions no workload is in any more, then gives `system` back what no
+    /// partition holds (after every remove, failed operation and recovery).
     fn refresh_system(&self) {
+        let parent = self.facts.backend.parent().cpuset;
+        if let Ok(rd) = std::fs::read_dir(&parent) {
+            for e in rd.flatten() {
+                let dir = e.path();
+                let empty = || std::fs::read_dir(&dir).is_ok_and(|mut r| !r.any(|x| x.is_ok_and(|x| x.path().is_dir())));
+                if e.file_name().to_string_lossy().starts_with(SHARED_PARTITION_PREFIX) && dir.is_dir() && empty() {
+                    // A failure (a task someone moved in) leaves it for the next operation to retry;
+                    // its CPUs stay out of `system` meanwhile, which set_system reads from the kernel.
+                    let _ = fsio::rmdir(&dir);
+                }
+            }
+        }
         let _ = self.set_system(&CpuList::new());
+    }
+
+    /// The partition SCHED_DEADLINE workloads on exactly `cpus` share: created when the first one is
+    /// deployed, removed with the last (`refresh_system`). Not journaled: it is derived from the
+    /// workloads in it (like `system`'s CPUs), so a crash can only leave an empty one, which the
+    /// next operation or `Node::open` removes.
+    fn ensure_shared_partition(&self, dir: &Path, cpus: &CpuList) -> Result<()> {
+        if partition_of(dir) {
+            return Ok(());
+        }
+        self.set_system(cpus)?;
+        if !dir.exists() {
+            fsio::mkdir(dir)?;
+        }
+        fsio::write(dir.join("cpuset.cpus"), &cpus.to_string())?;
+        fsio::write(dir.join("cpuset.mems"), &self.facts.mems)?;
+        fsio::write(dir.join("cpuset.cpu_exclusive"), "1")
     }
 
     /// Removes a workload: stops what it launched (SIGTERM, grace, SIGKILL), undoes its segment,
@@ -689,6 +742,13 @@ impl Node {
             return Err(rejected(format!("workload {}: a resize cannot change how it is launched; remove and deploy it", ws.name)));
         }
         let p = self.prepare_one(setup, &[ws.name.as_str()])?;
+        if p.group.cpuset != before.workloads[0].group.cpuset {
+            return Err(rejected(format!(
+                "workload {}: SCHED_DEADLINE workloads share a partition by their CPUs, and a resize cannot move one to \
+                 other CPUs [{}] (it holds [{}]); remove and deploy it",
+                ws.name, p.ws.cpus, before.workloads[0].cpus
+            )));
+        }
         let was_partition = partition_of(&before.workloads[0].group.cpuset);
         if p.partition != was_partition {
             return Err(rejected(format!(
@@ -933,6 +993,28 @@ fn stop_unjournaled_launches(seg: &StateDir) {
     }
 }
 
+/// Shared partitions are named `_partition-<cpus>` under the parent cpuset: no workload can have
+/// such a name (workload names start with a letter or digit).
+const SHARED_PARTITION_PREFIX: &str = "_partition-";
+
+fn shared_partition_dir(parent_cpuset: &Path, cpus: &CpuList) -> PathBuf {
+    parent_cpuset.join(format!("{SHARED_PARTITION_PREFIX}{cpus}"))
+}
+
+/// The shared partition a workload's cpuset group is in, if it is in one.
+fn shared_partition_of(group_cpuset: &Path) -> Option<PathBuf> {
+    let dir = group_cpuset.parent()?;
+    dir.file_name()?.to_string_lossy().starts_with(SHARED_PARTITION_PREFIX).then(|| dir.to_path_buf())
+}
+
+/// The partition a workload's cpuset group is (an exclusive group of its own) or is in (shared).
+fn partition_dir_of(group_cpuset: &Path) -> Option<PathBuf> {
+    if partition_of(group_cpuset) {
+        return Some(group_cpuset.to_path_buf());
+    }
+    shared_partition_of(group_cpuset).filter(|d| partition_of(d))
+}
+
 /// A v1 cpuset that is an exclusive partition (reads `cpuset.cpu_exclusive` = 1), or a valid v2 one.
 fn partition_of(cpuset_dir: &Path) -> bool {
     fsio::read_trim(cpuset_dir.join("cpuset.cpu_exclusive")).is_ok_and(|v| v == "1")
@@ -946,6 +1028,9 @@ fn undo_range(changes: &mut Vec<Change>, from: usize) -> Vec<String> {
     let mut ctx = Undo::default();
     while changes.len() > from {
         let c = changes.pop().expect("len > from");
+        if crate::journal::superseded(&changes[from..], &c) {
+            continue;
+        }
         if let Err(e) = undo(&c, &mut ctx) {
             errors.push(format!("{}: {e}", c.describe()));
         }

@@ -221,6 +221,9 @@ pub fn undo_all(changes: &mut Vec<Change>, from: usize, ctx: &mut Undo) -> Vec<S
                 continue;
             }
         }
+        if crate::journal::superseded(&changes[from..], &change) {
+            continue;
+        }
         if let Err(e) = undo(&change, ctx) {
             errors.push(format!("{}: {e}", change.describe()));
             failed.push(change);

@@ -217,6 +217,20 @@ fn assert_consistent(node: &Node) {
             .collect();
         groups.sort();
         for g in &groups {
+            if g.starts_with("_partition-") {
+                // A shared partition holds deployed SCHED_DEADLINE workloads, and is gone with the last.
+                let inside: Vec<String> = std::fs::read_dir(dir.join(g))
+                    .unwrap()
+                    .flatten()
+                    .filter(|e| e.path().is_dir())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect();
+                assert!(!inside.is_empty(), "empty shared partition {}/{g} left", dir.display());
+                for w in &inside {
+                    assert!(names.contains(w), "leaked cgroup {}/{g}/{w} (deployed: {names:?})", dir.display());
+                }
+                continue;
+            }
             assert!(names.contains(g), "leaked cgroup {}/{g} (deployed: {names:?})", dir.display());
         }
     }
@@ -443,4 +457,82 @@ fn one_shot_apply_and_the_node_refuse_each_other() {
     assert!(e.contains("another rtslice"), "{e}");
     node.reset().unwrap();
     assert_same(before, &snapshot());
+}
+
+/// A workload reserving `runtime_ms` every second on `on`, its sleep thread SCHED_DEADLINE.
+fn deadline_reserved(n: &str, on: &str, runtime_ms: u64) -> Setup {
+    let mut s = reserved(n, on, runtime_ms);
+    s.workloads[0].threads = vec![ThreadRule {
+        name: "^sleep$".into(),
+        policy: Some(SchedAttr::Deadline { runtime_ns: runtime_ms * 1_000_000, deadline_ns: 1_000_000_000, period_ns: 1_000_000_000, reclaim: false }),
+        cpus: None,
+        budget_share: None,
+    }];
+    s
+}
+
+/// Several vBS on one CPU under SCHED_DEADLINE: workloads on exactly the same CPUs share one
+/// partition (a root domain of their own), each in its own group; one on other CPUs overlapping
+/// them is refused with the reason; the partition goes with the last of them and `system` gets the
+/// CPU back.
+#[test]
+fn deadline_workloads_on_the_same_cpus_share_a_partition() {
+    root_or_skip!();
+    let Some(fx) = Fixture::start() else { return };
+    let (before, dir) = (&fx.before, fx.dir.path());
+    let (node, _) = Node::open(NodeOptions { mechanism: Some(Mechanism::Deadline), ..opts(dir) }).expect("open the node");
+    if !node.base().partitions {
+        eprintln!("SKIPPED: partitions unavailable here ({:?})", node.base().warnings);
+        return;
+    }
+    let part = backend().parent().cpuset.join("_partition-1");
+    node.deploy(&deadline_reserved("a", "1", 200)).expect("deploy a");
+    assert_eq!(read(part.join("cpuset.cpu_exclusive")), "1");
+    let a = views_in(&part, "a");
+    node.deploy(&deadline_reserved("b", "1", 300)).expect("b shares a's partition");
+    assert_eq!(views_in(&part, "a"), a, "deploying b touched a");
+    for n in ["a", "b"] {
+        let rec = node.record(&name(n)).unwrap().unwrap();
+        assert_eq!(rec.workloads[0].group.cpuset, part.join(name(n)));
+        let pid = rec.workloads[0].pids[0].pid;
+        assert!(
+            matches!(rtslice_host::sched::get_attr(pid), Ok(SchedAttr::Deadline { .. })),
+            "{n}: {:?}",
+            rtslice_host::sched::get_attr(pid)
+        );
+    }
+    assert!(!read(backend().group("system").cpuset.join("cpuset.cpus")).contains('1'), "CPU 1 is out of system");
+    // A dedicated CPU 1 overlaps the partition: refused, nothing changed.
+    let e = node.deploy(&dedicated(&node, "c", "1")).unwrap_err();
+    assert!(e.to_string().contains("is in an exclusive partition"), "{e}");
+    // A resize of b in place keeps it in the partition.
+    node.resize(&deadline_reserved("b", "1", 100)).expect("shrink b");
+    assert_eq!(views_in(&part, "a"), a, "resizing b touched a");
+    assert_consistent(&node);
+    node.remove(&name("a")).expect("remove a");
+    assert!(part.exists(), "b is still in it");
+    node.remove(&name("b")).expect("remove b");
+    assert!(!part.exists(), "the last one out removes the partition");
+    assert_eq!(read(backend().group("system").cpuset.join("cpuset.cpus")), "0-1");
+    assert_consistent(&node);
+    node.reset().expect("reset the node");
+    assert!(launched_processes().is_empty());
+    assert_same(before, &snapshot());
+}
+
+/// What `view` shows of a workload whose cpuset group is inside a shared partition.
+fn views_in(part: &Path, n: &str) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    let dir = part.join(name(n));
+    for f in ["cgroup.procs", "cpuset.cpus", "cpuset.mems", "cpuset.cpu_exclusive"] {
+        m.insert(f.to_string(), read(dir.join(f)));
+    }
+    for pid in rtslice_host::workload_pids(&dir) {
+        for tid in rtslice_host::sched::threads_of(pid) {
+            let policy = rtslice_host::sched::get_attr(tid).map(|p| format!("{p:?}")).unwrap_or_default();
+            let aff = rtslice_host::sched::get_affinity(tid).map(|c| c.to_string()).unwrap_or_default();
+            m.insert(format!("thread {pid}/{tid}"), format!("{policy} [{aff}]"));
+        }
+    }
+    m
 }

@@ -1061,8 +1061,20 @@ impl Service {
     }
 
     fn check_drift(&mut self) {
+        let t = now();
         let names: Vec<String> = self.desired.workloads.iter().filter(|e| e.phase == Phase::Running).map(|e| e.workload.name.clone()).collect();
         self.drift_seen.retain(|n, _| names.contains(n));
+        // A workload just started is still naming its threads and the agent is still giving the
+        // late ones their rules: not drift (it showed as "drift detected" then "no drift any more"
+        // seconds after every deploy).
+        let settling: Vec<String> = self
+            .desired
+            .workloads
+            .iter()
+            .filter(|e| e.started_at.is_some_and(|s| t - s < DRIFT_CHECK_EVERY.as_secs_f64()))
+            .map(|e| e.workload.name.clone())
+            .collect();
+        let names: Vec<String> = names.into_iter().filter(|n| !settling.contains(n)).collect();
         for n in names {
             let Ok(st) = self.host.status(&n) else { continue };
             let now_drift: Vec<String> = st.drift.iter().map(|d| format!("{}: expected {}, found {}", d.what, d.expected, d.actual)).collect();
