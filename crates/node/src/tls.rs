@@ -1,5 +1,7 @@
 //! HTTPS on the TCP listener (`--tls-cert`, `--tls-key`): rustls with the ring provider (no OpenSSL,
-//! no C toolchain beyond ring's), HTTP/1.1 only (the API's axum has no HTTP/2).
+//! no C toolchain beyond ring's), HTTP/1.1 only (the API's axum has no HTTP/2). With
+//! `--tls-client-ca` it is mutual TLS: a client must present a certificate that CA signed (and the
+//! bearer token still), so a stolen token alone does not reach the node.
 //!
 //! Handshakes run in tasks of their own so one slow or silent client cannot hold up the accept loop;
 //! [`TlsListener`] hands axum only connections whose handshake completed.
@@ -27,6 +29,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct TlsFiles {
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// PEM certificates of the CAs whose client certificates are accepted (mutual TLS); `None`:
+    /// clients are not asked for one.
+    pub client_ca: Option<PathBuf>,
 }
 
 /// Reads and checks the certificate and key (the key must match the certificate) into a server
@@ -48,10 +53,31 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>> {
     let key = PrivateKeyDer::from_pem_file(&files.key)
         .map_err(|e| bad(&files.key, format!("no PEM private key (PKCS#8, PKCS#1 or SEC1) in it ({e})")))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| NodeError::Invalid(format!("TLS: {e}")))?
-        .with_no_client_auth()
+        .map_err(|e| NodeError::Invalid(format!("TLS: {e}")))?;
+    let builder = match &files.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let bad = |what: String| NodeError::Invalid(format!("--tls-client-ca: {}: {what}", ca.display()));
+            let mut roots = rustls::RootCertStore::empty();
+            let cas = CertificateDer::pem_file_iter(ca)
+                .map_err(|e| bad(format!("cannot read PEM certificates ({e})")))?
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| bad(format!("not PEM certificates ({e})")))?;
+            if cas.is_empty() {
+                return Err(bad("holds no certificate (expected the CA's -----BEGIN CERTIFICATE-----)".into()));
+            }
+            for c in cas {
+                roots.add(c).map_err(|e| bad(format!("not a usable CA certificate ({e})")))?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| bad(format!("cannot verify clients with it ({e})")))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder
         .with_single_cert(certs, key)
         .map_err(|e| bad(&files.cert, format!("the certificate and the key do not go together ({e}); give the key the certificate was made for")))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -155,7 +181,7 @@ mod tests {
             .expect("openssl is installed (make deps)");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-        TlsFiles { cert, key }
+        TlsFiles { cert, key, client_ca: None }
     }
 
     fn refusal(files: &TlsFiles) -> String {
@@ -171,15 +197,15 @@ mod tests {
         let a = openssl(dir.path(), "a");
         let b = openssl(dir.path(), "b");
         assert!(server_config(&a).is_ok());
-        let mixed = TlsFiles { cert: a.cert.clone(), key: b.key.clone() };
+        let mixed = TlsFiles { cert: a.cert.clone(), key: b.key.clone(), client_ca: None };
         assert!(refusal(&mixed).contains("do not go together"), "{}", refusal(&mixed));
         std::fs::set_permissions(&a.key, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(refusal(&a).contains("chmod 600"), "{}", refusal(&a));
-        let swapped = TlsFiles { cert: b.key.clone(), key: b.key.clone() };
+        let swapped = TlsFiles { cert: b.key.clone(), key: b.key.clone(), client_ca: None };
         assert!(refusal(&swapped).contains("no certificate"), "{}", refusal(&swapped));
-        let missing = TlsFiles { cert: dir.path().join("none.pem"), key: b.key.clone() };
+        let missing = TlsFiles { cert: dir.path().join("none.pem"), key: b.key.clone(), client_ca: None };
         assert!(refusal(&missing).contains("none.pem"), "{}", refusal(&missing));
-        let not_a_key = TlsFiles { cert: b.cert.clone(), key: b.cert.clone() };
+        let not_a_key = TlsFiles { cert: b.cert.clone(), key: b.cert.clone(), client_ca: None };
         std::fs::set_permissions(&b.cert, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert!(refusal(&not_a_key).contains("no PEM private key"), "{}", refusal(&not_a_key));
     }

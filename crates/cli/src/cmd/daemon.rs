@@ -28,6 +28,10 @@ pub struct Args {
     /// The PEM private key of --tls-cert (mode 0600)
     #[arg(long, value_name = "KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Mutual TLS: accept only clients presenting a certificate this CA (PEM) signed — besides the
+    /// bearer token
+    #[arg(long, value_name = "CA", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
     /// A spec whose `node:` section (housekeeping CPUs, cap, fit policy) the node uses
     #[arg(long, value_name = "FILE", alias = "node-file")]
     pub node: Option<PathBuf>,
@@ -103,7 +107,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         socket: args.socket,
         listen: args.listen,
         token_file: args.token_file,
-        tls: args.tls_cert.zip(args.tls_key).map(|(cert, key)| rtslice_node::TlsFiles { cert, key }),
+        tls: args.tls_cert.zip(args.tls_key).map(|(cert, key)| rtslice_node::TlsFiles { cert, key, client_ca: args.tls_client_ca }),
         reset_on_exit: args.reset_on_exit,
         telemetry: Some(rtslice_node::TelemetryOptions {
             trace: !args.no_trace,
