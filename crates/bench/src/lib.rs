@@ -20,6 +20,7 @@ pub mod results;
 pub mod report;
 pub mod specgen;
 pub mod netns;
+pub mod closed_loop;
 pub mod container;
 pub mod periodic;
 pub mod parse;

@@ -126,6 +126,11 @@ fn adapt_on_a_reservation_or_an_slo() {
     .unwrap();
     assert_eq!(s.workloads[0].adapt.unwrap().interval, Duration::from_secs(5));
 
+    // With a reservation the loop adapts, the SLO is its target and needs no profile.
+    let s = parse(&spec("    demand: { reservation: { runtime: 400us, period: 1ms } }\n    slo: { deadlineMissRatio: 1e-3 }\n    adapt: { min: 200us }\n"), "s.yaml").unwrap();
+    assert_eq!(s.workloads[0].slo, Some(Slo::DeadlineMissRatio(1e-3)));
+    let e = errors(&spec("    demand: { reservation: { runtime: 400us, period: 1ms } }\n    slo: { deadlineMissRatio: 1e-3 }\n"));
+    assert!(e.contains("an SLO needs the workload's demand"), "{e}");
     let e = errors(&spec("    adapt: { min: 200us }\n"));
     assert!(e.contains("s.yaml:5:12: workloads[0].adapt: the loop resizes a reservation"), "{e}");
     let e = errors(&spec("    demand: { reservation: { runtime: 400us, period: 1ms } }\n    adapt: { min: 500us, max: 300us }\n"));

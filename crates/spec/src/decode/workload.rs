@@ -217,7 +217,10 @@ pub(super) fn workload(
 /// An SLO needs a profile to size from, a profile is only read for an SLO, and an SLO sizes (or is
 /// checked against) a reservation — not dedicated CPUs, best effort or a flavor.
 fn check_slo_demand(cx: &mut Reader, f: &Map, path: &str) {
+    // A given reservation the closed loop adapts needs no profile: the SLO is the loop's target.
+    let loop_target = f.has("adapt") && f.get("demand").is_some_and(|d| d.get("reservation").is_some());
     match (f.get("slo"), f.get("profile")) {
+        (Some(_), None) if loop_target => {}
         (Some(v), None) => cx.err(
             v,
             &join(path, "slo"),
