@@ -302,6 +302,10 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
             // since not every profile ends promptly on it.
             let mut v = vec![rtslice.clone(), s("emulate"), s("--profile"), e.profile.clone(), s("--duration"), fmt_dur(total + EMU_TAIL), s("--json"), s("--quiet")];
             v.extend(e.args.iter().cloned());
+            // Replicas draw their traffic (bursts) independently unless the file fixes a seed.
+            if !e.args.iter().any(|a| a == "--seed") {
+                v.extend([s("--seed"), (idx + 1).to_string()]);
+            }
             v
         } else if let Some(c) = &w.command {
             if w.role == Role::Neighbour {
@@ -392,7 +396,9 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
         let shares_cpu = layout.placements.iter().any(|p| {
             p.role == Role::Neighbour && p.cpus.as_ref().is_none_or(|c| c.iter().any(|x| reserved.contains(x)))
         });
-        if !reserved.is_empty() && shares_cpu {
+        // A reservation the planner places may land on any CPU, the neighbour's included.
+        let floating = layout.placements.iter().any(|p| p.planner_placed());
+        if (!reserved.is_empty() && shares_cpu) || floating {
             opts.mechanism = Some(rtslice_host::Mechanism::RtGroup);
             ctx.rec.notes.push("RT group throttling forced: the neighbour shares the reserved CPUs".into());
         }
