@@ -742,6 +742,30 @@ blocks:
         assert!(n >= 3);
     }
 
+    /// density.yaml's SLO and targets reach the experiment; wrong ones are located errors.
+    #[test]
+    fn density_slo_and_targets_are_read_and_checked() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/experiments/density.yaml");
+        let e = Experiment::load(std::path::Path::new(path)).unwrap();
+        assert_eq!(e.density_targets, vec![1e-3, 1e-2]);
+        let vbs = &e.blocks[1].workloads[0];
+        let slo = vbs.slo.as_ref().unwrap();
+        assert_eq!(slo.deadline_miss_ratio, 1e-3);
+        assert_eq!(slo.profile.period, Duration::from_millis(1));
+        assert_eq!(slo.profile.deadline, Duration::from_millis(3));
+        assert!(slo.profile.execution.p99.is_some());
+        let text = std::fs::read_to_string(path).unwrap();
+        let bad = text.replace("deadline_miss_ratio: 1e-3", "deadline_miss_ratio: 3").replace("max: ", "maxx: ");
+        let err = Experiment::parse(&bad, "d.yaml").unwrap_err().to_string();
+        assert!(err.contains("maxx") && err.contains("profile"), "{err}");
+        let bad = text.replace("deadline_miss_ratio: 1e-3", "deadline_miss_ratio: 3");
+        let err = Experiment::parse(&bad, "d.yaml").unwrap_err().to_string();
+        assert!(err.contains("slo.deadline_miss_ratio") && err.contains("(0, 1)"), "{err}");
+        let bad = text.replace("density_targets: [1e-3, 1e-2]", "density_targets: [1e-3, 2]");
+        let err = Experiment::parse(&bad, "d.yaml").unwrap_err().to_string();
+        assert!(err.contains("density_targets"), "{err}");
+    }
+
     #[test]
     fn workload_needs_exactly_one_kind() {
         let bad = MINI.replace("emulate: {profile: oai-lte}", "emulate: {profile: oai-lte}\n        command: [sleep, '1']");

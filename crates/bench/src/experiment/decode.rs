@@ -184,13 +184,13 @@ fn workload(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<WorkloadSpec> {
     Some(WorkloadSpec { name: name?, emulate, command, ping, loadgen, output, role, share, replicas, threads, reservation, reclaim, slo })
 }
 
-/// `slo: {deadline_miss_ratio: 1e-3, profile: {period: 1ms, deadline: 3ms, p50: …, p99: …, max: …}}`:
+/// `slo: {deadline_miss_ratio: 1e-3, profile: {period: 1ms, deadline: 3ms, p50: …, p90: …, p99: …, p999: …, max: …}}`:
 /// the spec's `slo` and inline `profile` (docs/spec.md) in the experiment file's snake_case.
 fn slo(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<SloSpec> {
     let m = r.fields(n, p, &["deadline_miss_ratio", "profile"])?;
     let ratio = m.required(r, "deadline_miss_ratio", "give the miss-ratio target, e.g. `deadline_miss_ratio: 1e-3`", float);
-    let profile = m.required(r, "profile", "give the execution profile: period, deadline, p50, p99, max", |r, n, p| {
-        let f = r.fields(n, p, &["period", "deadline", "p50", "p99", "max"])?;
+    let profile = m.required(r, "profile", "give the execution profile: period, deadline, max and any of p50, p90, p99, p999", |r, n, p| {
+        let f = r.fields(n, p, &["period", "deadline", "p50", "p90", "p99", "p999", "max"])?;
         let mut d = |key: &str, need: bool| -> Option<std::time::Duration> {
             let text = if need { f.required(r, key, "give a duration, e.g. 300us", string) } else { f.optional(r, key, string) }?;
             match rtslice_spec::units::parse_duration(&text) {
@@ -201,11 +201,12 @@ fn slo(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<SloSpec> {
                 }
             }
         };
-        let (period, deadline, p50, p99, max) = (d("period", true), d("deadline", true), d("p50", false), d("p99", false), d("max", true));
+        let (period, deadline, max) = (d("period", true), d("deadline", true), d("max", true));
+        let (p50, p90, p99, p999) = (d("p50", false), d("p90", false), d("p99", false), d("p999", false));
         Some(rtslice_spec::Profile {
             period: period?,
             deadline: deadline?,
-            execution: rtslice_spec::ExecutionQuantiles { min: None, p50, p90: None, p99, p999: None, max: max? },
+            execution: rtslice_spec::ExecutionQuantiles { min: None, p50, p90, p99, p999, max: max? },
             histogram: vec![],
             source: Some("experiment file".into()),
         })

@@ -478,7 +478,9 @@ pub(super) fn slo_density(r: &Results, bi: usize, cells: &[&Cell], s: &mut Secti
     }
     let needed: Vec<String> = targets.iter().map(|t| format!("{} TTIs without a miss for {t:.0e}", ttis_needed(*t, CONFIDENCE))).collect();
     s.items.push(Item::Para(format!(
-        "A vBS meets a target when the one-sided {:.0} % Clopper-Pearson upper bound on its miss ratio (TTIs with any miss over          TTIs, pooled over repetitions) is at or below it; the shortest claim is {}. Lent share = the neighbour's CPU time /          (the host's {} CPUs − the vBS's CPU time), from schedstat in the window.",
+        "A vBS meets a target when the one-sided {:.0} % Clopper-Pearson upper bound on its miss ratio (TTIs with any miss over \
+         TTIs, pooled over repetitions) is at or below it; the shortest claim is {}. Lent share = the neighbour's CPU time / \
+         (the host's {} CPUs − the vBS's CPU time), from schedstat in the window.",
         CONFIDENCE * 100.0,
         needed.join(", "),
         r.machine.cpus.len()
