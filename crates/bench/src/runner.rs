@@ -386,6 +386,13 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
             let why: Vec<String> = plan.rejected.iter().map(|r| format!("{}: {}", r.name, r.reason)).collect();
             return Err(format!("the planner rejected the {} layout: {}", cell.strategy, why.join("; ")));
         }
+        // What the planner sized (the `slo` strategy), and where it put each reservation.
+        for w in plan.workloads.iter().filter(|w| w.sizing.is_some() || layout.placements.iter().any(|p| p.name == w.name && p.planner_placed())) {
+            if let rtslice_plan::Allocation::Reservation { reservation, .. } = &w.allocation {
+                let sized = w.sizing.as_ref().map(|s| format!(", sized for its SLO: predicted miss ratio {:.2e}, budget utilisation {:.0}%", s.predicted_miss_ratio, s.utilization * 100.0)).unwrap_or_default();
+                ctx.rec.notes.push(format!("{}: {:?} every {:?} on CPU {:?}{sized}", w.name, reservation.runtime, reservation.period, w.cpus));
+            }
+        }
         // The host backend in-process: apply is transactional (a failed step rolls back
         // everything it did) and journals into the bench's own state directory.
         let mut opts = rtslice_host::ApplyOptions::with_state_dir(&opt.state_dir);
