@@ -159,14 +159,18 @@ fn density_quick() {
     let floor = r.cells.iter().find(|c| c.block_name == "floor").expect("floor cell");
     let runs = ok_runs(&r, &floor.id);
     assert!(runs[0].measured().all(|i| i.emu.as_ref().is_some_and(|e| e.ttis >= 2995)), "floor TTIs");
-    // Every run of the density block completed or was refused by the planner with its reason
-    // (dedicated cores run out on small hosts): nothing else may fail.
+    // Every run of the density block completed or was refused, with the reason, by admission:
+    // the planner (dedicated cores run out on small hosts; a peak-sized reservation may not fit
+    // next to the rt-app noise) or the host's mechanism (cgroup v1 RT groups sum every group's
+    // share against one ratio). Nothing else may fail.
+    let refused = |e: &str| e.contains("planner rejected") || e.contains("rejected before touching anything");
     for x in r.runs.iter().filter(|x| x.block == "density") {
         if let RunStatus::Failed { error } = &x.status {
-            assert!(error.contains("planner rejected"), "run {} ({}) failed: {error}", x.seq, x.cell);
+            assert!(refused(error), "run {} ({}) failed: {error}", x.seq, x.cell);
         }
     }
-    for c in r.cells.iter().filter(|c| c.block_name == "density" && c.variant_name == "n=1") {
+    // One vBS under no isolation is always admitted: its run has the numbers the tables need.
+    for c in r.cells.iter().filter(|c| c.block_name == "density" && c.variant_name == "n=1" && c.strategy == Strategy::None) {
         let runs = ok_runs(&r, &c.id);
         assert!(aggregate::neighbour_ops(&runs).is_some_and(|o| o > 0.0), "{}: neighbour bogo-ops", c.id);
         let e = runs[0].measured().next().and_then(|i| i.emu.as_ref()).expect("vBS summary");
