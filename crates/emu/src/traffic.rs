@@ -32,10 +32,11 @@ pub const DAY_SHAPE: [f64; 24] = [
 ];
 
 /// How the offered load varies over time.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "pattern", rename_all = "kebab-case")]
 pub enum Pattern {
     /// Every TTI at the peak load (the emulator's behaviour before patterns existed).
+    #[default]
     Constant,
     /// A day compressed into `cycle`: [`DAY_SHAPE`] scaled between `low` and the peak, linear
     /// between hours; the cycle starts at midnight.
@@ -52,12 +53,6 @@ pub enum Pattern {
         burst: Duration,
         low: f64,
     },
-}
-
-impl Default for Pattern {
-    fn default() -> Self {
-        Pattern::Constant
-    }
 }
 
 mod secs {

@@ -503,6 +503,10 @@ pub(super) fn slo_density(r: &Results, bi: usize, cells: &[&Cell], s: &mut Secti
         t.rows.push(row);
     }
     s.items.push(Item::Table(t));
+    // "The largest N" needs a sweep of N (a floor block has one count: its table says it all).
+    if pts.iter().map(|p| p.n).collect::<std::collections::BTreeSet<_>>().len() < 2 {
+        return;
+    }
     let strategies: Vec<Strategy> = {
         let mut v: Vec<Strategy> = pts.iter().map(|p| p.strategy).collect();
         v.dedup();
