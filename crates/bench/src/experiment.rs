@@ -109,6 +109,19 @@ pub struct WorkloadSpec {
     /// split of the budget that follows each thread's measured use.
     #[serde(default)]
     pub reclaim: bool,
+    /// What the vBS needs, for the strategies that size a reservation from it: `peak` (the
+    /// profile's largest execution time every period) and `slo` (the smallest reservation the
+    /// periodic model says meets the miss ratio).
+    #[serde(default)]
+    pub slo: Option<SloSpec>,
+}
+
+/// A measured workload's SLO and the execution-demand profile it is sized from (the spec's `slo`
+/// and `profile`, docs/spec.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SloSpec {
+    pub deadline_miss_ratio: f64,
+    pub profile: rtslice_spec::Profile,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -303,6 +316,9 @@ pub struct ExperimentFile {
     /// Which measurements to take; default: all that apply to the workloads.
     #[serde(default)]
     pub metrics: Option<Vec<String>>,
+    /// Miss-ratio targets of the density-at-an-SLO tables (docs/bench.md); none: no such tables.
+    #[serde(default)]
+    pub density_targets: Option<Vec<f64>>,
     pub blocks: Vec<BlockFile>,
 }
 
@@ -318,6 +334,9 @@ pub struct Experiment {
     pub warmup: Duration,
     pub repetitions: u32,
     pub target_miss_ratio: f64,
+    /// Miss-ratio targets of the density-at-an-SLO tables, ascending (empty: no such tables).
+    #[serde(default)]
+    pub density_targets: Vec<f64>,
     pub metrics: Vec<String>,
     pub blocks: Vec<Block>,
     pub quick: bool,
@@ -418,6 +437,14 @@ fn validate(raw: ExperimentFile, file: &str, problems: &mut Vec<String>) -> Expe
     if !(0.0..1.0).contains(&target) {
         problems.push(format!("  target_miss_ratio: {target} is not in [0, 1)"));
     }
+    let mut density_targets = raw.density_targets.clone().unwrap_or_default();
+    for t in &density_targets {
+        if !(*t > 0.0 && *t < 1.0) {
+            problems.push(format!("  density_targets: {t} is not a miss ratio in (0, 1); write e.g. [1e-3, 1e-2]"));
+        }
+    }
+    density_targets.sort_by(f64::total_cmp);
+    density_targets.dedup();
     if let Some(q) = &raw.quick {
         if let Some(d) = &q.duration {
             dur("quick.duration", d, problems);
@@ -459,6 +486,7 @@ fn validate(raw: ExperimentFile, file: &str, problems: &mut Vec<String>) -> Expe
         warmup,
         repetitions,
         target_miss_ratio: target,
+        density_targets,
         metrics,
         blocks,
         quick: false,
@@ -714,6 +742,30 @@ blocks:
         assert!(n >= 3);
     }
 
+    /// density.yaml's SLO and targets reach the experiment; wrong ones are located errors.
+    #[test]
+    fn density_slo_and_targets_are_read_and_checked() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/experiments/density.yaml");
+        let e = Experiment::load(std::path::Path::new(path)).unwrap();
+        assert_eq!(e.density_targets, vec![1e-3, 1e-2]);
+        let vbs = &e.blocks[1].workloads[0];
+        let slo = vbs.slo.as_ref().unwrap();
+        assert_eq!(slo.deadline_miss_ratio, 1e-3);
+        assert_eq!(slo.profile.period, Duration::from_millis(1));
+        assert_eq!(slo.profile.deadline, Duration::from_millis(3));
+        assert!(slo.profile.execution.p99.is_some());
+        let text = std::fs::read_to_string(path).unwrap();
+        let bad = text.replace("deadline_miss_ratio: 1e-3", "deadline_miss_ratio: 3").replace("max: ", "maxx: ");
+        let err = Experiment::parse(&bad, "d.yaml").unwrap_err().to_string();
+        assert!(err.contains("maxx") && err.contains("profile"), "{err}");
+        let bad = text.replace("deadline_miss_ratio: 1e-3", "deadline_miss_ratio: 3");
+        let err = Experiment::parse(&bad, "d.yaml").unwrap_err().to_string();
+        assert!(err.contains("slo.deadline_miss_ratio") && err.contains("(0, 1)"), "{err}");
+        let bad = text.replace("density_targets: [1e-3, 1e-2]", "density_targets: [1e-3, 2]");
+        let err = Experiment::parse(&bad, "d.yaml").unwrap_err().to_string();
+        assert!(err.contains("density_targets"), "{err}");
+    }
+
     #[test]
     fn workload_needs_exactly_one_kind() {
         let bad = MINI.replace("emulate: {profile: oai-lte}", "emulate: {profile: oai-lte}\n        command: [sleep, '1']");
@@ -739,5 +791,22 @@ pub(crate) fn test_vbs(name: &str, share: u32) -> WorkloadSpec {
         threads: vec![],
         reservation: None,
         reclaim: false,
+        slo: Some(test_slo()),
+    }
+}
+
+/// The SLO of examples/slo-vbs.yaml: 1e-3 misses, 200/320/450 µs per 1 ms TTI, 3 ms deadline.
+#[cfg(test)]
+pub(crate) fn test_slo() -> SloSpec {
+    let us = std::time::Duration::from_micros;
+    SloSpec {
+        deadline_miss_ratio: 1e-3,
+        profile: rtslice_spec::Profile {
+            period: us(1000),
+            deadline: us(3000),
+            execution: rtslice_spec::ExecutionQuantiles { min: None, p50: Some(us(200)), p90: None, p99: Some(us(320)), p999: None, max: us(450) },
+            histogram: vec![],
+            source: None,
+        },
     }
 }

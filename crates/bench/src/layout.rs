@@ -8,7 +8,7 @@ use rtslice_emu::{Class, Profile, ThreadRole, ThreadSpec};
 use rtslice_spec::SchedPolicy;
 use serde::{Deserialize, Serialize};
 
-use crate::experiment::{Role, ThreadSlot, WorkloadSpec};
+use crate::experiment::{Role, SloSpec, ThreadSlot, WorkloadSpec};
 use crate::strategy::Strategy;
 
 /// What the host offers that changes layouts.
@@ -24,6 +24,8 @@ pub struct HostShape {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadPin {
     pub pattern: String,
+    /// A CPU of the placement's `cpus`; for a placement the planner places
+    /// ([`Placement::planner_placed`]) the slot in the CPUs it will be given.
     pub cpu: u32,
     pub policy: SchedPolicy,
 }
@@ -48,6 +50,16 @@ pub struct Placement {
     /// The reservation reclaims (the spec's `reclaim`).
     #[serde(default)]
     pub reclaim: bool,
+    /// The planner sizes the reservation from this SLO and profile (`slo` strategy).
+    #[serde(default)]
+    pub slo: Option<SloSpec>,
+}
+
+impl Placement {
+    /// The planner chooses this placement's CPU (a reservation or an SLO without a CPU set).
+    pub fn planner_placed(&self) -> bool {
+        self.cpus.is_none() && (self.reservation.is_some() || self.slo.is_some())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -64,6 +76,8 @@ pub enum Skip {
     NoIsolcpus(String),
     #[error("{0} needs at least 2 CPUs (one for housekeeping)")]
     TooFewCpus(&'static str),
+    #[error("{strategy} sizes each vBS's reservation from its `slo` (deadline_miss_ratio and profile), and workload `{workload}` has none; add one (docs/bench.md)")]
+    NoProfile { strategy: &'static str, workload: String },
 }
 
 /// Default reserved share of a CPU when a workload does not say (leaves room under the 0.95 cap
@@ -182,6 +196,11 @@ pub fn layout(strategy: Strategy, workloads: &[(WorkloadSpec, u32)], host: &Host
     if strategy.needs_housekeeping() && n < 2 {
         return Err(Skip::TooFewCpus(strategy.name()));
     }
+    if strategy.sizes_from_profile() {
+        if let Some((w, _)) = workloads.iter().find(|(w, _)| w.role == Role::Measured && w.slo.is_none()) {
+            return Err(Skip::NoProfile { strategy: strategy.name(), workload: w.name.clone() });
+        }
+    }
     if strategy == Strategy::Isolcpus && host.isolated.is_empty() {
         let last = host.cpus.last().copied().unwrap_or(1);
         return Err(Skip::NoIsolcpus(format!("{last}")));
@@ -243,10 +262,11 @@ pub fn layout(strategy: Strategy, workloads: &[(WorkloadSpec, u32)], host: &Host
             dedicated: false,
             reservation: None,
             reclaim: false,
+            slo: None,
         };
         if w.role == Role::Neighbour {
             p.cpus = match strategy {
-                Strategy::None | Strategy::Irq | Strategy::Reservation => None,
+                Strategy::None | Strategy::Irq | Strategy::Reservation | Strategy::Peak | Strategy::Slo => None,
                 Strategy::Shield | Strategy::Dedicated | Strategy::Isolcpus => Some(outside.clone()),
                 _ => slice,
             };
@@ -254,6 +274,14 @@ pub fn layout(strategy: Strategy, workloads: &[(WorkloadSpec, u32)], host: &Host
             continue;
         }
         let set = slice.unwrap_or_default();
+        // Real-time threads run inside a reservation; the rest stays best effort.
+        let rt_pins = |set: &[u32]| -> Vec<ThreadPin> {
+            workload_threads(w)
+                .into_iter()
+                .filter(|t| t.rt())
+                .map(|t| ThreadPin { cpu: set[t.slot as usize % set.len()], pattern: t.pattern, policy: t.policy })
+                .collect()
+        };
         match strategy {
             Strategy::None => {}
             Strategy::Irq => p.irq_cpu = set.last().copied(),
@@ -281,12 +309,19 @@ pub fn layout(strategy: Strategy, workloads: &[(WorkloadSpec, u32)], host: &Host
                 p.cpus = Some(set.clone());
                 p.reservation = Some(w.reservation.unwrap_or(DEFAULT_RESERVATION));
                 p.reclaim = w.reclaim;
-                // Real-time threads run inside the reservation; the rest stays best effort.
-                p.threads = workload_threads(w)
-                    .into_iter()
-                    .filter(|t| t.rt())
-                    .map(|t| ThreadPin { cpu: set[t.slot as usize % set.len()], pattern: t.pattern, policy: t.policy })
-                    .collect();
+                p.threads = rt_pins(&set);
+            }
+            // One reservation on one CPU per vBS, the CPU chosen by the planner (worst fit), so the
+            // vBS spread over every CPU the cap leaves room on: that is the density question. The
+            // threads share the reservation: every rule points at its only slot.
+            Strategy::Peak | Strategy::Slo => {
+                let slo = w.slo.clone().expect("checked above: every measured workload has an slo");
+                if strategy == Strategy::Peak {
+                    p.reservation = Some(slo.profile.execution.max.as_nanos() as f64 / slo.profile.period.as_nanos() as f64);
+                } else {
+                    p.slo = Some(slo);
+                }
+                p.threads = rt_pins(&[0]);
             }
         }
         if strategy.steers_irqs() && strategy != Strategy::Irq {
@@ -429,6 +464,32 @@ mod tests {
         assert_eq!(profile_threads("oai"), profile_threads("oai-lte"));
         assert_eq!(profile_threads("gnb"), profile_threads("nr-gnb"));
         assert!(profile_threads("no-such-stack").is_empty());
+    }
+
+    /// `peak` and `slo` give each vBS one reservation the planner places, its real-time threads on
+    /// the reservation's only slot; `peak` at the profile's max per period, `slo` unsized.
+    #[test]
+    fn profile_sized_strategies_leave_the_cpu_to_the_planner() {
+        let mut nb = vbs("nb", 1);
+        nb.role = Role::Neighbour;
+        for s in [Strategy::Peak, Strategy::Slo] {
+            let l = layout(s, &[(vbs("vbs", 1), 3), (nb.clone(), 1)], &host(2)).unwrap();
+            let v: Vec<&Placement> = l.placements.iter().filter(|p| p.role == Role::Measured).collect();
+            assert_eq!(v.len(), 3);
+            for p in v {
+                assert!(p.planner_placed(), "{s}: {p:?}");
+                assert!(!p.threads.is_empty() && p.threads.iter().all(|t| t.cpu == 0 && t.policy != SchedPolicy::Other { nice: None }));
+                match s {
+                    Strategy::Peak => assert_eq!((p.reservation, p.slo.is_some()), (Some(0.45), false)),
+                    _ => assert_eq!((p.reservation, p.slo.is_some()), (None, true)),
+                }
+            }
+            assert_eq!(l.placements[3].cpus, None, "the neighbour may use what the reservations leave");
+        }
+        let mut bare = vbs("vbs", 1);
+        bare.slo = None;
+        let e = layout(Strategy::Slo, &[(bare, 1)], &host(2)).unwrap_err();
+        assert!(e.to_string().contains("`slo`") && e.to_string().contains("vbs"), "{e}");
     }
 
     proptest! {

@@ -27,6 +27,7 @@ pub mod parse;
 pub mod proc;
 pub mod procfs;
 pub mod runner;
+pub mod slo_density;
 pub mod validation;
 
 /// The experiment `rtslice demo` runs: short versions of study A's tables and of the frontier.

@@ -302,6 +302,10 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
             // since not every profile ends promptly on it.
             let mut v = vec![rtslice.clone(), s("emulate"), s("--profile"), e.profile.clone(), s("--duration"), fmt_dur(total + EMU_TAIL), s("--json"), s("--quiet")];
             v.extend(e.args.iter().cloned());
+            // Replicas draw their traffic (bursts) independently unless the file fixes a seed.
+            if !e.args.iter().any(|a| a == "--seed") {
+                v.extend([s("--seed"), (idx + 1).to_string()]);
+            }
             v
         } else if let Some(c) = &w.command {
             if w.role == Role::Neighbour {
@@ -382,6 +386,13 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
             let why: Vec<String> = plan.rejected.iter().map(|r| format!("{}: {}", r.name, r.reason)).collect();
             return Err(format!("the planner rejected the {} layout: {}", cell.strategy, why.join("; ")));
         }
+        // What the planner sized (the `slo` strategy), and where it put each reservation.
+        for w in plan.workloads.iter().filter(|w| w.sizing.is_some() || layout.placements.iter().any(|p| p.name == w.name && p.planner_placed())) {
+            if let rtslice_plan::Allocation::Reservation { reservation, .. } = &w.allocation {
+                let sized = w.sizing.as_ref().map(|s| format!(", sized for its SLO: predicted miss ratio {:.2e}, budget utilisation {:.0}%", s.predicted_miss_ratio, s.utilization * 100.0)).unwrap_or_default();
+                ctx.rec.notes.push(format!("{}: {:?} every {:?} on CPU {:?}{sized}", w.name, reservation.runtime, reservation.period, w.cpus));
+            }
+        }
         // The host backend in-process: apply is transactional (a failed step rolls back
         // everything it did) and journals into the bench's own state directory.
         let mut opts = rtslice_host::ApplyOptions::with_state_dir(&opt.state_dir);
@@ -392,7 +403,9 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
         let shares_cpu = layout.placements.iter().any(|p| {
             p.role == Role::Neighbour && p.cpus.as_ref().is_none_or(|c| c.iter().any(|x| reserved.contains(x)))
         });
-        if !reserved.is_empty() && shares_cpu {
+        // A reservation the planner places may land on any CPU, the neighbour's included.
+        let floating = layout.placements.iter().any(|p| p.planner_placed());
+        if (!reserved.is_empty() && shares_cpu) || floating {
             opts.mechanism = Some(rtslice_host::Mechanism::RtGroup);
             ctx.rec.notes.push("RT group throttling forced: the neighbour shares the reserved CPUs".into());
         }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use rtslice_spec::{
-    BestEffort, Dedicated, Demand, Isolation, IrqRule, Launch, NetRule, Node, NodeCpus, Reservation, Slots, Spec,
+    BestEffort, Dedicated, Demand, Isolation, IrqRule, Launch, NetRule, Node, NodeCpus, Reservation, Slo, Slots, Spec,
     ThreadRule, Workload,
 };
 use serde::{Deserialize, Serialize};
@@ -73,21 +73,29 @@ pub fn spec_for(layout: &Layout, host_cpus: &[u32], steering: &Steering, pid_of:
 fn workload(strategy: Strategy, p: &Placement, shared: &[u32], steering: &Steering, pid: Option<u32>) -> Workload {
     let set: Vec<u32> = p.cpus.clone().unwrap_or_else(|| shared.to_vec());
     let mut w = Workload { name: p.name.clone(), launch: pid.map(|pid| Launch::Pid { pid }), ..Workload::default() };
+    if let Some(slo) = &p.slo {
+        // No demand: the planner sizes the reservation from the SLO and the profile.
+        w.slo = Some(Slo::DeadlineMissRatio(slo.deadline_miss_ratio));
+        w.profile = Some(slo.profile.clone());
+    }
     // A shield or isolated CPUs belong to the workload alone: the planner takes them whole.
-    w.demand = Some(if p.dedicated || p.shield || p.isolcpus {
+    w.demand = if p.slo.is_some() {
+        None
+    } else { Some(if p.dedicated || p.shield || p.isolcpus {
         Demand::Dedicated(Dedicated { count: None, cpus: Some(set.clone()) })
     } else if let Some(share) = p.reservation {
         let period = RESERVATION_PERIOD;
         Demand::Reservation(Reservation {
             runtime: Duration::from_nanos((period.as_nanos() as f64 * share).round() as u64),
             period: Some(period),
-            count: None,
-            cpus: Some(set.clone()),
+            // Planner-placed: one CPU of its choice.
+            count: p.cpus.is_none().then_some(1),
+            cpus: p.cpus.clone(),
             reclaim: p.reclaim,
         })
     } else {
         Demand::BestEffort(BestEffort { weight: None, cap: None, cpus: p.cpus.clone() })
-    });
+    }) };
     w.isolation = Isolation {
         shield: p.shield,
         isolcpus: p.isolcpus,
@@ -97,7 +105,10 @@ fn workload(strategy: Strategy, p: &Placement, shared: &[u32], steering: &Steeri
     w.threads = p
         .threads
         .iter()
-        .map(|t| ThreadRule { pattern: t.pattern.clone(), policy: t.policy.clone(), slots: Slots::List(vec![slot_of(&set, t.cpu)]) })
+        .map(|t| {
+            let slot = if p.planner_placed() { t.cpu } else { slot_of(&set, t.cpu) };
+            ThreadRule { pattern: t.pattern.clone(), policy: t.policy.clone(), slots: Slots::List(vec![slot]) }
+        })
         .collect();
     if let Some(cpu) = p.irq_cpu {
         let slots = Slots::List(vec![slot_of(&set, cpu)]);
@@ -157,6 +168,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The `slo` strategy's spec states the SLO and the profile and no demand: the planner sizes
+    /// each vBS's reservation and places it, one CPU each, spread by worst fit.
+    #[test]
+    fn slo_spec_is_sized_and_placed_by_the_planner() {
+        let host = HostShape { cpus: vec![0, 1], isolated: vec![] };
+        let l = layout(Strategy::Slo, &[(vbs(), 2), (neighbour(), 1)], &host).unwrap();
+        let spec = spec_for(&l, &host.cpus, &Steering::default(), &|_| Some(7)).unwrap();
+        let w = &spec.workloads[0];
+        assert_eq!((w.demand.as_ref(), w.slo), (None, Some(Slo::DeadlineMissRatio(1e-3))));
+        assert!(w.profile.is_some());
+        assert!(w.threads.iter().all(|t| t.slots == Slots::List(vec![0])));
+        let parsed = rtslice_spec::parse(&to_yaml(&spec).unwrap(), "generated.yaml").unwrap();
+        let facts = rtslice_plan::NodeFacts { online: host.cpus.clone(), ..Default::default() };
+        let plan = rtslice_plan::plan(&parsed, &facts);
+        assert!(plan.all_admitted(), "{:?}", plan.rejected);
+        let (a, b) = (plan.workload("vbs").unwrap(), plan.workload("vbs-2").unwrap());
+        assert!(a.sizing.is_some() && b.sizing.is_some());
+        assert_ne!(a.cpus, b.cpus, "worst fit spreads the two reservations");
     }
 
     #[test]

@@ -29,6 +29,17 @@ pub enum Strategy {
     Reservation,
     /// Exclusive cores.
     Dedicated,
+    /// A reservation per vBS sized by its peak: the profile's largest execution time every period
+    /// (the workload's `slo.profile`), placed by the planner.
+    Peak,
+    /// A reservation per vBS sized by the planner from its SLO and profile with the periodic model
+    /// (the spec's `slo` + `profile` and no runtime), placed by the planner.
+    Slo,
+    // Extension point: `closed-loop` (the node daemon adjusting each reservation at run time,
+    // issue 16 part 3) goes here as the next variant. It needs a name below, a layout arm in
+    // `layout::layout` (as `Slo`: the SLO-sized reservation is its starting point) and, in the
+    // runner, the daemon deploying the spec instead of the in-process apply. The density tables
+    // (`slo_density`) pick up every strategy of the block by themselves.
 }
 
 pub const ALL: &[Strategy] = &[
@@ -42,6 +53,8 @@ pub const ALL: &[Strategy] = &[
     Strategy::Isolcpus,
     Strategy::Reservation,
     Strategy::Dedicated,
+    Strategy::Peak,
+    Strategy::Slo,
 ];
 
 impl Strategy {
@@ -57,6 +70,8 @@ impl Strategy {
             Strategy::Isolcpus => "isolcpus",
             Strategy::Reservation => "reservation",
             Strategy::Dedicated => "dedicated",
+            Strategy::Peak => "peak",
+            Strategy::Slo => "slo",
         }
     }
 
@@ -73,6 +88,8 @@ impl Strategy {
             Strategy::Isolcpus => "isolCPU",
             Strategy::Reservation => "Reservation",
             Strategy::Dedicated => "Dedicated",
+            Strategy::Peak => "Peak-sized",
+            Strategy::Slo => "SLO-sized",
         }
     }
 
@@ -83,6 +100,11 @@ impl Strategy {
     /// Strategies that take CPUs away from everyone else keep a housekeeping CPU for the rest.
     pub(crate) fn needs_housekeeping(self) -> bool {
         matches!(self, Strategy::Shield | Strategy::Isolcpus | Strategy::Dedicated | Strategy::Reservation)
+    }
+
+    /// Strategies that size each reservation from the workload's `slo` profile.
+    pub fn sizes_from_profile(self) -> bool {
+        matches!(self, Strategy::Peak | Strategy::Slo)
     }
 }
 
@@ -105,6 +127,8 @@ impl FromStr for Strategy {
             "ia+ta" => "irq+thread",
             "isolcpu" => "isolcpus",
             "shielding" => "shield",
+            "peak+sized" | "static" => "peak",
+            "slo+sized" => "slo",
             other => other,
         };
         ALL.iter().copied().find(|x| x.name() == alias).ok_or_else(|| {

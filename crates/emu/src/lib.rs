@@ -19,11 +19,13 @@ pub mod phy;
 pub mod profile;
 mod report;
 mod runner;
+pub mod traffic;
 
 pub use calib::{Calibration, CostBreakdown, LdpcPoint, TtiWork};
 pub use os::Class;
 pub use profile::{Defaults, Profile, ThreadRole, ThreadSpec};
 pub use report::{SliCounters, REPORT_SOCKET_ENV};
+pub use traffic::{Pattern, Trace};
 pub use runner::{run, Config, Misses, SchedMode, EmuSummary, ThreadReport, UserPlane, UserPlaneReport};
 
 #[derive(Debug, thiserror::Error)]

@@ -20,6 +20,7 @@ use crate::ldpc::DecoderWork;
 use crate::os::Class;
 use crate::phy::SYMBOLS;
 use crate::profile::{Profile, ThreadRole, ThreadSpec};
+use crate::traffic::Trace;
 use crate::EmuError;
 
 mod config;
@@ -83,17 +84,20 @@ impl Totals {
 
 struct Collector {
     budget_ns: u64,
-    tbs: u64,
+    /// Transport block size of each load level; TTI n's is `tbs[trace.level(n)]`.
+    tbs: Vec<u64>,
+    trace: Trace,
     partial: BTreeMap<u64, Partial>,
     total: Totals,
     window: Totals,
 }
 
 impl Collector {
-    fn new(budget_ns: u64, tbs: u64) -> Collector {
+    fn new(budget_ns: u64, tbs: Vec<u64>, trace: Trace) -> Collector {
         Collector {
             budget_ns,
             tbs,
+            trace,
             partial: BTreeMap::new(),
             total: Totals { slack_min_ns: i64::MAX, ..Totals::default() },
             window: Totals { slack_min_ns: i64::MAX, ..Totals::default() },
@@ -131,6 +135,7 @@ impl Collector {
         let (ul_done, ok, iterations, cbs) = p.ul.expect("checked");
         let dl_done = p.dl.expect("checked");
         let deadline = p.avail + self.budget_ns;
+        let tbs = self.tbs[self.trace.level(n)];
         for t in [&mut self.total, &mut self.window] {
             t.ttis += 1;
             let ul_late = ul_done.is_some_and(|d| d > deadline);
@@ -145,10 +150,10 @@ impl Collector {
             let nack = ul_done.is_none() || ul_late || !ok;
             t.nacks += nack as u64;
             if !nack {
-                t.ul_bits += self.tbs;
+                t.ul_bits += tbs;
             }
             if dl_done.is_some() && !dl_late {
-                t.dl_bits += self.tbs;
+                t.dl_bits += tbs;
             }
             t.iterations += iterations as u64;
             t.code_blocks += cbs as u64;
@@ -174,6 +179,8 @@ fn percentile(sorted: &[f32], q: f64) -> f64 {
 
 struct Job {
     n: u64,
+    /// The TTI's load level (index into `Cell::levels`).
+    lvl: usize,
     avail: u64,
     buf: usize,
     grid: Vec<Complex32>,
@@ -184,15 +191,24 @@ struct HalfGrid {
     ptr: *mut Complex32,
     len: usize,
     buf: usize,
+    lvl: usize,
     done: SyncSender<()>,
 }
 // SAFETY: the owner blocks on `done` until the helper has finished with the slice, and the two
 // halves are disjoint, so the memory is never accessed concurrently.
 unsafe impl Send for HalfGrid {}
 
-struct Cell {
+/// One load level of the traffic pattern: its PHY set-up (scheduled PRBs, TBS, code blocks) and
+/// the synthesised radio it receives. Every level shares the carrier, so grids have one size.
+struct Level {
     phy: Phy,
     ul: Vec<UlSubframe>,
+}
+
+struct Cell {
+    /// Load levels, lowest first; the last is the peak.
+    levels: Vec<Level>,
+    trace: Trace,
     tti_ns: u64,
     budget_ns: u64,
     total_ttis: u64,
@@ -208,12 +224,20 @@ struct Cell {
 }
 
 impl Cell {
+    /// The level of TTI `n` and its index.
+    fn level(&self, n: u64) -> (usize, &Level) {
+        let i = self.trace.level(n);
+        (i, &self.levels[i])
+    }
+    fn grid_len(&self) -> usize {
+        self.levels[0].phy.grid_len()
+    }
     fn grid(&self) -> Vec<Complex32> {
         self.grids
             .lock()
             .expect("grid pool")
             .pop()
-            .unwrap_or_else(|| vec![Complex32::new(0.0, 0.0); self.phy.grid_len()])
+            .unwrap_or_else(|| vec![Complex32::new(0.0, 0.0); self.grid_len()])
     }
     fn put_grid(&self, g: Vec<Complex32>) {
         self.grids.lock().expect("grid pool").push(g);
@@ -235,8 +259,8 @@ struct Wiring {
     l1_tx: Option<SyncSender<Job>>,
     dl: Option<Receiver<Job>>,
     dl_tx: Option<Sender<Job>>,
-    l1tx: Option<Receiver<(u64, u64)>>,
-    l1tx_tx: Option<SyncSender<(u64, u64)>>,
+    l1tx: Option<Receiver<(u64, u64, usize)>>,
+    l1tx_tx: Option<SyncSender<(u64, u64, usize)>>,
     /// srsENB's worker pool (TXRX gives, workers take): see `handoff` for why not a channel.
     pool: Option<Arc<handoff::Handoff<Job>>>,
     cb_pool: Option<Arc<Mutex<Receiver<CbJob>>>>,
@@ -250,6 +274,7 @@ struct Wiring {
 struct CbJob {
     cb: usize,
     buf: usize,
+    lvl: usize,
     llr: Arc<Vec<f32>>,
     reply: Sender<(u32, bool, Vec<u8>)>,
 }
@@ -347,6 +372,9 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
     if carrier.prb == 0 || carrier.prb > 275 {
         return Err(EmuError::Invalid(format!("{} PRB is outside 1..=275", carrier.prb)));
     }
+    let tti = Duration::from_nanos(tti_ns);
+    let total_ttis = (cfg.duration.as_nanos() / tti_ns as u128).max(1) as u64;
+    let trace = Trace::new(cfg.traffic_pattern, tti, total_ttis, cfg.seed).map_err(|e| EmuError::Invalid(format!("traffic pattern: {e}")))?;
     let load_target = cfg.load_percent.or(if cfg.prb.is_none() && cfg.traffic.is_none() { Some(d.load_percent) } else { None });
     let calibration = match cfg.calibration.clone() {
         Some(c) => c,
@@ -367,13 +395,13 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
     let probe_prb = carrier.prb.min(10);
     let probe = Phy::new(Carrier { prb_scheduled: probe_prb, ..carrier.clone() })?;
     let iterations_mean = mean_iterations(&probe);
+    let shape = carrier.clone();
+    let cost = |n: usize| calibration.predict(&TtiWork::estimate(&shape, n, iterations_mean)).total_us;
     if let Some(load) = load_target {
         if !(load > 0.0 && load <= 10_000.0) {
             return Err(EmuError::Invalid(format!("load {load}% must be above 0")));
         }
         let budget_us = tti_ns as f64 / 1e3 * load / 100.0;
-        let shape = carrier.clone();
-        let cost = |n: usize| calibration.predict(&TtiWork::estimate(&shape, n, iterations_mean)).total_us;
         let full = cost(carrier.prb);
         if full < budget_us * 0.97 {
             return Err(EmuError::LoadTooHigh {
@@ -400,16 +428,40 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
         }
         carrier.prb_scheduled = ((carrier.prb as f64 * t).round() as usize).clamp(1, carrier.prb);
     }
-    let phy = Phy::new(carrier.clone())?;
-    let predicted = calibration.predict(&TtiWork::of(&phy, iterations_mean));
-    let ul: Vec<UlSubframe> = (0..UL_BUFFERS as u64).map(|s| phy.generate_ul(1000 + s)).collect();
-    let total_ttis = (cfg.duration.as_nanos() / tti_ns as u128).max(1) as u64;
-    let tbs = phy.tbs as u64;
+    // Each level of the pattern asks for its fraction of the peak's predicted CPU demand (not of
+    // its PRBs: the FFTs of the whole carrier cost the same at any allocation), so a level below
+    // what one PRB costs stays at one PRB.
+    let peak_prb = carrier.prb_scheduled;
+    let peak_cost = cost(peak_prb);
+    let level_prbs: Vec<usize> = trace
+        .levels()
+        .iter()
+        .map(|&f| {
+            if f >= 1.0 {
+                return peak_prb;
+            }
+            (1..=peak_prb).min_by(|&a, &b| (cost(a) - f * peak_cost).abs().total_cmp(&(cost(b) - f * peak_cost).abs())).unwrap_or(1)
+        })
+        .collect();
+    let mut levels = Vec::with_capacity(level_prbs.len());
+    let mut level_load = Vec::with_capacity(level_prbs.len());
+    for (i, &prb) in level_prbs.iter().enumerate() {
+        let phy = Phy::new(Carrier { prb_scheduled: prb, ..carrier.clone() })?;
+        level_load.push(100.0 * calibration.predict(&TtiWork::of(&phy, iterations_mean)).total_us * 1e3 / tti_ns as f64);
+        // A radio of its own per level (the peak level's is the one a constant run always had).
+        let base = 1000 + 100 * (level_prbs.len() - 1 - i) as u64;
+        let ul: Vec<UlSubframe> = (0..UL_BUFFERS as u64).map(|s| phy.generate_ul(base + s)).collect();
+        levels.push(Level { phy, ul });
+    }
+    let peak_phy = &levels.last().expect("a pattern has at least one level").phy;
+    let predicted = calibration.predict(&TtiWork::of(peak_phy, iterations_mean));
+    let tbs_levels: Vec<u64> = levels.iter().map(|l| l.phy.tbs as u64).collect();
+    let (peak_nfft, peak_tbs, peak_cbs) = (peak_phy.nfft, peak_phy.tbs, peak_phy.cbs.len());
 
     let (ev_tx, ev_rx) = mpsc::channel();
     let cell = Arc::new(Cell {
-        phy,
-        ul,
+        levels,
+        trace: trace.clone(),
         tti_ns,
         budget_ns,
         total_ttis,
@@ -551,7 +603,7 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
     };
     let start_cpu = clock::process_cpu_ns();
     let start = clock::monotonic_ns();
-    let mut col = Collector::new(budget_ns, tbs);
+    let mut col = Collector::new(budget_ns, tbs_levels.clone(), trace.clone());
     let mut next_line = start + 1_000_000_000;
     let mut second = 0;
     let mut series = Vec::new();
@@ -609,7 +661,16 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
             r
         })
         .collect();
-    let offered = 2.0 * tbs as f64 * 1e9 / tti_ns as f64;
+    // What was offered over the TTIs counted: per TTI its level's TBS both ways and predicted load.
+    let counted = t.ttis.max(1);
+    let (mut bits, mut load_sum, mut load_peak) = (0.0, 0.0, 0.0f64);
+    for n in 0..counted {
+        let l = trace.level(n);
+        bits += 2.0 * tbs_levels[l] as f64;
+        load_sum += level_load[l];
+        load_peak = load_peak.max(level_load[l]);
+    }
+    let offered = bits / counted as f64 * 1e9 / tti_ns as f64;
     Ok(EmuSummary {
         profile: cfg.profile.name().to_string(),
         duration_s: span_s,
@@ -620,12 +681,17 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
         mcs: carrier.mcs,
         antennas: carrier.antennas,
         snr_db: carrier.snr_db,
-        fft_size: cell.phy.nfft,
-        tbs_bits: cell.phy.tbs,
-        code_blocks: cell.phy.cbs.len(),
+        fft_size: peak_nfft,
+        tbs_bits: peak_tbs,
+        code_blocks: peak_cbs,
         load_target_percent: load_target,
         load_predicted_percent: 100.0 * predicted.total_us * 1e3 / tti_ns as f64,
         predicted_cost: predicted,
+        traffic_pattern: cfg.traffic_pattern,
+        seed: cfg.seed,
+        prb_scheduled_levels: level_prbs,
+        offered_load_mean_percent: load_sum / counted as f64,
+        offered_load_peak_percent: load_peak,
         ttis: t.ttis,
         deadline_misses: t.missed,
         misses: t.misses.clone(),

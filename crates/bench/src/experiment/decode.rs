@@ -9,7 +9,7 @@ use rtslice_yaml::{index, DocKind, Errors, Node, Reader, Val};
 
 use super::{
     BlockFile, EmulateSpec, ExperimentFile, LoadgenSpec, OciVariant, PingSpec, QuickFile, Role, ScenarioFile, ScenarioSpec,
-    ThreadSlot, Variant, WorkloadSpec,
+    SloSpec, ThreadSlot, Variant, WorkloadSpec,
 };
 
 pub(super) fn experiment_file(text: &str, file: &str) -> Result<ExperimentFile, Errors> {
@@ -72,6 +72,7 @@ fn experiment(r: &mut Reader<'_>, root: &Node) -> Option<ExperimentFile> {
             "quick",
             "target_miss_ratio",
             "metrics",
+            "density_targets",
             "blocks",
         ],
     )?;
@@ -86,6 +87,7 @@ fn experiment(r: &mut Reader<'_>, root: &Node) -> Option<ExperimentFile> {
     let quick = m.optional(r, "quick", quick);
     let target_miss_ratio = m.optional(r, "target_miss_ratio", float);
     let metrics = m.optional(r, "metrics", strings);
+    let density_targets = m.optional(r, "density_targets", |r, n, p| list(r, n, p, "miss ratios", float));
     let blocks = m.required(r, "blocks", "list at least one block (workloads × scenarios × strategies)", |r, n, p| {
         list(r, n, p, "blocks", block)
     });
@@ -101,6 +103,7 @@ fn experiment(r: &mut Reader<'_>, root: &Node) -> Option<ExperimentFile> {
         quick,
         target_miss_ratio,
         metrics,
+        density_targets,
         blocks: blocks?,
     })
 }
@@ -145,7 +148,7 @@ fn workload(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<WorkloadSpec> {
     let m = r.fields(
         n,
         p,
-        &["name", "emulate", "command", "ping", "loadgen", "output", "role", "share", "replicas", "threads", "reservation", "reclaim"],
+        &["name", "emulate", "command", "ping", "loadgen", "output", "role", "share", "replicas", "threads", "reservation", "reclaim", "slo"],
     )?;
     let name = m.required(r, "name", "name the workload", string);
     let emulate = m.optional(r, "emulate", |r, n, p| {
@@ -177,7 +180,43 @@ fn workload(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<WorkloadSpec> {
     let threads = m.optional(r, "threads", |r, n, p| list(r, n, p, "thread rules", thread)).unwrap_or_default();
     let reservation = m.optional(r, "reservation", float);
     let reclaim = m.optional(r, "reclaim", boolean).unwrap_or(false);
-    Some(WorkloadSpec { name: name?, emulate, command, ping, loadgen, output, role, share, replicas, threads, reservation, reclaim })
+    let slo = m.optional(r, "slo", slo);
+    Some(WorkloadSpec { name: name?, emulate, command, ping, loadgen, output, role, share, replicas, threads, reservation, reclaim, slo })
+}
+
+/// `slo: {deadline_miss_ratio: 1e-3, profile: {period: 1ms, deadline: 3ms, p50: …, p90: …, p99: …, p999: …, max: …}}`:
+/// the spec's `slo` and inline `profile` (docs/spec.md) in the experiment file's snake_case.
+fn slo(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<SloSpec> {
+    let m = r.fields(n, p, &["deadline_miss_ratio", "profile"])?;
+    let ratio = m.required(r, "deadline_miss_ratio", "give the miss-ratio target, e.g. `deadline_miss_ratio: 1e-3`", float);
+    let profile = m.required(r, "profile", "give the execution profile: period, deadline, max and any of p50, p90, p99, p999", |r, n, p| {
+        let f = r.fields(n, p, &["period", "deadline", "p50", "p90", "p99", "p999", "max"])?;
+        let mut d = |key: &str, need: bool| -> Option<std::time::Duration> {
+            let text = if need { f.required(r, key, "give a duration, e.g. 300us", string) } else { f.optional(r, key, string) }?;
+            match rtslice_spec::units::parse_duration(&text) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    r.err(n, &format!("{p}.{key}"), format!("{e}"));
+                    None
+                }
+            }
+        };
+        let (period, deadline, max) = (d("period", true), d("deadline", true), d("max", true));
+        let (p50, p90, p99, p999) = (d("p50", false), d("p90", false), d("p99", false), d("p999", false));
+        Some(rtslice_spec::Profile {
+            period: period?,
+            deadline: deadline?,
+            execution: rtslice_spec::ExecutionQuantiles { min: None, p50, p90, p99, p999, max: max? },
+            histogram: vec![],
+            source: Some("experiment file".into()),
+        })
+    });
+    if let Some(x) = ratio {
+        if !(x > 0.0 && x < 1.0) {
+            r.err(n, &format!("{p}.deadline_miss_ratio"), format!("{x} is not a miss ratio in (0, 1); write e.g. 1e-3"));
+        }
+    }
+    Some(SloSpec { deadline_miss_ratio: ratio?, profile: profile? })
 }
 
 fn thread(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<ThreadSlot> {

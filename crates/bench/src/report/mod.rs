@@ -17,7 +17,7 @@ use std::path::Path;
 use crate::matrix::Cell;
 use crate::results::Results;
 
-use self::sections::{counters, density, emulator, frontier, latency_samples, latency_tables, machine, overview, problems, switches};
+use self::sections::{counters, density, emulator, frontier, latency_samples, latency_tables, machine, overview, problems, slo_density, switches};
 pub use self::render::{html, markdown, terminal_table};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -59,6 +59,7 @@ pub fn sections(r: &Results) -> Vec<Section> {
         density(r, bi, &cells, &mut s);
         switches(r, &cells, &mut s);
         frontier(r, &cells, &mut s);
+        slo_density(r, bi, &cells, &mut s);
         if s.items.is_empty() {
             s.items.push(Item::Para("No run of this block produced data; see the list of failed runs below.".into()));
         }

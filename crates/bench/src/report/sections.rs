@@ -424,6 +424,124 @@ pub(super) fn frontier(r: &Results, cells: &[&Cell], s: &mut Section) {
     }
 }
 
+/// The run points of a block for the density-at-an-SLO tables: per run, the vBS count its cell
+/// asked for (from the variant's replicas, so a run the planner refused still counts as a try at
+/// that count), each vBS's TTIs and misses, and the CPU the vBS and the neighbour used.
+fn density_runs(r: &Results, bi: usize, cells: &[&Cell]) -> Vec<crate::slo_density::RunPoint> {
+    use crate::slo_density::{RunPoint, VbsRun};
+    let block = &r.experiment.blocks[bi];
+    let capacity = r.machine.cpus.len() as f64;
+    let mean = |v: &[f64]| rtslice_stats::mean(v);
+    let mut out = vec![];
+    for c in cells {
+        let variant = &block.variants[c.variant];
+        let n: usize = block
+            .workloads
+            .iter()
+            .filter(|w| w.role == Role::Measured && w.emulate.is_some())
+            .map(|w| variant.replicas.get(&w.name).copied().unwrap_or(w.replicas) as usize)
+            .sum();
+        for run in r.runs.iter().filter(|x| x.cell == c.id && !matches!(x.status, RunStatus::Skipped { .. })) {
+            let vbs: Vec<VbsRun> = run
+                .measured()
+                .filter_map(|i| i.emu.as_ref().map(|e| VbsRun { name: i.name.clone(), ttis: e.ttis, misses: e.deadline_misses, cpu: mean(&i.cpu_samples) }))
+                .collect();
+            let nbs: Vec<&crate::results::InstanceResult> = run.instances.iter().filter(|i| i.role == Role::Neighbour).collect();
+            let ops: Vec<f64> = nbs.iter().filter_map(|i| i.bogo_ops_per_s).collect();
+            let nb_cpu: Option<f64> = nbs.iter().map(|i| mean(&i.cpu_samples)).sum();
+            out.push(RunPoint {
+                strategy: c.strategy,
+                n,
+                ok: run.status == RunStatus::Ok,
+                vbs,
+                neighbour_ops: (!ops.is_empty()).then(|| ops.iter().sum()),
+                neighbour_cpu: if nbs.is_empty() { None } else { nb_cpu },
+                capacity,
+            });
+        }
+    }
+    out
+}
+
+/// Density at an SLO (issue 16): per strategy and vBS count, the vBS meeting each target with a
+/// 95 % Clopper-Pearson bound, the neighbour's throughput and the share of the idle CPU lent to it,
+/// then the largest count each strategy hosts at each target.
+pub(super) fn slo_density(r: &Results, bi: usize, cells: &[&Cell], s: &mut Section) {
+    use crate::slo_density::{largest_hosted, points, ttis_needed, CONFIDENCE};
+    let targets = &r.experiment.density_targets;
+    if targets.is_empty() {
+        return;
+    }
+    let pts = points(&density_runs(r, bi, cells));
+    if pts.is_empty() {
+        return;
+    }
+    let needed: Vec<String> = targets.iter().map(|t| format!("{} TTIs without a miss for {t:.0e}", ttis_needed(*t, CONFIDENCE))).collect();
+    s.items.push(Item::Para(format!(
+        "A vBS meets a target when the one-sided {:.0} % Clopper-Pearson upper bound on its miss ratio (TTIs with any miss over \
+         TTIs, pooled over repetitions) is at or below it; the shortest claim is {}. Lent share = the neighbour's CPU time / \
+         (the host's {} CPUs − the vBS's CPU time), from schedstat in the window.",
+        CONFIDENCE * 100.0,
+        needed.join(", "),
+        r.machine.cpus.len()
+    )));
+    let mut headers: Vec<String> = vec!["strategy".into(), "vBS".into(), "runs ok".into(), "TTIs per vBS".into(), "worst miss ratio (upper bound)".into()];
+    headers.extend(targets.iter().map(|t| format!("vBS meeting {t:.0e}")));
+    headers.extend(["vBS CPU".into(), "neighbour bogo-ops/s".into(), "lent share of idle CPU".into()]);
+    let mut t = Table { caption: "Every strategy and vBS count: misses, the neighbour, the idle CPU lent".into(), headers, rows: vec![] };
+    for p in &pts {
+        let ttis = p.vbs.iter().map(|v| v.ttis).min();
+        let mut row = vec![
+            p.strategy.study_label().to_string(),
+            p.n.to_string(),
+            format!("{}/{}", p.runs_ok, p.runs),
+            ttis.map(|x| x.to_string()).unwrap_or("–".into()),
+            p.worst().map(|(m, u)| format!("{m:.2e} ({u:.2e})")).unwrap_or("–".into()),
+        ];
+        row.extend(targets.iter().map(|tg| format!("{}/{}", p.meeting(*tg), p.n)));
+        row.extend([f(p.vbs_cpu, 2), f(p.neighbour_ops, 0), p.lent_share.map(|x| format!("{:.0}%", x * 100.0)).unwrap_or("–".into())]);
+        t.rows.push(row);
+    }
+    s.items.push(Item::Table(t));
+    // "The largest N" needs a sweep of N (a floor block has one count: its table says it all).
+    if pts.iter().map(|p| p.n).collect::<std::collections::BTreeSet<_>>().len() < 2 {
+        return;
+    }
+    let strategies: Vec<Strategy> = {
+        let mut v: Vec<Strategy> = pts.iter().map(|p| p.strategy).collect();
+        v.dedup();
+        v
+    };
+    let mut headers: Vec<String> = vec!["strategy".into()];
+    for tg in targets {
+        headers.extend([format!("largest N at {tg:.0e}"), "neighbour bogo-ops/s there".into(), "lent share there".into()]);
+    }
+    let mut lt = Table { caption: "Density at an SLO: the most vBS each strategy hosts with every one meeting the target".into(), headers, rows: vec![] };
+    for st in &strategies {
+        let mut row = vec![st.study_label().to_string()];
+        for tg in targets {
+            match largest_hosted(&pts, *st, *tg) {
+                Some(p) => row.extend([p.n.to_string(), f(p.neighbour_ops, 0), p.lent_share.map(|x| format!("{:.0}%", x * 100.0)).unwrap_or("–".into())]),
+                None => row.extend(["0".into(), "–".into(), "–".into()]),
+            }
+        }
+        lt.rows.push(row);
+    }
+    s.items.push(Item::Table(lt));
+    let bars: Vec<Bar> = strategies
+        .iter()
+        .enumerate()
+        .flat_map(|(i, st)| targets.iter().map(move |tg| (i, st, tg)))
+        .map(|(i, st, tg)| {
+            let n = largest_hosted(&pts, *st, *tg).map(|p| p.n).unwrap_or(0) as f64;
+            Bar { label: format!("{} @ {tg:.0e}", st.study_label()), median: n, q1: n, q3: n, group: i }
+        })
+        .collect();
+    if let Ok(svg) = plots::bars_iqr("Density at an SLO: vBS hosted with every one meeting the target", "vBS", &bars) {
+        s.items.push(Item::Plot(format!("{}-slo-density", s.id), svg));
+    }
+}
+
 pub(super) fn counters(r: &Results) -> Section {
     let mut items = vec![];
     let with: Vec<&RunRecord> = r.runs.iter().filter(|x| x.counters.available).collect();

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use rtslice_emu::{Calibration, Class, Config, EmuError, Profile, SchedMode, EmuSummary};
+use rtslice_emu::{Calibration, Class, Config, EmuError, Pattern, Profile, SchedMode, EmuSummary};
 
 use super::{invalid, EXIT_FAILURE};
 
@@ -27,6 +27,26 @@ pub struct Args {
     /// Share of the carrier scheduled every TTI (traffic demand): `50%` or `0.5` (default 100% with --prb)
     #[arg(long, value_parser = super::ratio)]
     traffic: Option<f64>,
+    /// How the offered load varies over time: constant (every TTI at the peak that --load, --prb
+    /// or --traffic set), busy-hour (a day compressed into --cycle, between --traffic-low and the
+    /// peak) or bursts (on/off: the peak for --burst-length on average, --burst-duty of the time)
+    #[arg(long, default_value = "constant")]
+    traffic_pattern: String,
+    /// Load between bursts and at the busy-hour trough, as a share of the peak (`20%` or `0.2`)
+    #[arg(long, value_parser = super::ratio, default_value = "20%")]
+    traffic_low: f64,
+    /// Length of the compressed day of --traffic-pattern busy-hour, e.g. 60s
+    #[arg(long, default_value = "60s")]
+    cycle: String,
+    /// Share of the time in bursts under --traffic-pattern bursts (`30%` or `0.3`)
+    #[arg(long, value_parser = super::ratio, default_value = "30%")]
+    burst_duty: f64,
+    /// Mean length of a burst under --traffic-pattern bursts, e.g. 20ms
+    #[arg(long, default_value = "20ms")]
+    burst_length: String,
+    /// Seed of the traffic pattern's random draws: the same seed gives the same trace
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
     /// MCS index 0..=28 (TS 38.214 Table 5.1.3.1-1; default 16)
     #[arg(long)]
     mcs: Option<u8>,
@@ -134,6 +154,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(t) if t <= 0.0 => return invalid("--traffic must be above 0%"),
         t => cfg.traffic = t,
     }
+    cfg.traffic_pattern = match pattern_of(&args) {
+        Ok(p) => p,
+        Err(e) => return invalid(e),
+    };
+    cfg.seed = args.seed;
     if let Some(c) = &args.cpus {
         match rtslice_spec::parse_cpu_list(c) {
             Ok(v) if !v.is_empty() => cfg.cpus = Some(v.into_iter().map(|c| c as usize).collect()),
@@ -172,6 +197,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The traffic pattern the flags describe; the error names the flag to fix.
+fn pattern_of(args: &Args) -> Result<Pattern, String> {
+    let dur = |flag: &str, v: &str| rtslice_spec::units::parse_duration(v).map_err(|e| format!("--{flag}: {e}"));
+    match args.traffic_pattern.as_str() {
+        "constant" => Ok(Pattern::Constant),
+        "busy-hour" | "busy_hour" => Ok(Pattern::BusyHour { cycle: dur("cycle", &args.cycle)?, low: args.traffic_low }),
+        "bursts" | "burst" => {
+            Ok(Pattern::Bursts { duty: args.burst_duty, burst: dur("burst-length", &args.burst_length)?, low: args.traffic_low })
+        }
+        other => Err(format!("--traffic-pattern `{other}`: use constant, busy-hour or bursts")),
+    }
+}
+
 fn human(s: &EmuSummary) -> String {
     let mut o = String::new();
     o += &format!(
@@ -182,6 +220,16 @@ fn human(s: &EmuSummary) -> String {
         o += &format!("load: target {t:.1}% of one core, predicted {:.1}% (calibration)\n", s.load_predicted_percent);
     } else {
         o += &format!("load: predicted {:.1}% of one core (calibration)\n", s.load_predicted_percent);
+    }
+    if s.traffic_pattern != Pattern::Constant {
+        o += &format!(
+            "traffic: {} (seed {}): offered load mean {:.1}%, peak {:.1}% of one core; scheduled PRB per level {:?}\n",
+            serde_json::to_string(&s.traffic_pattern).unwrap_or_default(),
+            s.seed,
+            s.offered_load_mean_percent,
+            s.offered_load_peak_percent,
+            s.prb_scheduled_levels
+        );
     }
     o += &format!(
         "deadline misses: {} TTIs ({:.3}%): UL late {}, DL late {}, UL dropped {}, DL dropped {}\n",

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::calib::Calibration;
 use crate::os::Class;
 use crate::profile::Profile;
+use crate::traffic::Pattern;
 
 /// How scheduling classes are chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,6 +45,11 @@ pub struct Config {
     /// Target load in percent of one core; picks the scheduled PRBs from the calibration.
     /// Used when set, and by default when neither `prb` nor `traffic` is given.
     pub load_percent: Option<f64>,
+    /// How the offered load varies from TTI to TTI, as a fraction of the peak that `load_percent`,
+    /// `prb` or `traffic` set (default: constant, every TTI at the peak).
+    pub traffic_pattern: Pattern,
+    /// Seed of the pattern's random draws (bursts); the same seed gives the same trace.
+    pub seed: u64,
     pub mcs: Option<u8>,
     pub antennas: Option<usize>,
     pub snr_db: f64,
@@ -71,6 +77,8 @@ impl Config {
             prb: None,
             traffic: None,
             load_percent: None,
+            traffic_pattern: Pattern::Constant,
+            seed: 1,
             mcs: None,
             antennas: None,
             snr_db: 25.0,

@@ -61,8 +61,23 @@ pub struct EmuSummary {
     pub tbs_bits: usize,
     pub code_blocks: usize,
     pub load_target_percent: Option<f64>,
+    /// The predicted PHY load of the peak level (every TTI's, under a constant pattern).
     pub load_predicted_percent: f64,
     pub predicted_cost: CostBreakdown,
+    /// How the offered load varied over the run (docs/emulator.md, "Time-varying traffic").
+    #[serde(default)]
+    pub traffic_pattern: crate::traffic::Pattern,
+    #[serde(default)]
+    pub seed: u64,
+    /// Scheduled PRBs of each load level of the pattern, lowest first (the last is `prb_scheduled`).
+    #[serde(default)]
+    pub prb_scheduled_levels: Vec<usize>,
+    /// Predicted PHY load offered, in percent of one core: the mean over the run's TTIs and the
+    /// highest of any TTI (equal under a constant pattern).
+    #[serde(default)]
+    pub offered_load_mean_percent: f64,
+    #[serde(default)]
+    pub offered_load_peak_percent: f64,
     pub ttis: u64,
     /// TTIs with any miss (late or dropped, either direction).
     pub deadline_misses: u64,
@@ -77,7 +92,7 @@ pub struct EmuSummary {
     pub throughput_bps: f64,
     pub ul_throughput_bps: f64,
     pub dl_throughput_bps: f64,
-    /// What every TTI in time would give.
+    /// What every TTI in time would give (the mean over the run's TTIs under a varying pattern).
     pub offered_bps: f64,
     /// Delivered throughput of each full second of the run (median/IQR within one run).
     pub throughput_series_bps: Vec<f64>,

@@ -21,7 +21,7 @@ pub(super) fn clock_loop(
     profile: Profile,
     fep_tx: Option<Sender<HalfGrid>>,
     l1_tx: Option<SyncSender<Job>>,
-    l1tx_tx: Option<SyncSender<(u64, u64)>>,
+    l1tx_tx: Option<SyncSender<(u64, u64, usize)>>,
     pool_tx: Option<Arc<handoff::Handoff<Job>>>,
 ) {
     // Workers end when the clock does, however it ends.
@@ -60,25 +60,26 @@ pub(super) fn clock_loop(
         if before < avail {
             cell.send(Event::Tick { avail, wake });
         }
-        let buf = (n % cell.ul.len() as u64) as usize;
+        let (lvl, level) = cell.level(n);
+        let buf = (n % level.ul.len() as u64) as usize;
         match profile {
             Profile::OaiLte => {
                 // ru-thread transforms the first half of the symbols while fep_processing does the
                 // second half, then hands the subframe to lte-softmodem (waiting while it is busy).
                 let mut grid = cell.grid();
-                let split = cell.phy.symbol_offset(half);
+                let split = level.phy.symbol_offset(half);
                 let (a, b) = grid.split_at_mut(split);
                 let sent = fep_tx.as_ref().is_some_and(|f| {
-                    f.send(HalfGrid { ptr: b.as_mut_ptr(), len: b.len(), buf, done: done_tx.clone() }).is_ok()
+                    f.send(HalfGrid { ptr: b.as_mut_ptr(), len: b.len(), buf, lvl, done: done_tx.clone() }).is_ok()
                 });
-                cell.phy.ul_fft(&cell.ul[buf].time, a, 0..half, &mut scratch);
+                level.phy.ul_fft(&level.ul[buf].time, a, 0..half, &mut scratch);
                 if sent {
                     let _ = done_rx.recv();
                 } else {
-                    cell.phy.ul_fft(&cell.ul[buf].time, b, half..SYMBOLS, &mut scratch);
+                    level.phy.ul_fft(&level.ul[buf].time, b, half..SYMBOLS, &mut scratch);
                 }
                 if let Some(tx) = &l1_tx {
-                    if let Err(e) = tx.send(Job { n, avail, buf, grid }) {
+                    if let Err(e) = tx.send(Job { n, lvl, avail, buf, grid }) {
                         cell.put_grid(e.0.grid);
                         drop_both(cell, n, avail);
                     }
@@ -87,7 +88,7 @@ pub(super) fn clock_loop(
             Profile::Srsenb => {
                 // TXRX waits for an idle worker, as srsENB's worker pool does.
                 if let Some(pool) = &pool_tx {
-                    if pool.give(Job { n, avail, buf, grid: Vec::new() }).is_err() {
+                    if pool.give(Job { n, lvl, avail, buf, grid: Vec::new() }).is_err() {
                         drop_both(cell, n, avail);
                     }
                 }
@@ -95,14 +96,14 @@ pub(super) fn clock_loop(
             Profile::NrGnb => {
                 // ru_thread runs the whole front end, then triggers L1_tx and feeds L1_rx.
                 let mut grid = cell.grid();
-                cell.phy.ul_fft(&cell.ul[buf].time, &mut grid, 0..SYMBOLS, &mut scratch);
+                level.phy.ul_fft(&level.ul[buf].time, &mut grid, 0..SYMBOLS, &mut scratch);
                 if let Some(tx) = &l1tx_tx {
-                    if tx.send((n, avail)).is_err() {
+                    if tx.send((n, avail, lvl)).is_err() {
                         cell.send(Event::Dl { n, avail, done: None });
                     }
                 }
                 if let Some(tx) = &l1_tx {
-                    if let Err(e) = tx.send(Job { n, avail, buf, grid }) {
+                    if let Err(e) = tx.send(Job { n, lvl, avail, buf, grid }) {
                         cell.put_grid(e.0.grid);
                         cell.send(Event::Ul { n, avail, done: None, ok: false, iterations: 0, code_blocks: 0 });
                     }
@@ -121,7 +122,8 @@ pub(super) fn fep_loop(cell: &Cell, rx: Receiver<HalfGrid>) {
     while let Ok(job) = rx.recv() {
         // SAFETY: see `HalfGrid`: the owner waits for `done` and does not touch this half meanwhile.
         let part = unsafe { std::slice::from_raw_parts_mut(job.ptr, job.len) };
-        cell.phy.ul_fft(&cell.ul[job.buf].time, part, half..SYMBOLS, &mut scratch);
+        let level = &cell.levels[job.lvl];
+        level.phy.ul_fft(&level.ul[job.buf].time, part, half..SYMBOLS, &mut scratch);
         let _ = job.done.send(());
     }
 }
@@ -139,14 +141,15 @@ pub(super) fn l1_loop(
     let mut scratch = Scratch::default();
     while let Ok(mut job) = rx.recv() {
         let mut payload = Vec::new();
+        let level = &cell.levels[job.lvl];
         let (ok, iterations, cbs) = if profile == Profile::NrGnb {
-            cell.phy.ul_equalize(&job.grid, &mut scratch);
+            level.phy.ul_equalize(&job.grid, &mut scratch);
             let llr = Arc::new(std::mem::take(&mut scratch.llr));
             let (rtx, rrx) = mpsc::channel();
-            let ncb = cell.phy.cbs.len();
+            let ncb = level.phy.cbs.len();
             for cb in 0..ncb {
                 if let Some(p) = &cb_pool {
-                    let _ = p.send(CbJob { cb, buf: job.buf, llr: llr.clone(), reply: rtx.clone() });
+                    let _ = p.send(CbJob { cb, buf: job.buf, lvl: job.lvl, llr: llr.clone(), reply: rtx.clone() });
                 }
             }
             drop(rtx);
@@ -162,7 +165,7 @@ pub(super) fn l1_loop(
             scratch.llr = Arc::try_unwrap(llr).unwrap_or_default();
             (ok && got == ncb, it, ncb as u32)
         } else {
-            let r = cell.phy.ul_decode(&job.grid, &cell.ul[job.buf], &mut scratch, &mut payload);
+            let r = level.phy.ul_decode(&job.grid, &level.ul[job.buf], &mut scratch, &mut payload);
             (r.ok, r.iterations_sum, r.code_blocks)
         };
         let done = clock::monotonic_ns();
@@ -174,7 +177,7 @@ pub(super) fn l1_loop(
         }
         if profile == Profile::OaiLte {
             // lte-softmodem also builds the downlink subframe; feptx_thread does the IFFT.
-            cell.phy.dl_build(job.n, &mut job.grid, &mut scratch);
+            level.phy.dl_build(job.n, &mut job.grid, &mut scratch);
             match &dl_tx {
                 Some(tx) => {
                     if let Err(e) = tx.send(job) {
@@ -192,18 +195,19 @@ pub(super) fn l1_loop(
 pub(super) fn dl_loop(cell: &Cell, rx: Receiver<Job>) {
     let mut scratch = Scratch::default();
     while let Ok(mut job) = rx.recv() {
-        cell.phy.dl_ifft(&mut job.grid, &mut scratch);
+        cell.levels[job.lvl].phy.dl_ifft(&mut job.grid, &mut scratch);
         cell.send(Event::Dl { n: job.n, avail: job.avail, done: Some(clock::monotonic_ns()) });
         cell.put_grid(job.grid);
     }
 }
 
-pub(super) fn l1tx_loop(cell: &Cell, rx: Receiver<(u64, u64)>) {
+pub(super) fn l1tx_loop(cell: &Cell, rx: Receiver<(u64, u64, usize)>) {
     let mut scratch = Scratch::default();
-    while let Ok((n, avail)) = rx.recv() {
+    while let Ok((n, avail, lvl)) = rx.recv() {
         let mut grid = cell.grid();
-        cell.phy.dl_build(n, &mut grid, &mut scratch);
-        cell.phy.dl_ifft(&mut grid, &mut scratch);
+        let phy = &cell.levels[lvl].phy;
+        phy.dl_build(n, &mut grid, &mut scratch);
+        phy.dl_ifft(&mut grid, &mut scratch);
         cell.send(Event::Dl { n, avail, done: Some(clock::monotonic_ns()) });
         cell.put_grid(grid);
     }
@@ -216,12 +220,13 @@ pub(super) fn take_job<T>(pool: &Mutex<Receiver<T>>) -> Option<T> {
 /// srsENB WORKERn: the whole TTI (FFT, decode, DL build, IFFT) on one thread.
 pub(super) fn worker_loop(cell: &Cell, pool: Arc<handoff::Handoff<Job>>, l2: Option<Sender<Vec<u8>>>) {
     let mut scratch = Scratch::default();
-    let mut grid = vec![Complex32::new(0.0, 0.0); cell.phy.grid_len()];
+    let mut grid = vec![Complex32::new(0.0, 0.0); cell.grid_len()];
     while let Some(job) = pool.take() {
-        let sf = &cell.ul[job.buf];
-        cell.phy.ul_fft(&sf.time, &mut grid, 0..SYMBOLS, &mut scratch);
+        let Level { phy, ul } = &cell.levels[job.lvl];
+        let sf = &ul[job.buf];
+        phy.ul_fft(&sf.time, &mut grid, 0..SYMBOLS, &mut scratch);
         let mut payload = Vec::new();
-        let r = cell.phy.ul_decode(&grid, sf, &mut scratch, &mut payload);
+        let r = phy.ul_decode(&grid, sf, &mut scratch, &mut payload);
         let done = clock::monotonic_ns();
         cell.send(Event::Ul { n: job.n, avail: job.avail, done: Some(done), ok: r.ok, iterations: r.iterations_sum, code_blocks: r.code_blocks });
         if r.ok && done <= job.avail + cell.budget_ns {
@@ -229,8 +234,8 @@ pub(super) fn worker_loop(cell: &Cell, pool: Arc<handoff::Handoff<Job>>, l2: Opt
                 let _ = l2.send(payload);
             }
         }
-        cell.phy.dl_build(job.n, &mut grid, &mut scratch);
-        cell.phy.dl_ifft(&mut grid, &mut scratch);
+        phy.dl_build(job.n, &mut grid, &mut scratch);
+        phy.dl_ifft(&mut grid, &mut scratch);
         cell.send(Event::Dl { n: job.n, avail: job.avail, done: Some(clock::monotonic_ns()) });
     }
 }
@@ -239,7 +244,8 @@ pub(super) fn worker_loop(cell: &Cell, pool: Arc<handoff::Handoff<Job>>, l2: Opt
 pub(super) fn cb_worker_loop(cell: &Cell, pool: Arc<Mutex<Receiver<CbJob>>>) {
     let mut work = DecoderWork::default();
     while let Some(job) = take_job(&pool) {
-        let (d, ok) = cell.phy.decode_cb(job.cb, &job.llr, &cell.ul[job.buf].info[job.cb], &mut work);
+        let level = &cell.levels[job.lvl];
+        let (d, ok) = level.phy.decode_cb(job.cb, &job.llr, &level.ul[job.buf].info[job.cb], &mut work);
         let mut bytes = Vec::new();
         if ok {
             pack_bits(&work.hard, &mut bytes);
