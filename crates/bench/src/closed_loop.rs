@@ -94,12 +94,18 @@ impl ClosedLoop {
             let _ = t.join();
         }
         let svc = lock(&self.service).take().ok_or("closed loop: the node is gone")?;
-        let decisions: Vec<String> = svc
+        let mut decisions: Vec<String> = svc
             .events(0)
             .into_iter()
             .filter(|e| e.kind == "adapted" || e.kind == "failed")
             .map(|e| format!("{}: {}", e.workload.unwrap_or_default(), e.message))
             .collect();
+        // Each workload's last decision, a "keep" too: why it did (not) change at the end.
+        for w in svc.list() {
+            if let (Some(name), Some(last)) = (w["name"].as_str(), svc.get(w["name"].as_str().unwrap_or_default()).ok().and_then(|g| g["adaptLast"].as_str().map(String::from))) {
+                decisions.push(format!("{name}: last decision: {last}"));
+            }
+        }
         svc.reset().map_err(|e| format!("closed loop: reset of the node: {e}"))?;
         Ok(decisions)
     }

@@ -266,7 +266,7 @@ pub fn layout(strategy: Strategy, workloads: &[(WorkloadSpec, u32)], host: &Host
         };
         if w.role == Role::Neighbour {
             p.cpus = match strategy {
-                Strategy::None | Strategy::Irq | Strategy::Reservation | Strategy::Peak | Strategy::Slo => None,
+                Strategy::None | Strategy::Irq | Strategy::Reservation | Strategy::Peak | Strategy::Slo | Strategy::ClosedLoop => None,
                 Strategy::Shield | Strategy::Dedicated | Strategy::Isolcpus => Some(outside.clone()),
                 _ => slice,
             };
@@ -314,7 +314,7 @@ pub fn layout(strategy: Strategy, workloads: &[(WorkloadSpec, u32)], host: &Host
             // One reservation on one CPU per vBS, the CPU chosen by the planner (worst fit), so the
             // vBS spread over every CPU the cap leaves room on: that is the density question. The
             // threads share the reservation: every rule points at its only slot.
-            Strategy::Peak | Strategy::Slo => {
+            Strategy::Peak | Strategy::Slo | Strategy::ClosedLoop => {
                 let slo = w.slo.clone().expect("checked above: every measured workload has an slo");
                 if strategy == Strategy::Peak {
                     p.reservation = Some(slo.profile.execution.max.as_nanos() as f64 / slo.profile.period.as_nanos() as f64);

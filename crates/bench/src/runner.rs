@@ -19,6 +19,7 @@ use crate::proc::Proc;
 use crate::procfs;
 use crate::results::{Counters, InstanceResult, Results, RunRecord, RunStatus};
 use crate::specgen::{self, Steering};
+use crate::strategy::Strategy;
 use crate::layout::{self, HostShape, Layout};
 
 #[derive(Debug, thiserror::Error)]
@@ -190,6 +191,15 @@ pub fn counters_probe() -> Counters {
     }
 }
 
+/// How often the closed-loop strategy's loop decides: a few decisions per compressed busy-hour
+/// cycle, each over ~1000 TTIs.
+const CLOSED_LOOP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Where the closed-loop strategy's workloads report their SLIs.
+fn report_socket(run_dir: &Path) -> PathBuf {
+    run_dir.join("report.sock")
+}
+
 /// Undoes what the run applied (rtslice-host's reset: the journal in the bench's state dir).
 /// Workloads are the runner's own children and are stopped by it, so they are kept here.
 fn reset(opt: &Options, _dir: &Path) -> Result<(), String> {
@@ -223,6 +233,8 @@ struct RunCtx<'a> {
     rec: RunRecord,
     /// Study C's variants: measured workloads run in a runc container with this isolation.
     oci: Option<crate::experiment::OciVariant>,
+    /// The closed-loop strategy's node (workloads deployed through the node service in-process).
+    closed_loop: Option<crate::closed_loop::ClosedLoop>,
 }
 
 fn run_one(exp: &Experiment, cell: &Cell, seq: usize, repetition: u32, facts: &HostShape, opt: &Options) -> RunRecord {
@@ -261,7 +273,7 @@ fn run_one(exp: &Experiment, cell: &Cell, seq: usize, repetition: u32, facts: &H
         rec.status = RunStatus::Failed { error: format!("cannot create {}: {e}", dir.display()) };
         return rec;
     }
-    let mut ctx = RunCtx { exp, opt, dir, noise: None, instances: vec![], applied: false, rec, oci: variant.oci.clone() };
+    let mut ctx = RunCtx { exp, opt, dir, noise: None, instances: vec![], applied: false, rec, oci: variant.oci.clone(), closed_loop: None };
     let outcome = execute(&mut ctx, cell, &layout, facts, &workloads);
     let mut errors: Vec<String> = vec![];
     if let Err(e) = outcome {
@@ -305,6 +317,12 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
             // Replicas draw their traffic (bursts) independently unless the file fixes a seed.
             if !e.args.iter().any(|a| a == "--seed") {
                 v.extend([s("--seed"), (idx + 1).to_string()]);
+            }
+            if cell.strategy == Strategy::ClosedLoop {
+                // The loop reads the misses the emulator reports (`env` execs: the PID stays).
+                let mut with_env = vec![s("env"), format!("{}={}", rtslice_emu::REPORT_SOCKET_ENV, report_socket(&ctx.dir).display())];
+                with_env.extend(v);
+                v = with_env;
             }
             v
         } else if let Some(c) = &w.command {
@@ -414,6 +432,19 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
         if layout.placements.iter().any(|p| p.reclaim) {
             opts.agent = Some(rtslice_host::AgentCommand::rtslice_binary(opt.rtslice.clone()));
         }
+        if cell.strategy == Strategy::ClosedLoop {
+            // The node service deploys it (admission one workload at a time, RT groups' global sum
+            // included) and its loop adapts each reservation from the second reading on.
+            let adapting = specgen::adapting(&spec, &plan, CLOSED_LOOP_INTERVAL)?;
+            let yaml = specgen::to_yaml(&adapting)?;
+            let path = ctx.dir.join("closed-loop.yaml");
+            std::fs::write(&path, &yaml).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            let t = Instant::now();
+            let node_dir = opt.state_dir.with_extension("closed-loop");
+            let cl = crate::closed_loop::ClosedLoop::start(&adapting, &node_dir, &report_socket(&ctx.dir), opts.mechanism)?;
+            ctx.rec.notes.push(format!("closed loop: the node service deployed {} workload(s) in {} ms", adapting.workloads.len(), t.elapsed().as_millis()));
+            ctx.closed_loop = Some(cl);
+        } else {
         ctx.applied = true;
         let t_apply = Instant::now();
         // One retry: RT budget freed by the previous run's reset returns to the parent groups
@@ -440,6 +471,7 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
             Err(e) => ctx.rec.notes.push(format!("status after apply: {e}")),
         }
         ctx.rec.applied = Some(record);
+        }
     }
     for r in &ctx.instances {
         if r.workload.role == Role::Neighbour && r.workload.command.is_some() {
@@ -717,6 +749,23 @@ fn measure(ctx: &mut RunCtx, _cell: &Cell) -> Result<(), String> {
 /// Stops the workloads and the interference, then resets the host (with no I/O stressor running);
 /// errors are added, never lost.
 fn teardown(ctx: &mut RunCtx, errors: &mut Vec<String>) {
+    // The closed loop's node first, while its workloads still run (its last decisions are read
+    // from live threads; the node only attached them, so undoing it leaves them running).
+    if let Some(cl) = ctx.closed_loop.take() {
+        match cl.finish() {
+            Ok(decisions) => {
+                let grown = decisions.iter().filter(|d| d.contains(": grown ")).count();
+                let shrunk = decisions.iter().filter(|d| d.contains(": shrunk ")).count();
+                let last = decisions.iter().filter(|d| d.contains(": last decision: ")).count();
+                ctx.rec.notes.push(format!(
+                    "closed loop: {grown} grow(s), {shrunk} shrink(s), {} refused or failed",
+                    decisions.len() - grown - shrunk - last
+                ));
+                ctx.rec.notes.extend(decisions.into_iter().map(|d| format!("closed loop: {d}")));
+            }
+            Err(e) => errors.push(format!("the closed loop's node could not be undone: {e}")),
+        }
+    }
     for r in ctx.instances.iter_mut().rev() {
         r.proc.stop(Duration::from_secs(3));
     }

@@ -122,6 +122,34 @@ fn workload(strategy: Strategy, p: &Placement, shared: &[u32], steering: &Steeri
     w
 }
 
+/// The closed-loop strategy's spec from the `slo` one and its plan: each SLO workload starts from the
+/// reservation the planner sized (its runtime, period and CPU, reclaiming as sized) which is also its
+/// guaranteed minimum, keeps its SLO as the loop's miss target (no profile: nothing is sized again),
+/// and adapts up to the profile's peak every `interval` (the node service's `adapt:`).
+pub fn adapting(spec: &Spec, plan: &rtslice_plan::Plan, interval: Duration) -> Result<Spec, String> {
+    let mut out = spec.clone();
+    for w in out.workloads.iter_mut().filter(|w| w.slo.is_some() && w.demand.is_none()) {
+        let wp = plan.workloads.iter().find(|p| p.name == w.name).ok_or_else(|| format!("{}: not in the plan", w.name))?;
+        let rtslice_plan::Allocation::Reservation { reservation, .. } = &wp.allocation else {
+            return Err(format!("{}: the planner gave it no reservation to start the loop from", w.name));
+        };
+        let peak = w.profile.as_ref().map(|p| p.execution.max).unwrap_or(reservation.runtime);
+        // The loop's ceiling: the profile's peak, within the period under the node's cap.
+        let ceiling = reservation.period.mul_f64(spec.node.cap.clamp(0.0, 1.0));
+        let max = peak.min(ceiling).max(reservation.runtime);
+        w.demand = Some(Demand::Reservation(Reservation {
+            runtime: reservation.runtime,
+            period: Some(reservation.period),
+            count: None,
+            cpus: Some(wp.cpus.clone()),
+            reclaim: wp.reclaim,
+        }));
+        w.profile = None;
+        w.adapt = Some(rtslice_spec::Adapt { min: Some(reservation.runtime), max: Some(max), interval });
+    }
+    Ok(out)
+}
+
 /// The spec as YAML text in the documented format (what `rtslice apply` reads).
 pub fn to_yaml(spec: &Spec) -> Result<String, String> {
     // The spec crate's own writer: one YAML stack for reading and writing specs.
@@ -201,5 +229,25 @@ mod tests {
         assert_eq!(w.threads[1].slots, Slots::List(vec![1]));
         assert!(!w.irqs.is_empty() && !w.net.is_empty());
         assert_eq!(w.launch, Some(Launch::Pid { pid: 1 }));
+    }
+
+    #[test]
+    fn the_closed_loop_starts_from_the_sized_reservation_and_adapts_up_to_the_peak() {
+        let host = HostShape { cpus: vec![0, 1], isolated: vec![] };
+        let l = layout(Strategy::ClosedLoop, &[(vbs(), 2), (neighbour(), 1)], &host).unwrap();
+        let spec = spec_for(&l, &[0, 1], &Steering::default(), &|_| Some(1)).unwrap();
+        let plan = rtslice_plan::plan(&spec, &rtslice_plan::NodeFacts { online: vec![0, 1], ..Default::default() });
+        assert!(plan.all_admitted(), "{:?}", plan.rejected);
+        let a = adapting(&spec, &plan, Duration::from_secs(1)).unwrap();
+        let parsed = rtslice_spec::parse(&to_yaml(&a).unwrap(), "closed-loop.yaml").unwrap_or_else(|e| panic!("{e}"));
+        for w in parsed.workloads.iter().filter(|w| w.slo.is_some()) {
+            let sized = plan.workloads.iter().find(|p| p.name == w.name).unwrap();
+            let rtslice_plan::Allocation::Reservation { reservation, .. } = &sized.allocation else { panic!() };
+            let Some(Demand::Reservation(r)) = &w.demand else { panic!("{w:?}") };
+            let ad = w.adapt.unwrap();
+            assert_eq!((r.runtime, r.cpus.clone()), (reservation.runtime, Some(sized.cpus.clone())));
+            assert_eq!(ad.min, Some(reservation.runtime));
+            assert!(ad.max.unwrap() >= reservation.runtime && w.profile.is_none());
+        }
     }
 }

@@ -35,11 +35,10 @@ pub enum Strategy {
     /// A reservation per vBS sized by the planner from its SLO and profile with the periodic model
     /// (the spec's `slo` + `profile` and no runtime), placed by the planner.
     Slo,
-    // Extension point: `closed-loop` (the node daemon adjusting each reservation at run time,
-    // issue 16 part 3) goes here as the next variant. It needs a name below, a layout arm in
-    // `layout::layout` (as `Slo`: the SLO-sized reservation is its starting point) and, in the
-    // runner, the daemon deploying the spec instead of the in-process apply. The density tables
-    // (`slo_density`) pick up every strategy of the block by themselves.
+    /// The SLO-sized reservation as the starting point (and guaranteed minimum), then the node
+    /// service's closed loop (`adapt:`) grows and shrinks it at run time from the CPU it uses and
+    /// the misses it reports, up to the profile's peak, through admission (`closed_loop`).
+    ClosedLoop,
 }
 
 pub const ALL: &[Strategy] = &[
@@ -55,6 +54,7 @@ pub const ALL: &[Strategy] = &[
     Strategy::Dedicated,
     Strategy::Peak,
     Strategy::Slo,
+    Strategy::ClosedLoop,
 ];
 
 impl Strategy {
@@ -72,6 +72,7 @@ impl Strategy {
             Strategy::Dedicated => "dedicated",
             Strategy::Peak => "peak",
             Strategy::Slo => "slo",
+            Strategy::ClosedLoop => "closed-loop",
         }
     }
 
@@ -90,6 +91,7 @@ impl Strategy {
             Strategy::Dedicated => "Dedicated",
             Strategy::Peak => "Peak-sized",
             Strategy::Slo => "SLO-sized",
+            Strategy::ClosedLoop => "Closed loop",
         }
     }
 
@@ -104,7 +106,7 @@ impl Strategy {
 
     /// Strategies that size each reservation from the workload's `slo` profile.
     pub fn sizes_from_profile(self) -> bool {
-        matches!(self, Strategy::Peak | Strategy::Slo)
+        matches!(self, Strategy::Peak | Strategy::Slo | Strategy::ClosedLoop)
     }
 }
 
@@ -129,6 +131,7 @@ impl FromStr for Strategy {
             "shielding" => "shield",
             "peak+sized" | "static" => "peak",
             "slo+sized" => "slo",
+            "closed+loop" | "adaptive" => "closed-loop",
             other => other,
         };
         ALL.iter().copied().find(|x| x.name() == alias).ok_or_else(|| {

@@ -375,7 +375,12 @@ impl NodeMetrics {
                     mechanism: w.mechanism,
                     reservation: w.reservation,
                     cpus: w.cpus.len(),
-                    used_s: used_s.or_else(|| traced_cpu_ns.get(&w.name).map(|&ns| ns as f64 / 1e9)),
+                    // cgroup accounting (v2 cpu.stat, v1 cpuacct where co-mounted with cpu), else the
+                    // tracer's, else the live threads' schedstat (v1 with cpuacct mounted apart and
+                    // the tracer off: CPU time of threads that exited is then not counted).
+                    used_s: used_s
+                        .or_else(|| traced_cpu_ns.get(&w.name).map(|&ns| ns as f64 / 1e9))
+                        .or_else(|| live_threads_cpu_s(&w.cgroup)),
                     throttled,
                     throttled_s,
                 }
@@ -450,6 +455,16 @@ fn stat_value(text: &str, key: &str) -> Option<u64> {
 /// (CPU seconds used, throttled periods, seconds throttled) of a cgroup's CPU files: cgroup v1
 /// cpuacct.usage (when cpuacct is mounted with cpu) and cpu.stat's nr_throttled/throttled_time
 /// (ns); cgroup v2 cpu.stat's usage_usec/nr_throttled/throttled_usec.
+/// CPU time of the threads in a cgroup now (their schedstat); `None` when it holds none.
+fn live_threads_cpu_s(dir: &Path) -> Option<f64> {
+    let threads = rtslice_sys::procfs::threads_in_cgroup(dir);
+    if threads.is_empty() {
+        return None;
+    }
+    let ns: u64 = threads.iter().filter_map(|&(pid, tid)| rtslice_sys::procfs::schedstat(pid, tid)).map(|s| s.oncpu_ns).sum();
+    Some(ns as f64 / 1e9)
+}
+
 fn cgroup_cpu(dir: &Path, errors: &mut Vec<String>) -> (Option<f64>, Option<u64>, Option<f64>) {
     let stat = match std::fs::read_to_string(dir.join("cpu.stat")) {
         Ok(s) => s,

@@ -235,6 +235,9 @@ pub struct Service {
 struct LoopRun {
     state: crate::adapt::LoopState,
     since: Option<Reading>,
+    /// The last decision and why (also "keep"s, which the event log leaves out): `GET
+    /// /v1/workloads/{name}` shows it, so "why does it not adapt?" has an answer.
+    last: Option<String>,
 }
 
 /// The cumulative counters of one workload at one telemetry reading.
@@ -789,8 +792,14 @@ impl Service {
             .collect();
         self.loops.retain(|n, _| names.contains(n));
         for name in names {
-            let Some(ws) = sample.workloads.iter().find(|w| w.name == name) else { continue };
-            let Some(used_s) = ws.used_s else { continue };
+            let Some(ws) = sample.workloads.iter().find(|w| w.name == name) else {
+                self.loops.entry(name.clone()).or_default().last = Some("no telemetry reading of it yet".into());
+                continue;
+            };
+            let Some(used_s) = ws.used_s else {
+                self.loops.entry(name.clone()).or_default().last = Some("its CPU use cannot be read (no cgroup CPU accounting)".into());
+                continue;
+            };
             let now = Reading { time: sample.time, used_s, jobs: ws.sli.ttis, misses: ws.sli.deadline_misses };
             let run = self.loops.entry(name.clone()).or_default();
             let Some(since) = run.since else {
@@ -811,6 +820,10 @@ impl Service {
             let run = self.loops.get_mut(&name).expect("inserted above");
             run.since = Some(now);
             let decision = crate::adapt::decide(runtime, &bounds, &obs, &mut run.state);
+            run.last = Some(match decision.runtime() {
+                None => format!("kept {} µs: {}", runtime.as_micros(), decision.why()),
+                Some(to) => format!("{} µs → {} µs: {}", runtime.as_micros(), to.as_micros(), decision.why()),
+            });
             let Some(to) = decision.runtime() else { continue };
             match self.adapt_to(&name, runtime, to) {
                 Ok(Some(got)) => {
@@ -1117,6 +1130,9 @@ impl Service {
         }
         if let Some(a) = &e.workload.adapt {
             v["adapt"] = serde_json::to_value(a).unwrap_or_default();
+            if let Some(last) = self.loops.get(&e.workload.name).and_then(|l| l.last.clone()) {
+                v["adaptLast"] = last.into();
+            }
         }
         if let Some(r) = &e.reason {
             v["reason"] = r.clone().into();
