@@ -203,23 +203,16 @@ fn preemption(config: &Option<String>) -> String {
     }
 }
 
-fn topology(cpus: &CpuList) -> Vec<CpuTopo> {
-    cpus.iter()
-        .map(|cpu| {
-            let base = PathBuf::from(format!("/sys/devices/system/cpu/cpu{cpu}"));
-            let num = |f: &str| fsio::read_trim(base.join("topology").join(f)).ok().and_then(|s| s.parse().ok());
-            let smt = fsio::read_trim(base.join("topology/thread_siblings_list")).unwrap_or_default();
-            // The last-level cache is the cache index with the highest level.
-            let mut llc = (0u32, String::new());
-            if let Ok(rd) = std::fs::read_dir(base.join("cache")) {
-                for e in rd.flatten() {
-                    let level: u32 = fsio::read_trim(e.path().join("level")).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
-                    if level > llc.0 {
-                        llc = (level, fsio::read_trim(e.path().join("shared_cpu_list")).unwrap_or_default());
-                    }
-                }
-            }
-            CpuTopo { cpu, core: num("core_id"), package: num("physical_package_id"), smt_siblings: smt, llc_shared: llc.1 }
+/// doctor's view of each CPU's place, from `rtslice_sys::topology` (the one sysfs reader the
+/// planner's discovered topology uses too), with the sibling and LLC lists in the kernel's text form.
+fn cpu_topo(topo: &[rtslice_sys::topology::CpuTopology]) -> Vec<CpuTopo> {
+    topo.iter()
+        .map(|t| CpuTopo {
+            cpu: t.cpu,
+            core: t.core_id,
+            package: t.package,
+            smt_siblings: rtslice_sys::cpulist::format_cpu_list(&t.smt_siblings),
+            llc_shared: rtslice_sys::cpulist::format_cpu_list(&t.llc),
         })
         .collect()
 }
@@ -398,8 +391,11 @@ pub fn doctor_for(reserved: Option<&CpuList>) -> HostReport {
         f.push(finding("nohz_full", Level::Info, "kernel built without CONFIG_NO_HZ_FULL: ticks continue on busy CPUs", ""));
     }
 
-    // Topology.
-    let topo = topology(&cpus);
+    // Topology, read once: the summary here and the reserved CPUs' siblings below.
+    let root = Path::new("/");
+    let cpu_ids: Vec<u32> = cpus.iter().collect();
+    let topo_sys = rtslice_sys::topology::topology(root, &cpu_ids);
+    let topo = cpu_topo(&topo_sys);
     let smt = topo.iter().any(|t| CpuList::parse(&t.smt_siblings).map(|s| s.len() > 1).unwrap_or(false));
     f.push(finding(
         "topology",
@@ -528,9 +524,6 @@ pub fn doctor_for(reserved: Option<&CpuList>) -> HostReport {
     f.push(irqbalance_finding(&irqbalance_pids, irqbalance_banned.as_ref(), &reserved));
 
     // Locality: SMT siblings of reserved CPUs, NUMA nodes of CPUs and NICs.
-    let root = Path::new("/");
-    let cpu_ids: Vec<u32> = cpus.iter().collect();
-    let topo_sys = rtslice_sys::topology::topology(root, &cpu_ids);
     f.push(smt_finding(&topo_sys, &reserved));
     let numa_nodes: Vec<(u32, CpuList)> =
         rtslice_sys::topology::numa_nodes(root).into_iter().map(|(n, c)| (n, CpuList::from_cpus(c))).collect();
