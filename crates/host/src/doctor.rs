@@ -104,6 +104,7 @@ pub fn discovered_topology(cpus: &[u32]) -> rtslice_spec::Topology {
         &rtslice_sys::topology::topology(root, cpus),
         &rtslice_sys::topology::numa_nodes(root),
         &rtslice_sys::topology::nic_locality(root),
+        &rtslice_sys::pci::pci_numa_nodes(root),
     )
 }
 
