@@ -920,4 +920,21 @@ mod tests {
         assert!(f.detail.contains("2~0") && f.detail.contains("3~1"), "{f:?}");
         assert_eq!(smt_finding(&topo, &CpuList::parse("1,3").unwrap()).level, Level::Ok);
     }
+
+    #[test]
+    fn cpu_lists_read_as_the_kernel_writes_them() {
+        // doctor's topology comes from rtslice_sys::topology; its text is the kernel's own format.
+        let cpus: Vec<u32> = online_cpus().iter().collect();
+        for t in cpu_topo(&rtslice_sys::topology::topology(Path::new("/"), &cpus)) {
+            let base = PathBuf::from(format!("/sys/devices/system/cpu/cpu{}", t.cpu));
+            if let Ok(raw) = fsio::read_trim(base.join("topology/thread_siblings_list")) {
+                assert_eq!(t.smt_siblings, raw, "CPU {}", t.cpu);
+            }
+            assert_eq!(t.core, fsio::read_trim(base.join("topology/core_id")).ok().and_then(|s| s.parse().ok()), "CPU {}", t.cpu);
+        }
+        let t = |cpu, sib: Vec<u32>, llc: Vec<u32>| rtslice_sys::topology::CpuTopology { cpu, core_id: Some(3), package: Some(1), node: None, smt_siblings: sib, llc };
+        let v = cpu_topo(&[t(4, vec![4, 36], (0..8).chain(32..40).collect()), t(5, vec![5, 6], vec![])]);
+        assert_eq!((v[0].smt_siblings.as_str(), v[0].llc_shared.as_str(), v[0].core, v[0].package), ("4,36", "0-7,32-39", Some(3), Some(1)));
+        assert_eq!((v[1].smt_siblings.as_str(), v[1].llc_shared.as_str()), ("5-6", ""));
+    }
 }
