@@ -43,7 +43,9 @@ pub(crate) fn resolve(root: &Path, setup: &Setup) -> Result<(Resolved, Vec<Strin
                 )));
             };
             let oci = matches!(w.launch, Launch::Oci(_));
-            if driver == "vfio-pci" && !dev.nodes.iter().any(|n| n.path.parent() == Some(Path::new("/dev/vfio")) && n.path != Path::new("/dev/vfio/vfio")) {
+            // Its group's node (/dev/vfio/<group>), or the per-device cdev (/dev/vfio/devices/vfioN) of
+            // kernels built without the group interface.
+            if driver == "vfio-pci" && !dev.nodes.iter().any(|n| n.path.starts_with("/dev/vfio/") && n.path != Path::new("/dev/vfio/vfio")) {
                 return Err(HostError::Rejected(format!(
                     "workload {}: PCI device {} is bound to vfio-pci but its IOMMU group ({}) has no node in /dev/vfio; \
                      enable the IOMMU (intel_iommu=on / amd_iommu=on on the kernel command line) or, without one, \

@@ -27,6 +27,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use crate::topology::text;
 use crate::SysError;
 
 /// A PCI function's address as sysfs names it: `DDDD:BB:DD.F` (domain, bus, device, function).
@@ -131,10 +132,6 @@ pub struct PciDevice {
     pub irqs: Vec<u32>,
     /// The device nodes to pass into a container (see the module's description).
     pub nodes: Vec<DeviceNode>,
-}
-
-fn text(path: &Path) -> Option<String> {
-    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
 }
 
 fn hex_id(path: &Path) -> u16 {
@@ -288,13 +285,8 @@ pub fn pci_numa_nodes(root: &Path) -> Vec<(PciAddress, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::topology::tests::w;
     use std::os::unix::fs::symlink;
-
-    fn w(root: &Path, rel: &str, text: &str) {
-        let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
 
     fn addr(s: &str) -> PciAddress {
         s.parse().unwrap()
