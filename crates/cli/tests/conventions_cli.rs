@@ -339,6 +339,14 @@ fn every_shipped_example_validates_against_the_schema() {
     assert!(!validator.is_valid(&bad));
     let bad: Value = serde_json::json!({"apiVersion": "rtslice/v1", "workloads": [{"name": "a", "demand": {"reservation": {"runtime": "2", "period": "10ms"}}}]});
     assert!(!validator.is_valid(&bad));
+    // Devices: addresses with a function, irqs `keep` or slots.
+    let device = |d: Value| serde_json::json!({"apiVersion": "rtslice/v1", "workloads": [{"name": "a", "devices": [d]}]});
+    for good in [serde_json::json!({"pci": "0000:3b:02.1", "irqs": "keep"}), serde_json::json!({"pci": "3b:02.1", "irqs": 1}), serde_json::json!({"pci": "0000:af:1f.7", "irqs": "0-1"})] {
+        assert!(validator.is_valid(&device(good.clone())), "{good}");
+    }
+    for bad in [serde_json::json!({"pci": "0000:3b:02"}), serde_json::json!({"pci": "0000:3b:02.1", "irqs": "never"}), serde_json::json!({"irqs": 1})] {
+        assert!(!validator.is_valid(&device(bad.clone())), "{bad}");
+    }
     let good: Value = serde_json::json!({"apiVersion": "rtslice/v1", "workloads": [{"name": "a", "demand": {"reservation": {"runtime": "2ms", "period": "10ms"}}}]});
     assert!(validator.is_valid(&good), "{:?}", validator.iter_errors(&good).map(|e| e.to_string()).collect::<Vec<_>>());
 }

@@ -278,6 +278,9 @@ fn two_socket_smt_example_places_by_topology() {
         assert_eq!(p["node"]["per_cpu"][(*c + 32) as usize]["held_for"], "du1", "sibling of {c}");
     }
     let cu = ids(&workload(&p, "cu")["cpus"]);
+    assert!(cu.iter().all(|&c| !node1(c)), "cu on its accelerator's node 0: {cu:?}");
+    assert_eq!(workload(&p, "cu")["devices"], serde_json::json!([{"pci": "0000:3b:00.0", "irq_cpus": cu}]));
+    assert_eq!(p["node"]["topology"]["devices"]["0000:3b:00.0"], 0);
     let batch = ids(&workload(&p, "batch")["cpus"]);
     for c in &cu {
         let sibling = if *c < 32 { c + 32 } else { c - 32 };
@@ -287,6 +290,7 @@ fn two_socket_smt_example_places_by_topology() {
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("topology: declared in the spec: 32 SMT cores"), "{text}");
     assert!(text.contains("(held idle for du1: SMT sibling)"), "{text}");
+    assert!(text.contains("device 0000:3b:00.0 -> passed to the workload, its IRQs -> CPU"), "{text}");
     // On this host, with no topology in the spec, the plan says it used the discovered one.
     let host = rtslice(&["plan", "examples/host-smoke.yaml"]);
     let host = String::from_utf8_lossy(&host.stdout);

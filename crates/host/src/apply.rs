@@ -94,6 +94,9 @@ pub fn apply_with_facts(setup: &Setup, opts: &ApplyOptions, facts: &HostFacts) -
             }
         }
     }
+    // PCI devices: every one present, bound to a driver and named once, before anything is touched.
+    let (devices, device_warnings) = crate::devices::resolve(Path::new("/"), setup)?;
+    warnings.extend(device_warnings);
     let resctrl = opts.resctrl.clone().map(Resctrl::new).unwrap_or_default();
     if let Some(plan) = &setup.cache {
         resctrl.check(plan)?;
@@ -119,7 +122,7 @@ pub fn apply_with_facts(setup: &Setup, opts: &ApplyOptions, facts: &HostFacts) -
     let mut state = State::new();
     opts.state_dir.save(&state)?;
     let mut txn = Txn::begin(&opts.state_dir, &mut state, opts.fault);
-    let mut ctx = Ctx { facts, mech, prepared: &prepared, setup, opts, runc: runc.as_deref(), resctrl, warnings: Vec::new() };
+    let mut ctx = Ctx { facts, mech, prepared: &prepared, setup, opts, runc: runc.as_deref(), resctrl, devices, warnings: Vec::new() };
     match run_steps(&mut txn, &mut ctx) {
         Ok((workloads, agent)) => {
             warnings.append(&mut ctx.warnings);
@@ -153,6 +156,8 @@ struct Ctx<'a> {
     opts: &'a ApplyOptions,
     runc: Option<&'a Path>,
     resctrl: Resctrl,
+    /// The workloads' PCI devices as resolved before the transaction.
+    devices: crate::devices::Resolved,
     warnings: Vec<String>,
 }
 
@@ -263,7 +268,7 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
             Launch::Oci(o) => {
                 let runc = ctx.runc.expect("checked in validation");
                 let id = o.id.clone().unwrap_or_else(|| format!("rtslice-{}", p.ws.name));
-                let (pid, root) = step(format!("create container {id} for {}", p.ws.name), launch::oci_create(txn, ctx.facts, &ctx.opts.state_dir, p, o, &id, runc))?;
+                let (pid, root) = step(format!("create container {id} for {}", p.ws.name), launch::oci_create(txn, ctx.facts, &ctx.opts.state_dir, p, o, &id, runc, &device_nodes(&ctx.devices, &p.ws.name)))?;
                 step(format!("thread rules in container {id}"), rules_for_workload(txn, p, ctx))?;
                 step(format!("start container {id}"), crate::oci::runc_start(runc, &root, &id))?;
                 launch::wait_for_exec(pid);
@@ -419,7 +424,16 @@ fn fair_server(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<()> {
     Ok(())
 }
 
+/// The device nodes of a workload's PCI devices, each once.
+fn device_nodes(devices: &crate::devices::Resolved, workload: &str) -> Vec<rtslice_sys::pci::DeviceNode> {
+    let mut nodes: Vec<_> = devices.get(workload).into_iter().flatten().flat_map(|d| d.nodes.iter().cloned()).collect();
+    nodes.sort_by(|a, b| a.path.cmp(&b.path));
+    nodes.dedup_by(|a, b| a.path == b.path);
+    nodes
+}
+
 fn irqs_and_nets(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<()> {
+    crate::devices::steer_irqs(txn, ctx.setup, &ctx.devices, &mut ctx.warnings)?;
     if !ctx.setup.irqs.is_empty() {
         let irqs = step("read /proc/interrupts", crate::irq::read_interrupts().map_err(|e| HostError::Read {
             path: "/proc/interrupts".into(),

@@ -104,6 +104,7 @@ pub fn discovered_topology(cpus: &[u32]) -> rtslice_spec::Topology {
         &rtslice_sys::topology::topology(root, cpus),
         &rtslice_sys::topology::numa_nodes(root),
         &rtslice_sys::topology::nic_locality(root),
+        &rtslice_sys::pci::pci_numa_nodes(root),
     )
 }
 
@@ -203,23 +204,16 @@ fn preemption(config: &Option<String>) -> String {
     }
 }
 
-fn topology(cpus: &CpuList) -> Vec<CpuTopo> {
-    cpus.iter()
-        .map(|cpu| {
-            let base = PathBuf::from(format!("/sys/devices/system/cpu/cpu{cpu}"));
-            let num = |f: &str| fsio::read_trim(base.join("topology").join(f)).ok().and_then(|s| s.parse().ok());
-            let smt = fsio::read_trim(base.join("topology/thread_siblings_list")).unwrap_or_default();
-            // The last-level cache is the cache index with the highest level.
-            let mut llc = (0u32, String::new());
-            if let Ok(rd) = std::fs::read_dir(base.join("cache")) {
-                for e in rd.flatten() {
-                    let level: u32 = fsio::read_trim(e.path().join("level")).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
-                    if level > llc.0 {
-                        llc = (level, fsio::read_trim(e.path().join("shared_cpu_list")).unwrap_or_default());
-                    }
-                }
-            }
-            CpuTopo { cpu, core: num("core_id"), package: num("physical_package_id"), smt_siblings: smt, llc_shared: llc.1 }
+/// doctor's view of each CPU's place, from `rtslice_sys::topology` (the one sysfs reader the
+/// planner's discovered topology uses too), with the sibling and LLC lists in the kernel's text form.
+fn cpu_topo(topo: &[rtslice_sys::topology::CpuTopology]) -> Vec<CpuTopo> {
+    topo.iter()
+        .map(|t| CpuTopo {
+            cpu: t.cpu,
+            core: t.core_id,
+            package: t.package,
+            smt_siblings: rtslice_sys::cpulist::format_cpu_list(&t.smt_siblings),
+            llc_shared: rtslice_sys::cpulist::format_cpu_list(&t.llc),
         })
         .collect()
 }
@@ -398,8 +392,11 @@ pub fn doctor_for(reserved: Option<&CpuList>) -> HostReport {
         f.push(finding("nohz_full", Level::Info, "kernel built without CONFIG_NO_HZ_FULL: ticks continue on busy CPUs", ""));
     }
 
-    // Topology.
-    let topo = topology(&cpus);
+    // Topology, read once: the summary here and the reserved CPUs' siblings below.
+    let root = Path::new("/");
+    let cpu_ids: Vec<u32> = cpus.iter().collect();
+    let topo_sys = rtslice_sys::topology::topology(root, &cpu_ids);
+    let topo = cpu_topo(&topo_sys);
     let smt = topo.iter().any(|t| CpuList::parse(&t.smt_siblings).map(|s| s.len() > 1).unwrap_or(false));
     f.push(finding(
         "topology",
@@ -528,9 +525,6 @@ pub fn doctor_for(reserved: Option<&CpuList>) -> HostReport {
     f.push(irqbalance_finding(&irqbalance_pids, irqbalance_banned.as_ref(), &reserved));
 
     // Locality: SMT siblings of reserved CPUs, NUMA nodes of CPUs and NICs.
-    let root = Path::new("/");
-    let cpu_ids: Vec<u32> = cpus.iter().collect();
-    let topo_sys = rtslice_sys::topology::topology(root, &cpu_ids);
     f.push(smt_finding(&topo_sys, &reserved));
     let numa_nodes: Vec<(u32, CpuList)> =
         rtslice_sys::topology::numa_nodes(root).into_iter().map(|(n, c)| (n, CpuList::from_cpus(c))).collect();
@@ -925,5 +919,22 @@ mod tests {
         assert_eq!(f.level, Level::Warn);
         assert!(f.detail.contains("2~0") && f.detail.contains("3~1"), "{f:?}");
         assert_eq!(smt_finding(&topo, &CpuList::parse("1,3").unwrap()).level, Level::Ok);
+    }
+
+    #[test]
+    fn cpu_lists_read_as_the_kernel_writes_them() {
+        // doctor's topology comes from rtslice_sys::topology; its text is the kernel's own format.
+        let cpus: Vec<u32> = online_cpus().iter().collect();
+        for t in cpu_topo(&rtslice_sys::topology::topology(Path::new("/"), &cpus)) {
+            let base = PathBuf::from(format!("/sys/devices/system/cpu/cpu{}", t.cpu));
+            if let Ok(raw) = fsio::read_trim(base.join("topology/thread_siblings_list")) {
+                assert_eq!(t.smt_siblings, raw, "CPU {}", t.cpu);
+            }
+            assert_eq!(t.core, fsio::read_trim(base.join("topology/core_id")).ok().and_then(|s| s.parse().ok()), "CPU {}", t.cpu);
+        }
+        let t = |cpu, sib: Vec<u32>, llc: Vec<u32>| rtslice_sys::topology::CpuTopology { cpu, core_id: Some(3), package: Some(1), node: None, smt_siblings: sib, llc };
+        let v = cpu_topo(&[t(4, vec![4, 36], (0..8).chain(32..40).collect()), t(5, vec![5, 6], vec![])]);
+        assert_eq!((v[0].smt_siblings.as_str(), v[0].llc_shared.as_str(), v[0].core, v[0].package), ("4,36", "0-7,32-39", Some(3), Some(1)));
+        assert_eq!((v[1].smt_siblings.as_str(), v[1].llc_shared.as_str()), ("5-6", ""));
     }
 }

@@ -10,7 +10,7 @@ use crate::apply::{apply_setup, Applied, ApplyOptions};
 use crate::cpus::CpuList;
 use crate::error::{HostError, Result};
 use crate::sched::SchedAttr;
-use crate::setup::{Cfs, IrqRule, Launch, NetRule, OciLaunch, Setup, ThreadRule, WorkloadSetup};
+use crate::setup::{Cfs, DeviceSetup, IrqRule, Launch, NetRule, OciLaunch, Setup, ThreadRule, WorkloadSetup};
 
 /// OCI choices the spec does not carry (per apply run).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -80,6 +80,7 @@ pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<Setup> {
         ws.wide_affinity = w.isolation.wide_affinity;
         ws.memory = w.memory;
         ws.cache = w.cache.clone();
+        ws.devices = w.devices.iter().map(|d| DeviceSetup { pci: d.pci, irq_cpus: d.irq_cpus.as_deref().map(cpus) }).collect();
         ws.threads = w
             .threads
             .iter()

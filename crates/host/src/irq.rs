@@ -13,8 +13,13 @@ pub struct Irq {
 
 impl Irq {
     pub fn affinity_file(&self) -> PathBuf {
-        PathBuf::from(format!("/proc/irq/{}/smp_affinity_list", self.number))
+        affinity_file(self.number)
     }
+}
+
+/// The file that sets IRQ `number`'s affinity (a CPU list).
+pub fn affinity_file(number: u32) -> PathBuf {
+    PathBuf::from(format!("/proc/irq/{number}/smp_affinity_list"))
 }
 
 /// Numbered IRQs in /proc/interrupts text. The action column starts after the per-CPU counts and the

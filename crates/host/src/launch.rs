@@ -162,6 +162,7 @@ pub(crate) fn oci_create(
     o: &crate::setup::OciLaunch,
     id: &str,
     runc: &Path,
+    devices: &[rtslice_sys::pci::DeviceNode],
 ) -> Result<(i32, PathBuf)> {
     let state = &state_dir.path;
     let runc_root = state.join("runc");
@@ -194,18 +195,19 @@ pub(crate) fn oci_create(
     let rootfs_dir = if rootfs_rel.is_absolute() { rootfs_rel } else { user_bundle.join(rootfs_rel) };
     let rootfs = std::fs::canonicalize(&rootfs_dir).map_err(|source| HostError::Read { path: rootfs_dir.clone(), source })?;
     let runc_version = crate::oci::runc_version(runc);
-    match user_cfg {
-        Some(user) => {
-            let merged = crate::oci::merge_config(user, &cc, !o.args.is_empty(), &rootfs, runc_version)?;
-            let path = bundle.join("config.json");
-            merged.save(&path).map_err(|e| HostError::Write { path, value: "<config.json>".into(), source: std::io::Error::other(e.to_string()) })?;
-        }
+    // One path for both: the user's configuration merged, or rtslice's own default, then the
+    // workload's PCI device nodes added (oci-spec types, so the result is checked as it is built).
+    let mut spec = match user_cfg {
+        Some(user) => crate::oci::merge_config(user, &cc, !o.args.is_empty(), &rootfs, runc_version)?,
         None => {
             let mut cfg = crate::oci::config_json(&cc, runc_version);
             cfg["root"]["path"] = serde_json::json!(rootfs);
-            crate::oci::write_config(&bundle, &cfg)?;
+            serde_json::from_value(cfg).map_err(|e| HostError::Invalid(format!("container {id}: rtslice's default configuration: {e}")))?
         }
-    }
+    };
+    crate::oci::add_devices(&mut spec, devices)?;
+    let path = bundle.join("config.json");
+    spec.save(&path).map_err(|e| HostError::Write { path, value: "<config.json>".into(), source: std::io::Error::other(e.to_string()) })?;
     txn.record(Change::Container { id: id.to_string(), runc_root: runc_root.clone(), runc: runc.to_path_buf() })?;
     let pid = crate::oci::runc_run(runc, &runc_root, &bundle, id, &state.join(format!("{id}.log")))?;
     Ok((pid, runc_root))

@@ -19,6 +19,7 @@
 mod apply;
 pub mod cgroup;
 mod cpus;
+mod devices;
 pub mod doctor;
 mod error;
 pub mod foreign;
@@ -58,6 +59,6 @@ pub use record::{AppliedRecord, Mechanism, WorkloadRecord};
 pub use reset::{reset, ResetOptions, ResetReport};
 pub use rtslice_plan::Reservation;
 pub use sched::SchedAttr;
-pub use setup::{Cfs, IrqRule, Launch, NetRule, OciLaunch, Setup, ThreadRule, WorkloadSetup};
+pub use setup::{Cfs, DeviceSetup, IrqRule, Launch, NetRule, OciLaunch, Setup, ThreadRule, WorkloadSetup};
 pub use status::{status, Status};
 pub use txn::Fault;

@@ -417,6 +417,14 @@ impl Node {
                 ws.name
             )));
         }
+        if !ws.devices.is_empty() {
+            // A device's IRQ affinities and its claim (one workload per device) would need the
+            // node's view of every deployed workload's devices; not built yet.
+            return Err(rejected(format!(
+                "workload {}: the node service does not pass PCI devices yet; use a one-shot `rtslice apply` for a                  workload with `devices`",
+                ws.name
+            )));
+        }
         if ws.cache.is_some() {
             // Narrowing the default resctrl group is node-wide, and one segment per workload would
             // each journal a different "previous" mask: removed out of order they would restore
@@ -586,7 +594,7 @@ impl Node {
             Launch::Oci(o) => {
                 let runc = runc.expect("checked before the transaction");
                 let id = o.id.clone().unwrap_or_else(|| format!("rtslice-{name}"));
-                let (pid, root) = launch::oci_create(txn, &self.facts, &state_dir, p, o, &id, runc)
+                let (pid, root) = launch::oci_create(txn, &self.facts, &state_dir, p, o, &id, runc, &[])
                     .map_err(|e| (format!("create container {id} for {name}"), e))?;
                 step(format!("thread rules in container {id}"), crate::apply::workload_rules(txn, p))?;
                 step(format!("start container {id}"), crate::oci::runc_start(runc, &root, &id))?;

@@ -255,6 +255,58 @@ pub fn merge_config(
     Ok(spec)
 }
 
+/// Passes a workload's PCI device nodes into its container: each node in `linux.devices` (runc
+/// creates it in the container's /dev with the host node's type, numbers, mode and owner; an entry
+/// the user wrote for the same path is replaced, since the host's numbers are the true ones) and
+/// allowed (`rwm`) in `linux.resources.devices`, after the user's rules so that a deny-all before
+/// them does not hide it (runc applies the rules in order, the last match winning).
+pub fn add_devices(spec: &mut oci_spec::runtime::Spec, nodes: &[rtslice_sys::pci::DeviceNode]) -> Result<()> {
+    use oci_spec::runtime::{LinuxDeviceBuilder, LinuxDeviceCgroupBuilder, LinuxDeviceType, LinuxResources};
+    use rtslice_sys::pci::NodeKind;
+    if nodes.is_empty() {
+        return Ok(());
+    }
+    let bad = |e: &dyn std::fmt::Display| HostError::Invalid(format!("a device entry of the container configuration: {e}"));
+    let mut linux = spec.linux().clone().unwrap_or_default();
+    let mut devices = linux.devices().clone().unwrap_or_default();
+    let mut resources = linux.resources().clone().unwrap_or_else(LinuxResources::default);
+    let mut rules = resources.devices().clone().unwrap_or_default();
+    for n in nodes {
+        let typ = match n.kind {
+            NodeKind::Char => LinuxDeviceType::C,
+            NodeKind::Block => LinuxDeviceType::B,
+        };
+        devices.retain(|d| d.path() != &n.path);
+        devices.push(
+            LinuxDeviceBuilder::default()
+                .path(n.path.clone())
+                .typ(typ)
+                .major(n.major as i64)
+                .minor(n.minor as i64)
+                .file_mode(n.mode)
+                .uid(n.uid)
+                .gid(n.gid)
+                .build()
+                .map_err(|e| bad(&e))?,
+        );
+        rules.push(
+            LinuxDeviceCgroupBuilder::default()
+                .allow(true)
+                .typ(typ)
+                .major(n.major as i64)
+                .minor(n.minor as i64)
+                .access("rwm")
+                .build()
+                .map_err(|e| bad(&e))?,
+        );
+    }
+    resources.set_devices(Some(rules));
+    linux.set_resources(Some(resources));
+    linux.set_devices(Some(devices));
+    spec.set_linux(Some(linux));
+    Ok(())
+}
+
 /// Reads a bundle's `config.json`; `None` when the bundle has none (rtslice then writes its own).
 pub fn load_user_config(bundle: &Path) -> Result<Option<oci_spec::runtime::Spec>> {
     let path = bundle.join("config.json");
@@ -578,5 +630,39 @@ mod tests {
         assert!(v["process"]["capabilities"]["bounding"].as_array().unwrap().iter().any(|c| c == "CAP_SYS_NICE"));
         assert!(v["linux"].get("seccomp").is_none());
         assert_eq!(v["linux"]["resources"]["cpu"]["realtimeRuntime"], 20000);
+    }
+
+    #[test]
+    fn device_nodes_are_added_and_allowed_after_the_users_rules() {
+        use rtslice_sys::pci::{DeviceNode, NodeKind};
+        let user: Value = json!({
+            "ociVersion": "1.0.2",
+            "process": {"args": ["du"], "cwd": "/", "user": {"uid": 0, "gid": 0}},
+            "root": {"path": "rootfs"},
+            "linux": {
+                "devices": [{"path": "/dev/vfio/12", "type": "c", "major": 1, "minor": 1}, {"path": "/dev/fuse", "type": "c", "major": 10, "minor": 229}],
+                "resources": {"devices": [{"allow": false, "access": "rwm"}, {"allow": true, "type": "c", "major": 10, "minor": 229, "access": "rwm"}]}
+            }
+        });
+        let mut spec = merge_config(parse_user_config(user).unwrap(), &cc(), false, Path::new("/b/rootfs"), None).unwrap();
+        let node = |path: &str, kind, major, minor| DeviceNode { path: path.into(), kind, major, minor, mode: 0o660, uid: 0, gid: 6 };
+        let nodes = [node("/dev/vfio/12", NodeKind::Char, 243, 0), node("/dev/vfio/vfio", NodeKind::Char, 10, 196), node("/dev/nvme0n1", NodeKind::Block, 259, 0)];
+        add_devices(&mut spec, &nodes).unwrap();
+        let v = serde_json::to_value(&spec).unwrap();
+        let devices = v["linux"]["devices"].as_array().unwrap();
+        let paths: Vec<&str> = devices.iter().map(|d| d["path"].as_str().unwrap()).collect();
+        assert_eq!(paths, ["/dev/fuse", "/dev/vfio/12", "/dev/vfio/vfio", "/dev/nvme0n1"], "the user's stale /dev/vfio/12 is replaced");
+        assert_eq!(devices[1], json!({"path": "/dev/vfio/12", "type": "c", "major": 243, "minor": 0, "fileMode": 0o660, "uid": 0, "gid": 6}));
+        assert_eq!(devices[3]["type"], "b");
+        let rules = v["linux"]["resources"]["devices"].as_array().unwrap();
+        assert_eq!(rules.len(), 5);
+        assert_eq!(rules[0], json!({"allow": false, "access": "rwm"}), "the user's deny-all stays first");
+        assert_eq!(rules[2], json!({"allow": true, "type": "c", "major": 243, "minor": 0, "access": "rwm"}));
+        assert_eq!(rules[4], json!({"allow": true, "type": "b", "major": 259, "minor": 0, "access": "rwm"}));
+        // rtslice's part is still there, and nothing is added without nodes.
+        assert_eq!(v["linux"]["resources"]["cpu"]["cpus"], "1");
+        let before = serde_json::to_value(&spec).unwrap();
+        add_devices(&mut spec, &[]).unwrap();
+        assert_eq!(serde_json::to_value(&spec).unwrap(), before);
     }
 }

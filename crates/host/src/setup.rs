@@ -58,6 +58,17 @@ pub struct WorkloadSetup {
     /// Its resctrl group's schemata (exclusive L3 ways, MB ceiling).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<rtslice_plan::WorkloadCache>,
+    /// PCI devices given to it: their nodes go into its OCI container, their IRQs to `irq_cpus`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceSetup>,
+}
+
+/// A PCI device of a workload; `irq_cpus`: where all of its IRQs go (`None`: left alone).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceSetup {
+    pub pci: rtslice_sys::pci::PciAddress,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq_cpus: Option<CpuList>,
 }
 
 /// The state file keeps a workload's reservation as `{"runtime_us", "period_us"}` (the cgroup

@@ -235,6 +235,8 @@ impl Planner {
             let (want, sized, refused) = demand_of(spec, w, cap, sizing);
             if let Some(r) = precheck(spec, &node_cpus, w, want.is_some()) {
                 outcome[i] = Some(Err(r));
+            } else if let Some(why) = device_taken(spec.workloads[..i].iter(), w) {
+                outcome[i] = Some(Err(reject(w, why)));
             } else if let Some(why) = refused {
                 outcome[i] = Some(Err(reject(w, why)));
             }
@@ -322,6 +324,7 @@ impl Planner {
             None if self.spec.workloads[..i].iter().any(|x| x.name == w.name) => {
                 Err(reject(w, format!("a workload named `{}` is already on the node", w.name)))
             }
+            None if device_taken(self.admitted(), w).is_some() => Err(reject(w, device_taken(self.admitted(), w).unwrap_or_default())),
             None => admit(&mut self.st, i, w, want.as_ref().expect("prechecked"), &[]),
         };
         if let (true, Err(rej), Some(want)) = (self.st.wants_defrag[i], &mut result, &want) {
@@ -340,6 +343,11 @@ impl Planner {
         self.wants.push(want);
         self.results.push(resolved);
         self.results[i].as_ref()
+    }
+
+    /// The workloads admitted so far.
+    fn admitted(&self) -> impl Iterator<Item = &Workload> {
+        self.spec.workloads.iter().zip(&self.results).filter(|(_, r)| r.is_ok()).map(|(w, _)| w)
     }
 
     /// The plan as it stands.
@@ -409,6 +417,15 @@ fn admit_cache(cache: &mut Option<cache::CacheState>, i: usize, w: &Workload, mu
     c.admit(i, w, &wp.cpus)?;
     wp.cache = c.workload(i);
     Ok(wp)
+}
+
+/// A device serves one workload: why `w` cannot have one of its devices, when an earlier workload
+/// (in spec order, or already admitted) has it.
+fn device_taken<'w>(mut before: impl Iterator<Item = &'w Workload>, w: &Workload) -> Option<String> {
+    before.find_map(|x| {
+        let d = w.devices.iter().find(|d| x.devices.iter().any(|o| o.pci == d.pci))?;
+        Some(format!("PCI device {} is already passed to workload `{}`; a device serves one workload (remove it from one of them)", d.pci, x.name))
+    })
 }
 
 /// Refusals that do not depend on the other workloads.
@@ -542,7 +559,7 @@ fn best_effort_conflict(st: &State, ci: usize) -> Option<String> {
 fn tiers(st: &State, w: &Workload) -> Vec<Vec<Vec<usize>>> {
     let loc = w.isolation.locality;
     let groups = st.topo.groups(loc);
-    let Some((_, node)) = st.topo.nic_node(w) else { return vec![groups] };
+    let Some((_, node)) = st.topo.preferred_node(w) else { return vec![groups] };
     let on_node = |g: &Vec<usize>| !g.is_empty() && g.iter().all(|&ci| st.topo.numa[ci] == Some(node));
     if loc == Locality::Any {
         let near: Vec<usize> = (0..st.cpus.len()).filter(|&ci| st.topo.numa[ci] == Some(node)).collect();
@@ -1145,6 +1162,14 @@ fn resolve(
         };
         net.push(NetPin { interface: r.interface.clone(), rps_cpus: rps, xps_cpus: xps });
     }
+    let mut devices = Vec::new();
+    for d in &w.devices {
+        let irq_cpus = match &d.irqs {
+            rtslice_spec::DeviceIrqs::Keep => None,
+            rtslice_spec::DeviceIrqs::Slots(s) => Some(slot_cpus(s, &format!("device {}'s irqs", d.pci))?.unwrap_or_else(|| cpus.clone())),
+        };
+        devices.push(DevicePin { pci: d.pci, irq_cpus });
+    }
     Ok(WorkloadPlan {
         name: w.name.clone(),
         cpus,
@@ -1155,6 +1180,7 @@ fn resolve(
         threads,
         irqs,
         net,
+        devices,
         // A reservation sized for an SLO reclaims: the model serves each job's work from one budget,
         // and under SCHED_DEADLINE (a budget per thread) the nearest the kernel comes is one pool that
         // follows the threads' measured demand, with GRUB for the rest (docs/plan.md "SLO sizing").

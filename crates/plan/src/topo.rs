@@ -1,6 +1,6 @@
 //! The node's topology as the placement uses it: per CPU (by index into the planner's sorted CPU
 //! list) its SMT siblings, its core, its LLC group and NUMA node, and which NUMA node a workload's
-//! NIC sits on. Built once per plan from the spec's declared `node.topology`, else the host's
+//! PCI devices and NIC sit on. Built once per plan from the spec's declared `node.topology`, else the host's
 //! discovered one (`NodeFacts::topology`), else nothing (every CPU a core of its own, no groups).
 
 use std::collections::BTreeMap;
@@ -22,6 +22,8 @@ pub(crate) struct Topo {
     pub llc_known: bool,
     pub numa_known: bool,
     pub nics: BTreeMap<String, u32>,
+    /// PCI address (canonical) → NUMA node.
+    pub devices: BTreeMap<String, u32>,
     /// What the plan reports (`NodePlan::topology`).
     pub used: Option<TopologyUse>,
 }
@@ -78,8 +80,9 @@ impl Topo {
             llc: on_node(&t.llc),
             numa: on_node(&t.numa),
             nics: t.nics.clone(),
+            devices: t.devices.clone(),
         });
-        Topo { siblings, core, llc, numa, llc_known, numa_known, nics: t.nics, used }
+        Topo { siblings, core, llc, numa, llc_known, numa_known, nics: t.nics, devices: t.devices, used }
     }
 
     /// The groups (CPU indices, by group id) a workload with `locality` must stay within; `Any` is
@@ -110,17 +113,22 @@ impl Topo {
         }
     }
 
-    /// The NUMA node preferred for a workload: that of the first NIC (by name) its IRQ or net rules
-    /// name, when the topology knows the NIC's node.
-    pub fn nic_node(&self, w: &Workload) -> Option<(String, usize)> {
+    /// The NUMA node preferred for a workload: that of its first PCI device (in the order of its
+    /// `devices`) whose node the topology knows — a device passed to the workload is its own, its
+    /// DMA and interrupts are local there — else that of the first NIC (by name) its IRQ or net
+    /// rules name.
+    pub fn preferred_node(&self, w: &Workload) -> Option<(String, usize)> {
         if !self.numa_known {
             return None;
+        }
+        if let Some((pci, &node)) = w.devices.iter().find_map(|d| self.devices.get_key_value(&d.pci.to_string())) {
+            return Some((format!("device {pci}"), node as usize));
         }
         let patterns: Vec<&str> = w.irqs.iter().map(|r| r.pattern.as_str()).chain(w.net.iter().map(|r| r.interface.as_str())).collect();
         self.nics
             .iter()
             .find(|(nic, _)| patterns.iter().any(|p| names(p, nic)))
-            .map(|(nic, &node)| (nic.clone(), node as usize))
+            .map(|(nic, &node)| (format!("NIC {nic}"), node as usize))
     }
 }
 

@@ -96,6 +96,9 @@ pub struct TopologyUse {
     /// Interface → NUMA node.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub nics: std::collections::BTreeMap<String, u32>,
+    /// PCI address → NUMA node.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub devices: std::collections::BTreeMap<String, u32>,
 }
 
 /// Where a plan's topology came from.
@@ -120,6 +123,7 @@ impl TopologyUse {
             llc: self.llc.clone(),
             numa: self.numa.clone(),
             nics: self.nics.clone(),
+            devices: self.devices.clone(),
         }
     }
 }
@@ -183,6 +187,9 @@ pub struct WorkloadPlan {
     pub irqs: Vec<IrqPin>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub net: Vec<NetPin>,
+    /// The PCI devices passed to it, with where their IRQs go.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DevicePin>,
     /// The reservation's SCHED_DEADLINE threads may reclaim unused bandwidth (SCHED_FLAG_RECLAIM).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reclaim: bool,
@@ -363,6 +370,15 @@ pub enum ThreadCpus {
 pub struct IrqPin {
     pub pattern: String,
     pub cpus: Vec<u32>,
+}
+
+/// A PCI device given to the workload: its device nodes go into the workload's container, and every
+/// IRQ of the device gets affinity `irq_cpus` (`None`: rtslice leaves them alone, the spec's `keep`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DevicePin {
+    pub pci: rtslice_spec::PciAddress,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq_cpus: Option<Vec<u32>>,
 }
 
 /// RPS/XPS of interfaces matching `interface` (a regex): every RX queue's rps_cpus and every TX

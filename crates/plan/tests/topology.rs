@@ -59,7 +59,7 @@ fn machine() -> impl Strategy<Value = Machine> {
             nics.insert("ens1f0".to_string(), sockets - 1);
             let mut cpus: Vec<u32> = (0..cores * threads).collect();
             cpus.sort_unstable();
-            Machine { cpus, topology: Topology { smt, llc, numa, nics } }
+            Machine { cpus, topology: Topology { smt, llc, numa, nics, devices: BTreeMap::new() } }
         },
     )
 }
@@ -309,6 +309,7 @@ fn server() -> Machine {
             llc: vec![(0..16).chain(32..48).collect(), (16..32).chain(48..64).collect()],
             numa: vec![(0..16).chain(32..48).collect(), (16..32).chain(48..64).collect()],
             nics: [("ens1f0".to_string(), 1)].into(),
+            devices: [("0000:3b:02.1".to_string(), 0), ("0000:d8:00.0".to_string(), 1)].into(),
         },
     }
 }
@@ -379,4 +380,56 @@ fn refusals_name_the_constraint() {
     let mut planner = Planner::new(&server_spec(vec![Workload::new("batch")]), &NodeFacts::default());
     let r = planner.admit(&res("late", 300, 1, SmtIsolation::NoBestEffortSibling, Locality::Any)).unwrap_err();
     assert!(r.reason.contains("no-best-effort-sibling") && r.reason.contains("best-effort `batch`"), "{}", r.reason);
+}
+
+fn device(pci: &str) -> rtslice_spec::Device {
+    rtslice_spec::Device::new(pci.parse().unwrap())
+}
+
+#[test]
+fn a_workloads_device_node_is_preferred_over_its_nic_and_its_irqs_follow_its_cpus() {
+    // The accelerator on node 1 wins over nothing; a VF on node 0 wins over the NIC on node 1 (the
+    // device is the workload's own, the NIC only carries its traffic).
+    let mut acc = res("acc", 500, 2, SmtIsolation::Shared, Locality::Numa);
+    acc.devices.push(device("d8:00.0"));
+    let mut du = res("du", 500, 4, SmtIsolation::Shared, Locality::Numa);
+    du.irqs.push(IrqRule { pattern: "^ens1f0-TxRx-".into(), slots: Slots::Any });
+    du.devices.push(rtslice_spec::Device { pci: "0000:3b:02.1".parse().unwrap(), irqs: rtslice_spec::DeviceIrqs::Slots(Slots::List(vec![1])) });
+    du.devices.push(rtslice_spec::Device { pci: "0000:3b:02.2".parse().unwrap(), irqs: rtslice_spec::DeviceIrqs::Keep });
+    let p = plan(&server_spec(vec![acc, du]), &NodeFacts::default());
+    assert!(p.all_admitted(), "{:?}", p.rejected);
+    let node1 = |c: &u32| (16..32).contains(c) || (48..64).contains(c);
+    let acc = p.workload("acc").unwrap();
+    assert!(acc.cpus.iter().all(node1), "the accelerator is on node 1: {:?}", acc.cpus);
+    assert_eq!(acc.devices[0].irq_cpus.as_ref(), Some(&acc.cpus), "by default a device's IRQs go to all the workload's CPUs");
+    let du = p.workload("du").unwrap();
+    assert!(du.cpus.iter().all(|c| !node1(c)), "the VF is on node 0: {:?}", du.cpus);
+    assert_eq!(du.devices[0].irq_cpus, Some(vec![du.cpus[1]]), "slot 1");
+    assert_eq!(du.devices[1].irq_cpus, None, "keep");
+    // A device whose node nobody knows changes nothing: the NIC decides again.
+    let mut du2 = res("du2", 500, 4, SmtIsolation::Shared, Locality::Numa);
+    du2.irqs.push(IrqRule { pattern: "^ens1f0-TxRx-".into(), slots: Slots::Any });
+    du2.devices.push(device("0000:00:04.0"));
+    let p = plan(&server_spec(vec![du2]), &NodeFacts::default());
+    assert!(p.workload("du2").unwrap().cpus.iter().all(node1));
+}
+
+#[test]
+fn a_device_serves_one_workload() {
+    let mut a = res("a", 100, 1, SmtIsolation::Shared, Locality::Any);
+    a.devices.push(device("0000:3b:02.1"));
+    let mut b = res("b", 100, 1, SmtIsolation::Shared, Locality::Any);
+    b.devices.push(device("3b:02.1"));
+    let p = plan(&server_spec(vec![a.clone(), b.clone()]), &NodeFacts::default());
+    assert!(p.workload("a").is_some());
+    let r = &p.rejection("b").unwrap().reason;
+    assert!(r.contains("0000:3b:02.1 is already passed to workload `a`"), "{r}");
+    // One at a time (the node service): refused while `a` holds it, admitted once `a` is refused.
+    let mut planner = Planner::new(&server_spec(vec![a]), &NodeFacts::default());
+    assert!(planner.admit(&b).unwrap_err().reason.contains("already passed to workload `a`"));
+    let mut huge = res("a", 100, 64, SmtIsolation::Shared, Locality::Any);
+    huge.devices.push(device("0000:3b:02.1"));
+    let mut planner = Planner::new(&server_spec(vec![huge]), &NodeFacts::default());
+    let b = Workload { name: "b2".into(), ..b };
+    assert!(planner.admit(&b).is_ok(), "a refused workload holds no device");
 }

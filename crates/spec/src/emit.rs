@@ -21,9 +21,9 @@ pub fn to_yaml(spec: &Spec) -> String {
 
 const KEY_ORDER: &[&str] = &[
     "apiVersion", "name", "node", "flavors", "workloads", "cpus", "housekeeping", "cap", "defaultPeriod", "policy",
-    "topology", "smt", "llc", "numa", "nics",
+    "topology", "smt", "llc", "numa", "nics", "pci",
     "vcpus", "launch", "command", "flavor", "hints", "demand", "runtime", "period", "count", "memory", "isolation",
-    "match", "interface", "priority", "nice", "deadline", "share", "slots", "threads", "irqs", "net",
+    "match", "interface", "priority", "nice", "deadline", "share", "slots", "threads", "irqs", "net", "devices",
 ];
 
 fn convert(v: &serde_json::Value) -> Yaml<'static> {

@@ -22,6 +22,8 @@ pub use emit::to_yaml;
 pub use error::{SpecError, SpecErrors};
 pub use tosca::{import_tosca, ToscaImport};
 pub use types::*;
+/// A PCI address (`0000:3b:02.1`), the type of a workload's `devices[].pci`.
+pub use rtslice_sys::pci::PciAddress;
 
 /// A spec (or TOSCA) file's bytes as text; a file that is not UTF-8 (a binary, another encoding)
 /// is an error located at its first invalid byte, so the user is told what the file is.

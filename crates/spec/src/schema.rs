@@ -134,3 +134,32 @@ impl JsonSchema for crate::Smt {
         })
     }
 }
+
+/// A PCI address as sysfs and `lspci -D` print it.
+pub struct PciAddressText;
+
+impl JsonSchema for PciAddressText {
+    fn schema_name() -> Cow<'static, str> {
+        "PciAddress".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "A PCI address DOMAIN:BUS:DEVICE.FUNCTION as `lspci -D` prints it (0000:3b:02.1); BUS:DEVICE.FUNCTION means domain 0",
+            "type": "string",
+            "pattern": "^\\s*([0-9a-fA-F]{1,8}:)?[0-9a-fA-F]{1,2}:[01]?[0-9a-fA-F]\\.[0-7]\\s*$"
+        })
+    }
+}
+
+impl JsonSchema for crate::DeviceIrqs {
+    fn schema_name() -> Cow<'static, str> {
+        "DeviceIrqs".into()
+    }
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let slots = generator.subschema_for::<crate::Slots>();
+        json_schema!({
+            "description": "Where the device's IRQs go: `any` (the workload's CPUs, default), slots of the workload's CPUs, or `keep` (left alone)",
+            "anyOf": [ { "const": "keep" }, slots ]
+        })
+    }
+}

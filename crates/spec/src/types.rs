@@ -161,6 +161,10 @@ pub struct Topology {
     /// Network interface name → the NUMA node of its device.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub nics: BTreeMap<String, u32>,
+    /// PCI address (canonical, `0000:3b:02.1`) → the NUMA node of the device: where a workload that
+    /// is passed the device is placed first.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub devices: BTreeMap<String, u32>,
 }
 
 /// SMT layout: which CPUs share a core.
@@ -271,11 +275,13 @@ impl Topology {
     }
 
     /// A topology read from a host (rtslice-sys's readers): cores from each CPU's thread siblings,
-    /// LLC groups from its last-level cache, NUMA nodes, and the nodes of the NICs that have one.
+    /// LLC groups from its last-level cache, NUMA nodes, and the nodes of the NICs and PCI devices
+    /// that have one.
     pub fn from_host(
         cpus: &[rtslice_sys::topology::CpuTopology],
         numa: &[(u32, Vec<u32>)],
         nics: &[rtslice_sys::topology::NicLocality],
+        devices: &[(rtslice_sys::pci::PciAddress, u32)],
     ) -> Topology {
         let mut cores: Vec<Vec<u32>> = cpus.iter().map(|c| c.smt_siblings.clone()).filter(|s| s.len() > 1).collect();
         cores.sort();
@@ -295,12 +301,15 @@ impl Topology {
         if numa_lists.iter().filter(|l| !l.is_empty()).count() <= 1 {
             numa_lists.clear();
         }
-        let nics = if numa_lists.is_empty() {
-            BTreeMap::new()
+        let (nics, devices) = if numa_lists.is_empty() {
+            (BTreeMap::new(), BTreeMap::new())
         } else {
-            nics.iter().filter_map(|n| n.node.map(|node| (n.name.clone(), node))).collect()
+            (
+                nics.iter().filter_map(|n| n.node.map(|node| (n.name.clone(), node))).collect(),
+                devices.iter().map(|(a, node)| (a.to_string(), *node)).collect(),
+            )
         };
-        Topology { smt: if cores.is_empty() { Smt::None } else { Smt::Cores(cores) }, llc, numa: numa_lists, nics }
+        Topology { smt: if cores.is_empty() { Smt::None } else { Smt::Cores(cores) }, llc, numa: numa_lists, nics, devices }
     }
 }
 
@@ -409,6 +418,10 @@ pub struct Workload {
     /// RPS/XPS masks of (virtual) NICs serving this workload.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub net: Vec<NetRule>,
+    /// PCI devices passed to the workload (an SR-IOV VF, an accelerator): their device nodes go into
+    /// its OCI container, their IRQs follow its CPUs, and it is placed near them (NUMA).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<Device>,
     /// What the node service (`rtslice daemon`) does when the launched process exits.
     #[serde(default, skip_serializing_if = "Restart::is_default")]
     pub restart: Restart,
@@ -919,6 +932,67 @@ pub struct IrqRule {
     pub pattern: String,
     #[serde(default)]
     pub slots: Slots,
+}
+
+/// A PCI device given to one workload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Device {
+    /// Its PCI address, `0000:3b:02.1` (`lspci -D`).
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::PciAddressText"))]
+    pub pci: rtslice_sys::pci::PciAddress,
+    /// Where its IRQs go: the workload's CPUs (`any`, the default), some of its slots, or `keep`.
+    #[serde(default, skip_serializing_if = "DeviceIrqs::is_default")]
+    pub irqs: DeviceIrqs,
+}
+
+impl Device {
+    pub fn new(pci: rtslice_sys::pci::PciAddress) -> Device {
+        Device { pci, irqs: DeviceIrqs::default() }
+    }
+}
+
+/// The affinity of a device's IRQs. A device's interrupts follow the workload it serves unless told
+/// otherwise: left where they were, they land on any CPU, another workload's reserved ones included.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceIrqs {
+    /// These of the workload's CPU slots (`Slots::Any`: all of its CPUs).
+    Slots(Slots),
+    /// rtslice leaves their affinity alone (irqbalance, `rtslice tune`'s default affinity, or the
+    /// kernel's own spread for managed IRQs decide).
+    Keep,
+}
+
+impl Default for DeviceIrqs {
+    fn default() -> Self {
+        DeviceIrqs::Slots(Slots::Any)
+    }
+}
+
+impl DeviceIrqs {
+    pub fn is_default(&self) -> bool {
+        *self == DeviceIrqs::default()
+    }
+}
+
+impl Serialize for DeviceIrqs {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            DeviceIrqs::Keep => s.serialize_str("keep"),
+            DeviceIrqs::Slots(slots) => slots.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for DeviceIrqs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        if v.as_str() == Some("keep") {
+            return Ok(DeviceIrqs::Keep);
+        }
+        Slots::deserialize(v).map(DeviceIrqs::Slots).map_err(serde::de::Error::custom)
+    }
 }
 
 /// Receive/transmit packet steering for interfaces whose name matches `interface` (a regex).

@@ -419,3 +419,67 @@ workloads:
     let e = errors("apiVersion: rtslice/v1\nnode:\n  topology: { nics: { eth0: 0 } }\n");
     has(&e, "node.topology.nics.eth0: a NIC's NUMA node means something only with `numa`");
 }
+
+#[test]
+fn devices_parse_in_canonical_form_and_round_trip() {
+    let text = r#"apiVersion: rtslice/v1
+node:
+  cpus: 0-7
+  topology:
+    numa: ["0-3", "4-7"]
+    devices: { "0000:3B:02.1": 1, "af:00.0": 0 }
+workloads:
+  - name: du1
+    launch: { oci: /var/lib/bundles/du1 }
+    demand: { reservation: { runtime: 500us, period: 1ms, count: 2 } }
+    devices:
+      - pci: "3b:02.1"
+      - pci: 0000:af:00.0
+        irqs: 1
+  - name: du2
+    devices: [{ pci: "0000:d8:00.0", irqs: keep }]
+"#;
+    let s = parse(text, "d.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let du1 = &s.workloads[0].devices;
+    assert_eq!(du1[0].pci.to_string(), "0000:3b:02.1");
+    assert_eq!((du1[0].irqs.clone(), du1[1].irqs.clone()), (DeviceIrqs::Slots(Slots::Any), DeviceIrqs::Slots(Slots::List(vec![1]))));
+    assert_eq!(s.workloads[1].devices[0].irqs, DeviceIrqs::Keep);
+    let t = s.node.topology.as_ref().unwrap();
+    assert_eq!(t.devices.iter().map(|(a, n)| (a.as_str(), *n)).collect::<Vec<_>>(), vec![("0000:3b:02.1", 1), ("0000:af:00.0", 0)]);
+    let yaml = to_yaml(&s);
+    assert!(yaml.contains("pci: \"0000:3b:02.1\"") && yaml.contains("irqs: keep"), "{yaml}");
+    assert_eq!(parse(&yaml, "again.yaml").unwrap_or_else(|e| panic!("{e}\n{yaml}")), s);
+    let json = serde_json::to_string(&s).unwrap();
+    assert_eq!(serde_json::from_str::<Spec>(&json).unwrap(), s);
+}
+
+#[test]
+fn device_errors_are_located() {
+    let e = errors(
+        r#"apiVersion: rtslice/v1
+node:
+  cpus: 0-3
+  topology: { numa: ["0-3"], devices: { "0000:3b:02.1": 1, "3b:2.9": 0 } }
+workloads:
+  - name: a
+    demand: { reservation: { runtime: 100us, period: 1ms } }
+    devices:
+      - pci: "0000:3b:02.1"
+      - pci: "3b:02.1"
+      - pci: "0000:3b:32.1"
+      - { pci: "0000:3b:03.0", irqs: 2 }
+      - { irqs: 0 }
+      - { pci: "0000:3b:04.0", bar: 1 }
+  - name: b
+    devices: [{ pci: "0000:3B:02.1" }]
+"#,
+    );
+    has(&e, "4:57 node.topology.devices.0000:3b:02.1: NUMA node 1 has no CPUs in `numa`");
+    has(&e, "node.topology.devices: `3b:2.9` is not a PCI address: the function is one digit 0-7");
+    has(&e, "10:14 workloads[0].devices[1].pci: 0000:3b:02.1 is already workloads[0].devices[0]");
+    has(&e, "workloads[0].devices[2].pci: `0000:3b:32.1` is not a PCI address: the device number is at most 1f");
+    has(&e, "workloads[0].devices[3].irqs: slot 2 does not exist: the workload has 1 CPU(s)");
+    has(&e, "workloads[0].devices[4].pci: missing; give the device's PCI address");
+    has(&e, "workloads[0].devices[5].bar: unknown field");
+    has(&e, "16:22 workloads[1].devices[0].pci: 0000:3b:02.1 is already passed to workloads[0]; a device serves one workload");
+}

@@ -25,6 +25,7 @@
 //! - [`SysError`]: the one error type, naming the call or path, the errno and what to do.
 //! - [`signal`]: process-wide signal dispositions (SIGPIPE's default for a command-line tool).
 //! - [`topology`]: SMT siblings, last-level-cache groups, NUMA nodes of CPUs and of network devices.
+//! - [`pci`]: PCI addresses (pure), and a PCI device's driver, IOMMU group, NUMA node, IRQs and device nodes.
 
 pub mod bpf;
 pub mod cpulist;
@@ -33,6 +34,7 @@ pub mod fs;
 pub mod lock;
 pub mod net;
 pub mod netns;
+pub mod pci;
 pub mod perf;
 pub mod proc_connector;
 pub mod proc_ref;

@@ -24,7 +24,8 @@ pub struct CpuTopology {
     pub llc: Vec<u32>,
 }
 
-fn text(path: &Path) -> Option<String> {
+/// A sysfs file's content without surrounding whitespace; `None` when it cannot be read.
+pub(crate) fn text(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
 }
 
@@ -124,10 +125,11 @@ pub fn nic_locality(root: &Path) -> Vec<NicLocality> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn w(root: &Path, rel: &str, text: &str) {
+    /// Writes `text` to `rel` under a sysfs-shaped test tree, creating the directories.
+    pub(crate) fn w(root: &Path, rel: &str, text: &str) {
         let p = root.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();

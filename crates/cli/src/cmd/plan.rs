@@ -278,6 +278,13 @@ pub fn render(plan: &Plan) -> String {
         for i in &w.irqs {
             let _ = writeln!(out, "      irq /{}/ -> CPU {}", i.pattern, format_cpu_list(&i.cpus));
         }
+        for d in &w.devices {
+            let irqs = match &d.irq_cpus {
+                Some(c) => format!("its IRQs -> CPU {}", format_cpu_list(c)),
+                None => "its IRQs left alone".to_string(),
+            };
+            let _ = writeln!(out, "      device {} -> passed to the workload, {irqs}", d.pci);
+        }
         for q in &w.net {
             let rps = q.rps_cpus.as_ref().map(|c| format!(" rps {}", format_cpu_list(c))).unwrap_or_default();
             let xps = q.xps_cpus.as_ref().map(|c| format!(" xps {}", format_cpu_list(c))).unwrap_or_default();
@@ -405,6 +412,9 @@ fn describe_topology(t: Option<&rtslice_plan::TopologyUse>) -> String {
     }
     if !t.nics.is_empty() {
         parts.push(format!("NICs {}", t.nics.iter().map(|(n, node)| format!("{n}→node {node}")).collect::<Vec<_>>().join(", ")));
+    }
+    if !t.devices.is_empty() {
+        parts.push(format!("{} PCI device(s) with a NUMA node", t.devices.len()));
     }
     let source = match t.source {
         rtslice_plan::TopologySource::Declared => "declared in the spec",

@@ -94,8 +94,10 @@ fn spec(cx: &mut Reader, root: &yaml::Node, files: &dyn SpecFiles) -> Option<Spe
     if let Some(n) = f.get("workloads") {
         if let Val::Seq(items) = &n.val {
             let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+            let mut devices_seen: BTreeMap<rtslice_sys::pci::PciAddress, usize> = BTreeMap::new();
             for (i, item) in items.iter().enumerate() {
                 let path = index("workloads", i);
+                devices_once(cx, item, &path, i, &mut devices_seen);
                 // Checked on the raw name so a duplicate is reported even when the workload has other errors.
                 if let Val::Map(pairs) = &item.val {
                     let name = pairs.iter().find(|(k, _)| matches!(&k.val, Val::Str(s) if s == "name")).map(|(_, v)| v);
@@ -117,6 +119,28 @@ fn spec(cx: &mut Reader, root: &yaml::Node, files: &dyn SpecFiles) -> Option<Spe
         return None;
     }
     Some(Spec { api_version: API_VERSION.into(), node, flavors, workloads })
+}
+
+/// A device is passed to one workload: a second workload naming it is an error at its `pci`.
+/// Checked on the raw tree (unparsable addresses are the workload's own errors).
+fn devices_once(cx: &mut Reader, item: &yaml::Node, path: &str, i: usize, seen: &mut BTreeMap<rtslice_sys::pci::PciAddress, usize>) {
+    let Some(yaml::Node { val: Val::Seq(devices), .. }) = item.get("devices") else { return };
+    let mine: BTreeSet<rtslice_sys::pci::PciAddress> = devices
+        .iter()
+        .enumerate()
+        .filter_map(|(k, d)| {
+            let v = d.get("pci")?;
+            let Val::Str(s) = &v.val else { return None };
+            let addr = s.parse().ok()?;
+            if let Some(&first) = seen.get(&addr).filter(|&&first| first != i) {
+                cx.err(v, &join(&index(&join(path, "devices"), k), "pci"), format!("{addr} is already passed to workloads[{first}]; a device serves one workload"));
+            }
+            Some(addr)
+        })
+        .collect();
+    for addr in mine {
+        seen.entry(addr).or_insert(i);
+    }
 }
 
 /// One workload from a located tree that was not read from a spec file (the pod annotations of

@@ -1,4 +1,4 @@
-//! `node.topology`: SMT cores, LLC groups, NUMA nodes and NIC locality, each CPU checked against the
+//! `node.topology`: SMT cores, LLC groups, NUMA nodes, NIC and PCI device locality, each CPU checked against the
 //! node's CPU list when the spec gives one (a `discovered` node is checked by the planner instead).
 
 use std::collections::BTreeMap;
@@ -10,7 +10,7 @@ use crate::cpulist::format_cpu_list;
 use crate::types::*;
 
 pub(super) fn topology(cx: &mut Reader, n: &yaml::Node, path: &str, node_cpus: Option<&[u32]>) -> Option<Topology> {
-    let f = cx.fields(n, path, &["smt", "llc", "numa", "nics"])?;
+    let f = cx.fields(n, path, &["smt", "llc", "numa", "nics", "devices"])?;
     let before = cx.error_count();
     let mut out = Topology::default();
     if let Some(v) = f.get("smt") {
@@ -63,6 +63,27 @@ pub(super) fn topology(cx: &mut Reader, n: &yaml::Node, path: &str, node_cpus: O
                 out.nics = nics;
             }
             _ => cx.err(v, &p, format!("must map interface names to NUMA nodes (`{{ens1f0: 1}}`), found {}", v.kind())),
+        }
+    }
+    if let Some(v) = f.get("devices") {
+        let p = join(path, "devices");
+        match &v.val {
+            Val::Map(pairs) => {
+                for (k, val) in pairs {
+                    let Some(addr) = super::workload::pci_address(cx, k, &p) else { continue };
+                    let np = join(&p, &addr.to_string());
+                    let Some(node) = cx.int(val, &np, 0, 4095).map(|x| x as u32) else { continue };
+                    if !f.has("numa") {
+                        cx.err(val, &np, "a device's NUMA node means something only with `numa` (the CPUs of each node); add it");
+                    } else if numa_ok && out.numa.get(node as usize).is_none_or(|c| c.is_empty()) {
+                        cx.err(val, &np, format!("NUMA node {node} has no CPUs in `numa` ({} node(s) listed)", out.numa.len()));
+                    }
+                    if out.devices.insert(addr.to_string(), node).is_some() {
+                        cx.err(k, &np, format!("{addr} is listed twice (addresses are compared in their canonical form)"));
+                    }
+                }
+            }
+            _ => cx.err(v, &p, format!("must map PCI addresses to NUMA nodes (`{{\"0000:3b:02.1\": 1}}`), found {}", v.kind())),
         }
     }
     (cx.error_count() == before).then_some(out)

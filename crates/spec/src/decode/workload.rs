@@ -15,7 +15,7 @@ use crate::units::format_duration;
 const WORKLOAD_FIELDS: &[&str] =
     &[
         "name", "launch", "flavor", "hints", "demand", "memory", "cache", "memoryBandwidth", "isolation", "threads", "irqs", "net",
-        "restart", "slo", "profile", "adapt",
+        "devices", "restart", "slo", "profile", "adapt",
     ];
 
 pub(super) fn workload(
@@ -201,6 +201,9 @@ pub(super) fn workload(
             cx.err(v, &p, format!("must be a list of interface rules, found {}", v.kind()));
         }
     }
+    if let Some(v) = f.get("devices") {
+        w.devices = devices(cx, v, &join(path, "devices"), count);
+    }
     if let Some(v) = f.get("restart") {
         let p = join(path, "restart");
         if let Some(r) = restart(cx, v, &p) {
@@ -212,6 +215,53 @@ pub(super) fn workload(
         }
     }
     (cx.error_count() == before).then_some(w)
+}
+
+/// `devices: [{ pci: "0000:3b:02.1", irqs: 1 }]`: each address once; `irqs` is `any` (default),
+/// slots of the workload's CPUs, or `keep`.
+fn devices(cx: &mut Reader, n: &yaml::Node, path: &str, count: Option<u32>) -> Vec<Device> {
+    let Val::Seq(items) = &n.val else {
+        cx.err(n, path, format!("must be a list of devices (`- pci: \"0000:3b:02.1\"`), found {}", n.kind()));
+        return Vec::new();
+    };
+    let mut out: Vec<Device> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let ip = index(path, i);
+        let Some(f) = cx.fields(item, &ip, &["pci", "irqs"]) else { continue };
+        let pci = match f.get("pci") {
+            Some(v) => pci_address(cx, v, &join(&ip, "pci")),
+            None => {
+                cx.err(item, &join(&ip, "pci"), "missing; give the device's PCI address as `lspci -D` prints it, e.g. `pci: \"0000:3b:02.1\"`");
+                None
+            }
+        };
+        let irqs = match f.get("irqs") {
+            None => Some(DeviceIrqs::default()),
+            Some(v) if matches!(&v.val, Val::Str(s) if s == "keep") => Some(DeviceIrqs::Keep),
+            Some(v) => slot_field(cx, v, &join(&ip, "irqs"), count).map(DeviceIrqs::Slots),
+        };
+        let Some(pci) = pci else { continue };
+        if let Some(first) = out.iter().position(|d| d.pci == pci) {
+            cx.err(f.get("pci").unwrap_or(item), &join(&ip, "pci"), format!("{pci} is already {}", index(path, first)));
+            continue;
+        }
+        if let Some(irqs) = irqs {
+            out.push(Device { pci, irqs });
+        }
+    }
+    out
+}
+
+/// A PCI address, written as text (`0000:3b:02.1`; YAML would read an unquoted `3b:02.1` as text too).
+pub(super) fn pci_address(cx: &mut Reader, n: &yaml::Node, path: &str) -> Option<rtslice_sys::pci::PciAddress> {
+    let text = cx.string(n, path)?;
+    match text.parse() {
+        Ok(a) => Some(a),
+        Err(e) => {
+            cx.err(n, path, e);
+            None
+        }
+    }
 }
 
 /// An SLO needs a profile to size from, a profile is only read for an SLO, and an SLO sizes (or is
