@@ -797,7 +797,8 @@ impl Service {
                 continue;
             };
             let Some(used_s) = ws.used_s else {
-                self.loops.entry(name.clone()).or_default().last = Some("its CPU use cannot be read (no cgroup CPU accounting)".into());
+                self.loops.entry(name.clone()).or_default().last =
+                    Some("no CPU reading in the last interval (no cgroup CPU accounting, no tracer, no live threads)".into());
                 continue;
             };
             let now = Reading { time: sample.time, used_s, jobs: ws.sli.ttis, misses: ws.sli.deadline_misses };
