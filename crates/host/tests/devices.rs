@@ -31,16 +31,29 @@ fn pci_devices() -> Option<Vec<PciDevice>> {
     Some(devs)
 }
 
-/// The IRQs /proc/interrupts attributes to `addr` through its MSI chip name (`PCI-MSIX-0000:00:04.0`,
-/// `PCI-MSI-0000:00:1f.2`; newer kernels print `PCI-MSIX-0000:00:04.0` too).
+/// The IRQs /proc/interrupts attributes to `addr` through its MSI domain. Kernels name it two ways:
+/// by the device (`PCI-MSIX-0000:00:04.0 0-edge`, per-device MSI domains, 6.2+), or by the global
+/// PCI-MSI domain with the hardware IRQ number (`PCI-MSI 65536-edge`, 6.1), which encodes the
+/// device as `(domain << 27) | (bus << 19) | (devfn << 11) | vector` (pci_msi_domain_calc_hwirq).
 fn msi_irqs_in_proc_interrupts(addr: PciAddress) -> Vec<u32> {
     let text = std::fs::read_to_string("/proc/interrupts").unwrap();
     let chip = format!("-{addr}");
-    let mut v: Vec<u32> = text
-        .lines()
-        .filter(|l| l.split_whitespace().any(|t| t.starts_with("PCI-MSI") && t.ends_with(&chip)))
-        .filter_map(|l| l.trim_start().split(':').next()?.trim().parse().ok())
-        .collect();
+    let devfn = (u64::from(addr.device) << 3) | u64::from(addr.function);
+    let want = (u64::from(addr.domain) << 16) | (u64::from(addr.bus) << 8) | devfn;
+    let ours = |line: &str| {
+        let tokens: Vec<&str> = line.split_whitespace().collect();
+        tokens.iter().enumerate().any(|(i, t)| {
+            if !t.starts_with("PCI-MSI") {
+                return false;
+            }
+            if t.ends_with(&chip) {
+                return true;
+            }
+            // The global domain: the next token is `<hwirq>-edge` (or `-level`).
+            tokens.get(i + 1).and_then(|h| h.split('-').next()?.parse::<u64>().ok()).is_some_and(|hwirq| hwirq >> 11 == want)
+        })
+    };
+    let mut v: Vec<u32> = text.lines().filter(|l| ours(l)).filter_map(|l| l.trim_start().split(':').next()?.trim().parse().ok()).collect();
     v.sort_unstable();
     v
 }
