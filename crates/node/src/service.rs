@@ -756,26 +756,33 @@ impl Service {
             _ => self.admit(&w, &[name]),
         };
         let (plan, setup) = admitted.map_err(|(reason, _)| NodeError::Unfit(reason))?;
-        let generation = self.desired.next_generation;
+        let (in_force, admitted_runtime) = (in_force_of(&w, &plan), runtime_of(&plan));
+        self.commit_resize(name, &plan, setup, |e| {
+            e.in_force = in_force;
+            e.admitted_runtime = admitted_runtime;
+            e.workload = w;
+        })?;
+        self.loops.remove(name);
+        self.event("resized", Some(name), format!("now on CPUs [{}], {}", CpuList::from_cpus(plan.cpus.iter().copied()), describe(&plan)));
+        Ok(())
+    }
+
+    /// The host's resize of an admitted change (rolled back whole there on failure), then the entry:
+    /// a new generation, the CPUs and setup it now holds, and what `update` changes; saved.
+    fn commit_resize(&mut self, name: &str, plan: &WorkloadPlan, setup: Setup, update: impl FnOnce(&mut Entry)) -> Result<()> {
         match self.host.resize(&setup) {
             Ok(_) => {}
             Err(rtslice_host::HostError::Rejected(r)) => return Err(NodeError::Unfit(r)),
             Err(e) => return Err(e.into()),
         }
+        let generation = self.desired.next_generation;
         self.desired.next_generation += 1;
-        {
-            let e = self.entry_mut(name);
-            e.in_force = in_force_of(&w, &plan);
-            e.admitted_runtime = runtime_of(&plan);
-            e.workload = w;
-            e.generation = generation;
-            e.cpus = plan.cpus.clone();
-            e.setup = Some(setup);
-        }
-        self.loops.remove(name);
-        self.save()?;
-        self.event("resized", Some(name), format!("now on CPUs [{}], {}", CpuList::from_cpus(plan.cpus.iter().copied()), describe(&plan)));
-        Ok(())
+        let e = self.entry_mut(name);
+        e.generation = generation;
+        e.cpus = plan.cpus.clone();
+        e.setup = Some(setup);
+        update(e);
+        self.save()
     }
 
     /// The closed loop, given the telemetry's latest reading: every adapting workload whose interval
@@ -907,21 +914,8 @@ impl Service {
             }
         }
         let (plan, setup) = admitted.map_err(|(reason, _)| NodeError::Unfit(reason))?;
-        match self.host.resize(&setup) {
-            Ok(_) => {}
-            Err(rtslice_host::HostError::Rejected(r)) => return Err(NodeError::Unfit(r)),
-            Err(e) => return Err(e.into()),
-        }
-        let generation = self.desired.next_generation;
-        self.desired.next_generation += 1;
-        {
-            let e = self.entry_mut(name);
-            e.in_force = with(got).demand;
-            e.generation = generation;
-            e.cpus = plan.cpus.clone();
-            e.setup = Some(setup);
-        }
-        self.save()?;
+        let in_force = with(got).demand;
+        self.commit_resize(name, &plan, setup, |e| e.in_force = in_force)?;
         if got < from {
             // Bandwidth freed: a pending workload may fit now.
             self.retry_pending()?;
