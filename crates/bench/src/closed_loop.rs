@@ -102,7 +102,7 @@ impl ClosedLoop {
             .collect();
         // Each workload's last decision, a "keep" too: why it did (not) change at the end.
         for w in svc.list() {
-            if let (Some(name), Some(last)) = (w["name"].as_str(), svc.get(w["name"].as_str().unwrap_or_default()).ok().and_then(|g| g["adaptLast"].as_str().map(String::from))) {
+            if let (Some(name), Some(last)) = (w["name"].as_str(), w["adaptLast"].as_str()) {
                 decisions.push(format!("{name}: last decision: {last}"));
             }
         }

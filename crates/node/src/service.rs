@@ -365,17 +365,14 @@ impl Service {
     /// The spec the planner sees: the node, the flavors, and every running workload pinned to the
     /// CPUs it holds (re-planning never moves a running workload).
     fn pinned_spec(&self, except: &[&str]) -> Spec {
-        let mut spec = Spec { node: self.desired.node.clone(), flavors: self.desired.flavors.clone(), ..Spec::default() };
-        // The kernel's cap bounds the node's.
-        let f = self.host.facts();
-        let kernel_cap = if self.mechanism() == Mechanism::Deadline { f.rt_ratio - f.dl_server } else { f.rt_ratio };
-        spec.node.cap = spec.node.cap.min(kernel_cap).max(0.0);
+        let mut spec = self.desired_spec();
+        spec.node.cap = self.cap();
         for e in self.desired.workloads.iter().filter(|e| e.phase.holds()) {
             if except.contains(&e.workload.name.as_str()) {
                 continue;
             }
             let mut w = e.workload.clone();
-            if let Some(d) = e.in_force.clone().or_else(|| spec.effective_demand(&w)) {
+            if let Some(d) = self.demand_in_force(e) {
                 w.demand = Some(d.pinned_to(&e.cpus));
                 w.flavor = None;
             }
@@ -388,6 +385,19 @@ impl Service {
         }
         spec.workloads.extend(self.containers.pinned());
         spec
+    }
+
+    /// The per-CPU cap the planner works with: the node's, bounded by the kernel's.
+    fn cap(&self) -> f64 {
+        let f = self.host.facts();
+        let kernel_cap = if self.mechanism() == Mechanism::Deadline { f.rt_ratio - f.dl_server } else { f.rt_ratio };
+        self.desired.node.cap.min(kernel_cap).max(0.0)
+    }
+
+    /// What the host holds for a workload: the reservation in force (sized, or set by the loop),
+    /// else its own demand (`None`: a flavor the node does not define).
+    fn demand_in_force(&self, e: &Entry) -> Option<Demand> {
+        e.in_force.clone().or_else(|| self.desired_spec().effective_demand(&e.workload))
     }
 
     pub(crate) fn planner(&self, except: &[&str]) -> Planner {
@@ -718,13 +728,10 @@ impl Service {
         if e.phase != Phase::Running {
             return Err(NodeError::Conflict(format!("workload {name} is {}, not running: remove it and deploy it anew", phase_word(e.phase))));
         }
-        let spec = self.pinned_spec(&[]);
         let mut w = e.workload.clone();
         // An SLO workload's or an adapting one's reservation is the one in force.
-        let demand = e
-            .in_force
-            .clone()
-            .or_else(|| spec.effective_demand(&w))
+        let demand = self
+            .demand_in_force(e)
             .ok_or_else(|| NodeError::Invalid(format!("workload {name} names a flavor the node does not define")))?;
         w.demand = Some(resized(demand, req)?);
         w.flavor = None;
@@ -854,10 +861,9 @@ impl Service {
     fn loop_bounds(&self, name: &str) -> Option<(crate::adapt::Bounds, Duration, Duration)> {
         let e = self.desired.workloads.iter().find(|e| e.workload.name == name)?;
         let a = e.workload.adapt?;
-        let spec = self.desired_spec();
-        let Some(Demand::Reservation(r)) = e.in_force.clone().or_else(|| spec.effective_demand(&e.workload)) else { return None };
-        let period = r.period.unwrap_or(spec.node.default_period);
-        let cap = self.pinned_spec(&[]).node.cap;
+        let Some(Demand::Reservation(r)) = self.demand_in_force(e) else { return None };
+        let period = r.period.unwrap_or(self.desired.node.default_period);
+        let cap = self.cap();
         // The guaranteed minimum defaults to what the workload was admitted with.
         let min = a.min.or(e.admitted_runtime).unwrap_or(r.runtime);
         let max = a.max.unwrap_or(period.mul_f64(cap.clamp(0.0, 1.0))).max(min);
@@ -873,8 +879,7 @@ impl Service {
     /// between `from` and `to` that admission takes. `Ok(None)`: nothing above `from` fits.
     fn adapt_to(&mut self, name: &str, from: Duration, to: Duration) -> Result<Option<Duration>> {
         let e = self.desired.workloads.iter().find(|e| e.workload.name == name).ok_or_else(|| NodeError::NotFound(name.into()))?;
-        let spec = self.desired_spec();
-        let Some(Demand::Reservation(mut r)) = e.in_force.clone().or_else(|| spec.effective_demand(&e.workload)) else {
+        let Some(Demand::Reservation(mut r)) = self.demand_in_force(e) else {
             return Err(NodeError::Invalid(format!("workload {name} has no reservation to adapt")));
         };
         r.cpus = Some(e.cpus.clone());
