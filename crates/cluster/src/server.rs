@@ -120,6 +120,15 @@ impl Extender {
             }
         };
         let d = self.cluster.read().unwrap_or_else(|p| p.into_inner()).decide(&request, &names);
+        // One line per decision: an operator (or the e2e test) can tell from the log alone why a pod
+        // went where it went or nowhere.
+        tracing::info!(
+            pod = %format!("{}/{}", request.namespace, request.name),
+            fits = ?d.fits.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+            unfit = d.failed.len(),
+            unresolvable = d.unresolvable.len(),
+            "filter"
+        );
         FilterResult {
             node_names: Some(d.fits.into_iter().map(|(n, _)| n).collect()),
             failed_nodes: d.failed.into_iter().map(|(n, r)| (n, printf_safe(r))).collect(),
@@ -147,7 +156,9 @@ impl Extender {
         let pods: Api<Pod> = Api::namespaced(client, &args.pod_namespace);
         let pod = pods.get(&args.pod_name).await?;
         if let Ok(Some(r)) = PodRequest::from_pod(&pod) {
-            self.cluster.write().unwrap_or_else(|p| p.into_inner()).bind(&args.node, r);
+            let mut c = self.cluster.write().unwrap_or_else(|p| p.into_inner());
+            c.bind(&args.node, r);
+            tracing::info!(pod = %format!("{}/{}", args.pod_namespace, args.pod_name), node = %args.node, bound = c.bound_count(), "bind");
         }
         let binding = json!({
             "apiVersion": "v1", "kind": "Binding",
