@@ -38,8 +38,10 @@ while read -r label bin; do
     if [ -n "$filter" ] && ! echo "$id" | grep -Eq "$filter"; then continue; fi
     log="$R/logs/$(echo "$id" | tr -c 'A-Za-z0-9_.-' '_').log"
     say "start $id"
+    t0=$(date +%s)
     timeout -k 10 "$per_test_timeout" "$bin" --exact "$t" --nocapture --test-threads=1 >"$log" 2>&1
     rc=$?
+    secs=$(( $(date +%s) - t0 ))
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then st=TIMEOUT
     elif [ $rc -ne 0 ]; then st=FAILED
     elif grep -q '^test result: ok. 0 passed; 0 failed; 1 ignored' "$log"; then st=ignored
@@ -48,8 +50,9 @@ while read -r label bin; do
     fi
     # A test may skip only a part (one mechanism, one kernel feature): keep its reasons on the line.
     why=$(grep -o 'SKIPPED.*' "$log" | head -3 | tr '\n' ';' | sed 's/;$//')
-    echo "$st $id${why:+ ($why)}" >>"$R/results.txt"
-    say "$st $id${why:+ ($why)}"
+    # Each test's time on its line: a guest that runs out of time shows which tests grew.
+    echo "$st $id${why:+ ($why)} [${secs}s]" >>"$R/results.txt"
+    say "$st $id${why:+ ($why)} [${secs}s]"
     [ "$st" = FAILED ] || [ "$st" = TIMEOUT ] && tail -n 25 "$log" | sed 's/^/    | /'
   done
 done <"$R/tests.list"

@@ -249,8 +249,9 @@ for g in "${GUESTS[@]}" host; do
   res="$OUT/$g"
   ok=$(grep -c '^ok ' "$res/results.txt" 2>/dev/null); skipped=$(grep -c '^skipped ' "$res/results.txt" 2>/dev/null)
   ignored=$(grep -c '^ignored ' "$res/results.txt" 2>/dev/null)
-  bad=$(grep -E '^(FAILED|TIMEOUT) ' "$res/results.txt" 2>/dev/null | awk '{print $2}' | tr '\n' ' ')
-  nbad=$(echo $bad | wc -w)
+  # A test that ran out of its time says so (TIMEOUT after N s), one that failed says FAILED.
+  bad=$(grep -E '^(FAILED|TIMEOUT) ' "$res/results.txt" 2>/dev/null | awk '{print $2 " (" $1 " after " substr($NF, 2, length($NF) - 2) ")"}' | tr '\n' ' ')
+  nbad=$(grep -cE '^(FAILED|TIMEOUT) ' "$res/results.txt" 2>/dev/null)
   if [ "$g" = host ]; then what="this host $(uname -r), $(nproc) CPUs, native"
   else what="$(basename "${KDIR[${GKERNEL[$g]}]}" | sed 's/^linux-image-//; s/-unsigned_.*//'), ${GCPUS[$g]} vCPUs, cgroup v2${GEXTRA[$g]:+, ${GEXTRA[$g]}}"; fi
   why=""
@@ -261,7 +262,9 @@ for g in "${GUESTS[@]}" host; do
   elif [ "${ok:-0}" -eq 0 ]; then why="no test passed"
   fi
   if [ -z "$why" ] && [ "$nbad" -eq 0 ]; then verdict=PASS; passed=$((passed + 1)); else verdict=FAIL; failed=$((failed + 1)); fi
-  echo "kernels: $verdict $g ($what): ${ok:-0} ok, ${skipped:-0} skipped, ${ignored:-0} ignored, $nbad failed in $(cat "$res/seconds" 2>/dev/null || echo ?)s${bad:+ — failed: $bad}${why:+ — $why}$([ -f "$res/retried" ] && echo " — $(cat "$res/retried")")"
+  # The three slowest tests: where a guest's time went.
+  slow=$(sed -n 's/^\([a-zA-Z]*\) \([^ ]*\) .*\[\([0-9]*\)s\]$/\3 \2/p' "$res/results.txt" 2>/dev/null | sort -rn | head -3 | awk '{printf "%s%s %ss", (NR > 1 ? ", " : ""), $2, $1}')
+  echo "kernels: $verdict $g ($what): ${ok:-0} ok, ${skipped:-0} skipped, ${ignored:-0} ignored, $nbad failed in $(cat "$res/seconds" 2>/dev/null || echo ?)s${bad:+ — failed: $bad}${why:+ — $why}$([ -f "$res/retried" ] && echo " — $(cat "$res/retried")")${slow:+ — slowest: $slow}"
 done
 say "matrix wall time $(( $(date +%s) - T0 ))s; logs in $OUT/<guest>/"
 echo "kernels: $passed passed, $failed failed"

@@ -314,6 +314,80 @@ fn untouched(name: &str) -> Untouched {
     Untouched { procs, cgroup_files, threads }
 }
 
+/// Whether CPU 1 was there at all: a SCHED_FIFO 99 thread pinned to it, in the root cpu cgroup,
+/// outside rtslice, wakes every 500 µs and records each wake-up more than 1 ms late (when, how
+/// late). On this VM (preemption "none", a Firecracker guest whose memory the host backs on first
+/// touch) CPU 1 now and then stalls for milliseconds under every task on it — seen as bursts of
+/// misses on all vBS at once, in quiet windows too, most often in the seconds after a new emulator
+/// starts and faults its memory in. A stall the highest priority on the CPU suffers too is not
+/// something one workload's reservation can be protected from by another's; a disturbance by the
+/// daemon's operation through the scheduler (budgets, cpusets, policies) leaves this thread alone.
+struct Sentinel {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stalls: std::sync::Arc<std::sync::Mutex<Vec<(u64, u64)>>>,
+    handle: Option<std::thread::JoinHandle<()>>,
+    /// Why it is not running, if it is not.
+    failed: Option<String>,
+}
+
+impl Sentinel {
+    fn start(cpu: u32) -> Sentinel {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stalls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
+        let (s, st) = (stop.clone(), stalls.clone());
+        let handle = std::thread::spawn(move || {
+            // Under v1 RT groups a FIFO thread needs a group with RT runtime: the root's.
+            let tid = rtslice_sys::thread::gettid();
+            let _ = std::fs::write("/sys/fs/cgroup/cpu/tasks", tid.to_string());
+            let setup = rtslice_sys::sched::set_affinity(0, [cpu])
+                .and_then(|_| rtslice_sys::sched::set_attr(0, rtslice_sys::sched::SchedAttr::Fifo { priority: 99 }))
+                .map_err(|e| format!("cannot make a SCHED_FIFO 99 thread on CPU {cpu}: {e}"));
+            let ok = setup.is_ok();
+            let _ = tx.send(setup);
+            if !ok {
+                return;
+            }
+            let mut next = rtslice_sys::time::monotonic_ns();
+            while !s.load(Ordering::Relaxed) {
+                next += 500_000;
+                rtslice_sys::time::sleep_until_ns(next);
+                let now = rtslice_sys::time::monotonic_ns();
+                let late = now.saturating_sub(next);
+                if late > 1_000_000 {
+                    st.lock().unwrap().push((next, late));
+                }
+                if late > 500_000 {
+                    next = now;
+                }
+            }
+        });
+        let failed = rx.recv().unwrap_or_else(|_| Err("the sentinel thread died".into())).err();
+        Sentinel { stop, stalls, handle: Some(handle), failed }
+    }
+
+    /// The stalls that began in [from, to): (how many, their total length in ms, and how many TTIs
+    /// they can make a 1 ms-TTI vBS miss — each stall's own milliseconds twice over, for the backlog
+    /// it leaves, plus the 3 TTIs of HARQ budget in flight).
+    fn between(&self, from: u64, to: u64) -> (usize, f64, u64) {
+        let stalls = self.stalls.lock().unwrap();
+        let inside: Vec<&(u64, u64)> = stalls.iter().filter(|(t, _)| *t >= from && *t < to).collect();
+        let total_ms = inside.iter().map(|(_, l)| *l as f64 / 1e6).sum();
+        let allowance = inside.iter().map(|(_, l)| 2 * l.div_ceil(1_000_000) + 3).sum();
+        (inside.len(), total_ms, allowance)
+    }
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
 /// (deadline misses, TTIs) per workload from the daemon's `/metrics` (the report channel).
 fn sli_counters(socket: &Path) -> std::collections::BTreeMap<String, (u64, u64)> {
     let out = Command::new("curl").args(["-s", "--unix-socket"]).arg(socket).arg("http://rtslice/metrics").output().expect("curl (make deps)");
@@ -340,7 +414,9 @@ fn sli_counters(socket: &Path) -> std::collections::BTreeMap<String, (u64, u64)>
 /// resized up and back down, another removed. Across every operation the others keep the same
 /// processes (pid and start time), cgroup files and thread policies, and their deadline-miss ratio,
 /// read from the daemon's `/metrics` (the report channel), is not worse than in the quiet windows
-/// beyond counting noise. Prints the per-window table (docs/api.md, "Live operations").
+/// beyond counting noise once the CPU stalls a FIFO 99 sentinel saw are taken out. The budgets are
+/// sized from one vBS measured alone on this host. Prints the per-window table (docs/api.md, "Live
+/// operations").
 #[test]
 fn three_emulated_vbs_a_fourth_added_one_resized_one_removed_the_others_unaffected() {
     root_or_skip!();
@@ -356,14 +432,39 @@ fn three_emulated_vbs_a_fourth_added_one_resized_one_removed_the_others_unaffect
     let node = write(dir.path(), "node.yaml", "apiVersion: rtslice/v1\nnode:\n  housekeeping: 0\nworkloads: []\n");
     let tag = std::process::id();
     let full = |n: &str| format!("vbs{tag}-{n}");
-    // 10 % PHY load (≈100 µs a TTI, ≈2 ms in 20 ms with the other threads' share) under 4 ms every
-    // 20 ms: twice the need, as daemon_observe.rs sizes its vBS; four of them and the grown one
-    // (5 ms) make 0.85 of CPU 1, under the 0.95 cap.
+    // The vBS: OAI LTE on a 1.4 MHz carrier (6 PRBs) with one PRB scheduled, the lightest real
+    // configuration. Its CPU cost is mostly per-TTI (FFTs of the whole carrier, 4-5 thread hand-offs
+    // a millisecond) and differs ~2.5x between the VMs this test has run on (10 % PHY load on 25
+    // PRBs cost ~10 % of a CPU on one, 26 % on another), so a fixed budget was either generous or
+    // below the need: under 4 ms every 20 ms a vBS needing 5 ms was throttled for the rest of each
+    // period and missed 5-50 % of its TTIs in every window, operation or not, which says nothing
+    // about isolation. The budget is sized from this host's measurement instead.
+    const EMU: [&str; 8] = ["--profile", "oai-lte", "--prb", "6", "--traffic", "17%", "--cpus", "1"];
+    let solo = Command::new(bin()).arg("emulate").args(EMU).args(["--duration", "4s", "--quiet", "--json"]).output().unwrap();
+    let solo: serde_json::Value = serde_json::from_slice(&solo.stdout).unwrap_or_else(|e| panic!("emulate --json: {e}: {}", String::from_utf8_lossy(&solo.stderr)));
+    let share = solo["cpu_percent_total"].as_f64().expect("cpu_percent_total") / 100.0;
+    // RT groups (v1) hold every group's runtime/period against one 95 % (plan: "reservations sum
+    // to … above the kernel's cap"): four vBS and du1 grown by 25 % must sum to at most 0.95, so a
+    // budget is at most 0.95 / 4.25 = 22 % of the period. Twice the measured need where that fits.
+    const PERIOD_US: u64 = 20_000;
+    let budget = (2.0 * share).min(0.22);
+    if budget < 1.25 * share {
+        eprintln!(
+            "SKIPPED: one emulated vBS costs {:.1} % of a CPU on this host; four of them under RT groups' single 95 % \
+             would get at most 22 % each, less than 1.25x the need — they would be throttled whatever the daemon does",
+            100.0 * share
+        );
+        return;
+    }
+    let runtime_us = ((budget * PERIOD_US as f64 / 100.0).ceil() as u64) * 100;
+    let grown_us = runtime_us + runtime_us / 4;
+    eprintln!("MEASURED: one vBS alone uses {:.1} % of CPU 1; budget {runtime_us} µs every {PERIOD_US} µs ({:.1}x), grown {grown_us} µs", 100.0 * share, runtime_us as f64 / (share * PERIOD_US as f64));
     let vbs = |n: &str| {
         format!(
-            "  - name: {}\n    launch:\n      command: [{}, emulate, --profile, oai-lte, --load, 10%, --duration, 30m, --quiet]\n    demand: {{ reservation: {{ runtime: 4ms, period: 20ms, count: 1 }} }}\n",
+            "  - name: {}\n    launch:\n      command: [{}, emulate, {}, --duration, 30m, --quiet]\n    demand: {{ reservation: {{ runtime: {runtime_us}us, period: {PERIOD_US}us, count: 1 }} }}\n",
             full(n),
-            bin()
+            bin(),
+            EMU[..6].join(", ")
         )
     };
     let mut child = Command::new(bin())
@@ -402,9 +503,17 @@ fn three_emulated_vbs_a_fourth_added_one_resized_one_removed_the_others_unaffect
         label: String,
         operated: Option<String>,
         counts: std::collections::BTreeMap<String, (u64, u64)>,
+        /// CPU 1's stalls under the sentinel that can show in this window's counters: (how many,
+        /// total ms, the misses they explain per vBS).
+        stalls: (usize, f64, u64),
+    }
+    let sentinel = Sentinel::start(1);
+    if let Some(why) = &sentinel.failed {
+        eprintln!("no sentinel ({why}): every miss counts against the operations");
     }
     let mut windows: Vec<Window> = Vec::new();
     let mut last = sli_counters(&socket);
+    let mut last_ns = rtslice_sys::time::monotonic_ns();
     let mut run_window = |label: &str, operated: Option<&str>, op: &dyn Fn()| {
         let started = std::time::Instant::now();
         op();
@@ -412,12 +521,16 @@ fn three_emulated_vbs_a_fourth_added_one_resized_one_removed_the_others_unaffect
         assert!(took < WINDOW, "{label} took {took:?}, longer than a window");
         std::thread::sleep(WINDOW - took);
         let now = sli_counters(&socket);
+        let now_ns = rtslice_sys::time::monotonic_ns();
         let counts = now
             .iter()
             .filter_map(|(w, c)| last.get(w).map(|l| (w.clone(), (c.0.saturating_sub(l.0), c.1.saturating_sub(l.1)))))
             .collect();
+        // The emulators report once a second: a miss shows up to a second after it happened.
+        let stalls = sentinel.between(last_ns.saturating_sub(1_500_000_000), now_ns);
         last = now;
-        windows.push(Window { label: format!("{label} ({} ms)", took.as_millis()), operated: operated.map(|n| full(n)), counts });
+        last_ns = now_ns;
+        windows.push(Window { label: format!("{label} ({} ms)", took.as_millis()), operated: operated.map(|n| full(n)), counts, stalls });
     };
     // One operation on `operated`; the others' kernel view must be the same after it.
     let mut checked = Vec::new();
@@ -436,11 +549,12 @@ fn three_emulated_vbs_a_fourth_added_one_resized_one_removed_the_others_unaffect
     operate("deploy du4", "du4", &["du1", "du2", "du3"], &|| ok(rtslice(&socket, &["deploy", "-"], Some(&format!("apiVersion: rtslice/v1\nworkloads:\n{}", vbs("du4"))))), &mut run_window);
     run_window("quiet", None, &nothing);
     let du1 = untouched(&full("du1"));
-    operate("resize du1 to 5ms/20ms", "du1", &["du2", "du3", "du4"], &|| ok(rtslice(&socket, &["resize", &full("du1"), "--runtime", "5ms"], None)), &mut run_window);
+    let (grown, back) = (format!("{grown_us}us"), format!("{runtime_us}us"));
+    operate(&format!("resize du1 to {grown}"), "du1", &["du2", "du3", "du4"], &|| ok(rtslice(&socket, &["resize", &full("du1"), "--runtime", &grown], None)), &mut run_window);
     assert_eq!(untouched(&full("du1")).procs, du1.procs, "a resize keeps du1's processes running");
-    assert_eq!(std::fs::read_to_string(format!("/sys/fs/cgroup/cpu/rtslice/{}/cpu.rt_runtime_us", full("du1"))).unwrap().trim(), "5000");
+    assert_eq!(std::fs::read_to_string(format!("/sys/fs/cgroup/cpu/rtslice/{}/cpu.rt_runtime_us", full("du1"))).unwrap().trim(), grown_us.to_string());
     run_window("quiet", None, &nothing);
-    operate("resize du1 back to 4ms", "du1", &["du2", "du3", "du4"], &|| ok(rtslice(&socket, &["resize", &full("du1"), "--runtime", "4ms"], None)), &mut run_window);
+    operate(&format!("resize du1 back to {back}"), "du1", &["du2", "du3", "du4"], &|| ok(rtslice(&socket, &["resize", &full("du1"), "--runtime", &back], None)), &mut run_window);
     assert_eq!(untouched(&full("du1")), du1, "grown and shrunk back, du1 is as it was");
     run_window("quiet", None, &nothing);
     operate("remove du2", "du2", &["du1", "du3", "du4"], &|| ok(rtslice(&socket, &["remove", &full("du2")], None)), &mut run_window);
@@ -449,19 +563,23 @@ fn three_emulated_vbs_a_fourth_added_one_resized_one_removed_the_others_unaffect
     // The bound. Under "the operation changes nothing" a workload's m misses in the n TTIs of an
     // operation's window are Binomial(n, p), p its miss probability, estimated by p̂ = M/N from its
     // M misses in the N TTIs of all its quiet windows. The difference m/n − p̂ then has variance
-    // p(1−p)(1/n + 1/N). Host stalls (the ms of jitter this VM sees) make misses come in bursts,
-    // which inflates that variance by a dispersion factor φ; φ̂ is Pearson's χ²/dof of the quiet
+    // p(1−p)(1/n + 1/N). Host stalls (the ms of jitter this VM sees) make misses come in bursts:
+    // those the sentinel saw on CPU 1 are taken out of every window first (`Sentinel`); the rest
+    // inflate that variance by a dispersion factor φ; φ̂ is Pearson's χ²/dof of the quiet
     // windows (pooled over workloads, at least 1). Accepted: m/n ≤ p̂ + z·sqrt(φ̂ p̄(1−p̄)(1/n + 1/N))
     // with z = 4 (one-sided, ≈3e-5 false alarms per comparison, ≈4e-4 for the test's ~12) and
     // p̄ = max(p̂, 1/N) so that a workload with no quiet misses still has a non-zero noise floor.
+    // Misses a window's CPU stalls explain (the sentinel's allowance) are the host's, in quiet and
+    // operated windows alike; what is left is compared.
+    let counted = |win: &Window, w: &str| win.counts.get(w).map(|(m, n)| (m.saturating_sub(win.stalls.2), *n));
     let quiet: Vec<&Window> = windows.iter().filter(|w| w.operated.is_none()).collect();
-    let pooled = |w: &str| quiet.iter().filter_map(|q| q.counts.get(w)).fold((0u64, 0u64), |a, c| (a.0 + c.0, a.1 + c.1));
+    let pooled = |w: &str| quiet.iter().filter_map(|q| counted(q, w)).fold((0u64, 0u64), |a, c| (a.0 + c.0, a.1 + c.1));
     let (mut chi2, mut dof) = (0.0f64, 0usize);
     let names: std::collections::BTreeSet<String> = windows.iter().flat_map(|w| w.counts.keys().cloned()).collect();
     for w in &names {
         let (m, n) = pooled(w);
         let p = (m as f64 / n.max(1) as f64).max(1.0 / n.max(1) as f64);
-        let cells: Vec<(u64, u64)> = quiet.iter().filter_map(|q| q.counts.get(w).copied()).filter(|c| c.1 > 0).collect();
+        let cells: Vec<(u64, u64)> = quiet.iter().filter_map(|q| counted(q, w)).filter(|c| c.1 > 0).collect();
         for (mi, ni) in &cells {
             let e = *ni as f64 * p;
             chi2 += (*mi as f64 - e).powi(2) / (e * (1.0 - p));
@@ -473,7 +591,7 @@ fn three_emulated_vbs_a_fourth_added_one_resized_one_removed_the_others_unaffect
     for w in &names {
         table += &format!(" {:>20}", w.trim_start_matches(&format!("vbs{tag}-")));
     }
-    table += "\n";
+    table += "   CPU 1 stalls (sentinel)\n";
     for win in &windows {
         table += &format!("{:<32}", win.label);
         for w in &names {
@@ -482,12 +600,15 @@ fn three_emulated_vbs_a_fourth_added_one_resized_one_removed_the_others_unaffect
                 _ => format!(" {:>20}", "–"),
             };
         }
-        table += "\n";
+        let (k, ms, allow) = win.stalls;
+        table += &if k == 0 { "   none\n".to_string() } else { format!("   {k} ({ms:.1} ms; explain ≤{allow} misses each)\n") };
     }
     eprintln!("LIVE OPERATIONS (misses/TTIs per {} s window, from /metrics; dispersion φ̂ = {phi:.2} over {dof} dof):\n{table}", WINDOW.as_secs());
     let mut failures = Vec::new();
     for win in windows.iter().filter(|w| w.operated.is_some()) {
-        for (w, (m, n)) in &win.counts {
+        for w in win.counts.keys() {
+            let Some((m, n)) = counted(win, w) else { continue };
+            let (m, n) = (&m, &n);
             if Some(w) == win.operated.as_ref() || *n == 0 {
                 continue;
             }

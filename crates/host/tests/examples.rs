@@ -491,8 +491,9 @@ fn plan_equals_apply_over_generated_specs() {
     );
     let strategy = (prop::sample::select(vec![50u32, 90, 95, 100]), any::<bool>(), prop::collection::vec(workload, 1..=2), 0usize..3);
     // In a TCG guest one apply + reset takes ~35 s on a loaded host (rt-8cpu-iso ran 8 cases in the
-    // guest's 300 s per test): fewer cases there, the same property.
-    let cases = if rtslice_testkit::in_guest() { 6 } else { 16 };
+    // guest's 300 s per test, and in one CI run this test and the next both failed on rt-8cpu-iso,
+    // which then ran out of its 900 s): fewer cases there, the same property; natively 16.
+    let cases = if rtslice_testkit::in_guest() { 4 } else { 16 };
     let config = Config { cases, max_shrink_iters: 16, failure_persistence: None, ..Config::default() };
     let applied_under = std::cell::RefCell::new(Vec::<String>::new());
     let result = TestRunner::new(config).run(&strategy, |(cap, housekeeping, ws, pick)| {
