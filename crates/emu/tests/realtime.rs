@@ -28,13 +28,23 @@ fn line(s: &EmuSummary) -> String {
 fn light_load_in_the_rt_class_meets_every_deadline_for_10_s() {
     root_or_skip!();
     let _lock = KernelLock::acquire();
-    let mut stalls = Vec::new();
-    // The VM's host can hold off even a SCHED_FIFO 97 thread for milliseconds (DEVELOPERS.md:
-    // cyclictest max 4–10 ms idle). A run is only excused when the clock thread itself — the
-    // highest-priority thread, doing almost nothing — woke more than 1 ms late; then it is rerun.
+    // The VM's host can hold off even a SCHED_FIFO 99 thread for milliseconds (DEVELOPERS.md:
+    // cyclictest max 4–10 ms idle), on one vCPU while the other runs on. A FIFO 99 sentinel on
+    // every CPU records those stalls; a run's misses are excused only when the stalls during it
+    // explain them all (rtslice_testkit::sentinel), and then it is rerun. Misses beyond what the
+    // stalls explain fail the test: the emulator's own threads, the highest real-time priorities
+    // after the sentinels, on an otherwise idle machine, missed a deadline the host did not cause.
+    let cpus = rtslice_sys::procfs::online_cpus().expect("online CPUs");
+    let sentinel = rtslice_testkit::sentinel::Sentinel::start(&cpus);
+    if let Some(why) = &sentinel.failed {
+        eprintln!("no sentinel ({why}): every miss counts against the emulator");
+    }
+    let mut excused = Vec::new();
     for _attempt in 0..3 {
+        let from = rtslice_sys::time::monotonic_ns();
         let s = run(light(Profile::OaiLte, 10)).expect("emulator runs");
-        eprintln!("{}", line(&s));
+        let stalls = sentinel.between(from, rtslice_sys::time::monotonic_ns(), 1_000_000, 3);
+        eprintln!("{}; host stalls: {} ({:.1} ms, explain ≤ {} misses)", line(&s), stalls.count, stalls.total_ms, stalls.explained_misses);
         for t in &s.threads {
             assert_eq!(t.class, t.class_requested, "{}: {:?}", t.name, t.note);
         }
@@ -48,19 +58,21 @@ fn light_load_in_the_rt_class_meets_every_deadline_for_10_s() {
             return;
         }
         assert!(
-            s.clock_wakeup_max_us > 1000.0,
-            "deadline misses with a prompt clock (max wake-up {:.0} µs): {}",
+            s.deadline_misses <= stalls.explained_misses,
+            "{} deadline misses, more than the {} host stalls on CPUs {cpus:?} explain ({:.1} ms in all, ≤ {} misses; the \
+             clock thread's max wake-up {:.0} µs): {}",
+            s.deadline_misses,
+            stalls.count,
+            stalls.total_ms,
+            stalls.explained_misses,
             s.clock_wakeup_max_us,
             line(&s)
         );
-        stalls.push(s.clock_wakeup_max_us);
+        excused.push(format!("{} misses, {} stalls of {:.1} ms", s.deadline_misses, stalls.count, stalls.total_ms));
     }
-    // Every run had a measured stall of the highest-priority thread: the host, not the emulator,
-    // decided the outcome. Say so loudly instead of pretending either way.
-    eprintln!(
-        "INCONCLUSIVE: three 10 s runs each had a host stall of the SCHED_FIFO 97 clock thread \
-         (wake-up max µs: {stalls:?}); rerun on a quiet machine"
-    );
+    // Every run's misses were the host's: it, not the emulator, decided the outcome. Say so loudly
+    // instead of pretending either way.
+    eprintln!("INCONCLUSIVE: three 10 s runs each missed only what host stalls explain ({excused:?}); rerun on a quiet machine");
 }
 
 #[test]

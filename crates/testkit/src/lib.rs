@@ -9,6 +9,8 @@
 //!   timing means nothing (qemu TCG): the few assertions on latencies or CPU shares relax there.
 //! - [`resctrl`]: a plain directory shaped like resctrl (no machine here has RDT), and snapshots of it.
 //! - [`prom`]: a real Prometheus (Debian's package) scraping loopback targets, PromQL, plain HTTP GET.
+//! - [`sentinel`]: FIFO 99 threads that see the host stall a CPU, so timing tests excuse only the
+//!   deadline misses the host caused.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -17,6 +19,7 @@ use rtslice_sys::lock::FileLock;
 
 pub mod prom;
 pub mod resctrl;
+pub mod sentinel;
 
 /// True when the test runs as root (CI does).
 pub fn is_root() -> bool {
