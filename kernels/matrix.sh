@@ -156,14 +156,14 @@ for line in open(out + "/artifacts.json"):
     if m.get("reason") != "compiler-artifact" or not m.get("executable"):
         continue
     crate = m["manifest_path"].split("/")[-2]
-    if m["profile"]["test"] and crate in ("host", "agent", "trace"):
+    if m["profile"]["test"] and crate in ("host", "agent", "trace", "node"):
         tests.append(crate + "/" + m["target"]["name"] + " " + m["executable"])
     elif not m["profile"]["test"] and m["target"]["name"] == "rtslice":
         rtslice = m["executable"]
 open(out + "/tests.list", "w").write("".join(t + "\n" for t in sorted(tests)))
 open(out + "/rtslice.bin", "w").write((rtslice or "") + "\n")
 PY
-[ -s "$OUT/tests.list" ] || die "cargo built no test binaries of host, agent, trace (see $OUT/build.log)"
+[ -s "$OUT/tests.list" ] || die "cargo built no test binaries of host, agent, trace, node (see $OUT/build.log)"
 RTSLICE_BIN=$(cat "$OUT/rtslice.bin")
 [ -x "$RTSLICE_BIN" ] || die "cargo test built no rtslice binary (see $OUT/artifacts.json)"
 # The guest mounts a tmpfs on the state directory; its mount point must exist on the shared root.

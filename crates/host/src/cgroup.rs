@@ -14,6 +14,11 @@ use crate::cpus::CpuList;
 /// The name of the parent group rtslice owns in each hierarchy.
 pub const V1_PARENT: &str = "rtslice";
 pub const V2_PARENT: &str = "rtslice.slice";
+/// cgroup v2: the node service's partitions, directly under the root cgroup (`rtslice-partition-<cpus>`).
+/// A v2 partition root's parent must be a partition root too, and the one every kernel has is the
+/// root cgroup (remote partitions under a member parent need 6.7+), so the node's partitions live
+/// beside `rtslice.slice` rather than in it; each holds its workloads' groups as members.
+pub const V2_PARTITION_PREFIX: &str = "rtslice-partition-";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -277,8 +282,8 @@ pub fn invalid_partition(state: &str) -> Option<String> {
     Some(if reason.is_empty() { fix.to_string() } else { format!("the kernel says \"{reason}\": {fix}") })
 }
 
-/// Valid partitions (`root` or `isolated`) anywhere in a cgroup2 tree except under rtslice's own
-/// parent, with the CPUs each holds (`cpuset.cpus.effective`).
+/// Valid partitions (`root` or `isolated`) anywhere in a cgroup2 tree except rtslice's own (its
+/// parent, the node's partitions at the root), with the CPUs each holds (`cpuset.cpus.effective`).
 pub fn foreign_partitions(root: &Path) -> Vec<(PathBuf, String, CpuList)> {
     let mut found = Vec::new();
     let mut stack = vec![root.to_path_buf()];
@@ -286,7 +291,8 @@ pub fn foreign_partitions(root: &Path) -> Vec<(PathBuf, String, CpuList)> {
         let Ok(rd) = std::fs::read_dir(&dir) else { continue };
         for e in rd.flatten() {
             let path = e.path();
-            if !e.file_type().is_ok_and(|t| t.is_dir()) || path == root.join(V2_PARENT) {
+            let ours = path == root.join(V2_PARENT) || (dir == root && e.file_name().to_string_lossy().starts_with(V2_PARTITION_PREFIX));
+            if !e.file_type().is_ok_and(|t| t.is_dir()) || ours {
                 continue;
             }
             let read = |f: &str| std::fs::read_to_string(path.join(f)).map(|s| s.trim().to_string()).unwrap_or_default();

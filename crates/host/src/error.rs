@@ -61,7 +61,10 @@ fn hint_for_sched(e: &std::io::Error) -> &'static str {
     match e.raw_os_error() {
         Some(libc::EBUSY) => {
             " (SCHED_DEADLINE admission failed: the root domain lacks bandwidth (sched_rt_runtime_us), or the \
-             thread's affinity does not span its root domain — pin deadline threads through an exclusive partition)"
+             thread's affinity does not span its root domain — pin deadline threads through an exclusive partition; \
+             if the reservations that hold it do not add up, another program switched sleeping deadline threads to \
+             another class, which the kernel keeps counting until its root domains are rebuilt — a cpuset partition \
+             change or CPU hotplug does that)"
         }
         Some(libc::EPERM) => {
             " (not permitted: run as root with CAP_SYS_NICE; on cgroup v1 with RT_GROUP_SCHED, a FIFO/RR thread needs \

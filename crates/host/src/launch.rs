@@ -174,7 +174,12 @@ pub(crate) fn oci_create(
     let user_cfg = crate::oci::load_user_config(&user_bundle)?;
     let cgroups_path = match &facts.backend {
         Backend::V1 { .. } => format!("/{}/{}/{id}", crate::cgroup::V1_PARENT, p.ws.name),
-        Backend::V2 { .. } => format!("/{}/{}/{id}", crate::cgroup::V2_PARENT, p.ws.name),
+        // The workload's group wherever it is: under rtslice.slice, or a member of a node partition
+        // at the root (`rtslice-partition-<cpus>/<name>`).
+        Backend::V2 { root } => match p.group.cpuset.strip_prefix(root) {
+            Ok(rel) => format!("/{}/{id}", rel.display()),
+            Err(_) => format!("/{}/{}/{id}", crate::cgroup::V2_PARENT, p.ws.name),
+        },
     };
     let scheduler = p.ws.threads.iter().find_map(|r| r.policy.filter(|x| x.is_realtime()));
     let cc = crate::oci::ContainerConfig {

@@ -192,11 +192,15 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>> {
 fn owned_by(path: &Path, name: &str) -> bool {
     let parents = [crate::cgroup::V1_PARENT, crate::cgroup::V2_PARENT];
     let is_parent = |d: Option<&Path>| d.and_then(|p| p.file_name()).is_some_and(|p| parents.iter().any(|x| p == *x));
+    let named = |d: &Path, prefix: &str| d.file_name().is_some_and(|n| n.to_string_lossy().starts_with(prefix));
     path.ancestors().any(|a| {
         a.file_name().is_some_and(|n| n == name)
             && (is_parent(a.parent())
-                // A workload's group inside a shared partition (`_partition-<cpus>/<name>`).
-                || a.parent().is_some_and(|p| shared_partition_of(&p.join(name)).is_some() && is_parent(p.parent())))
+                // A workload's group inside a node partition: v1 `rtslice/_partition-<cpus>/<name>`,
+                // v2 `<root>/rtslice-partition-<cpus>/<name>`.
+                || a.parent().is_some_and(|p| {
+                    (named(p, SHARED_PARTITION_PREFIX) && is_parent(p.parent())) || named(p, crate::cgroup::V2_PARTITION_PREFIX)
+                }))
     })
 }
 
@@ -466,34 +470,58 @@ impl Node {
         let ws = &setup.workloads[0];
         let (mut prepared, _warnings) = prepare(setup, &self.facts, self.base.mechanism)?;
         let mut p = prepared.remove(0);
+        let v2 = !self.facts.backend.is_v1();
         // SCHED_DEADLINE workloads on exactly the same CPUs share one partition (a root domain), each
-        // in a group of its own inside it: several vBS on one CPU. Dedicated and shielded CPUs stay
-        // partitions of their own (no one else may run there).
-        let shared = p.partition && self.base.partitions && self.facts.backend.is_v1() && !p.ws.partition && !p.ws.shield;
-        if shared {
-            let dir = shared_partition_dir(&self.facts.backend.parent().cpuset, &p.ws.cpus);
+        // in a group of its own inside it: several vBS on one CPU. Dedicated CPUs are no one else's:
+        // on v1 the workload's own group is its partition; on v2 every partition is a directory at
+        // the root (its parent must be a partition root: cgroup::V2_PARTITION_PREFIX) holding the
+        // workload's group as a member, and a dedicated workload is alone in its own.
+        let shareable = p.partition && !p.ws.partition && !p.ws.shield;
+        let in_partition_dir = p.partition && self.base.partitions && !p.ws.shield && (v2 || shareable);
+        if in_partition_dir {
+            let dir = shared_partition_dir(&self.facts.backend, &p.ws.cpus);
             p.group.cpuset = dir.join(&p.ws.name);
+            if v2 {
+                // One hierarchy: the cpu controller's group is the same directory.
+                p.group.cpu = p.group.cpuset.clone();
+            }
             p.partition = false;
+            if !v2 && matches!(p.ws.launch, Launch::Oci(_)) {
+                // runc takes one cgroupsPath for every v1 hierarchy, and this group's cpuset path
+                // (inside the shared partition) differs from its cpu path.
+                return Err(rejected(format!(
+                    "workload {}: an OCI container cannot join a shared SCHED_DEADLINE partition on cgroup v1 (runc \
+                     uses one cgroup path in every hierarchy); give it dedicated CPUs or run the node with --mechanism \
+                     rt_group",
+                    ws.name
+                )));
+            }
         }
-        let mine = if shared { shared_partition_of(&p.group.cpuset) } else { p.partition.then(|| p.group.cpuset.clone()) };
+        let mine = if in_partition_dir { shared_partition_of(&p.group.cpuset) } else { p.partition.then(|| p.group.cpuset.clone()) };
         if p.partition && !self.base.partitions {
             return Err(rejected(format!(
                 "workload {} needs an exclusive partition (dedicated CPUs or SCHED_DEADLINE), which this node cannot \
                  give: {}",
                 ws.name,
-                self.base.warnings.first().map_or("the node service supports them on cgroup v1 only so far", |w| w.as_str())
+                self.base.warnings.first().map_or("a node on one CPU has none to give", |w| w.as_str())
             )));
         }
         let others: Vec<AppliedRecord> =
             self.records()?.into_iter().filter(|r| !r.workloads.iter().any(|w| except.contains(&w.name.as_str()))).collect();
         let mut exclusive = if mine.is_some() { p.ws.cpus.clone() } else { CpuList::new() };
         let mut total = p.rt_budget.map_or(0.0, |r| r.bandwidth());
+        // SCHED_DEADLINE admits per root domain: the reservations sharing this partition, summed.
+        let reserved = |w: &WorkloadSetup| w.reservation.map_or(0.0, |x| x.whole_micros().bandwidth() * w.cpus.len() as f64);
+        let mut in_partition = if in_partition_dir { reserved(&p.ws) } else { 0.0 };
         for r in &others {
             for w in &r.workloads {
                 let theirs = partition_dir_of(&w.group.cpuset);
-                let same_shared = shared && theirs.is_some() && theirs == mine;
+                let theirs_shareable = r.setup.workloads.iter().find(|x| x.name == w.name).is_some_and(|x| !x.partition && !x.shield);
+                let same_shared = shareable && theirs_shareable && theirs.is_some() && theirs == mine;
                 if (mine.is_some() || theirs.is_some()) && !same_shared && !w.cpus.intersection(&p.ws.cpus).is_empty() {
-                    let why = if shared && theirs.as_ref().is_some_and(|t| shared_partition_of(&t.join(&w.name)).is_some()) {
+                    let why = if !theirs_shareable || !shareable {
+                        " (dedicated CPUs are shared with no one)"
+                    } else if theirs.as_ref().is_some_and(|t| shared_partition_of(&t.join(&w.name)).is_some()) {
                         " (SCHED_DEADLINE workloads share a partition only on exactly the same CPUs)"
                     } else {
                         ""
@@ -510,8 +538,28 @@ impl Node {
                 if theirs.is_some() {
                     exclusive = exclusive.union(&w.cpus);
                 }
+                if same_shared {
+                    in_partition += r.setup.workloads.iter().filter(|x| x.name == w.name).map(reserved).sum::<f64>();
+                }
             }
             total += r.setup.workloads.iter().filter_map(|w| w.reservation.map(|x| x.whole_micros().bandwidth())).sum::<f64>();
+        }
+        if self.base.mechanism == Mechanism::Deadline && in_partition_dir {
+            // The kernel's cap less the deadline servers' share, on each CPU of the partition.
+            let cap = (self.facts.rt_ratio - self.facts.dl_server).max(0.0) * p.ws.cpus.len() as f64;
+            if in_partition > cap + 1e-9 {
+                return Err(rejected(format!(
+                    "workload {}: the SCHED_DEADLINE reservations on CPUs [{}] would sum to {:.1}% of a CPU, above the \
+                     {:.1}% the kernel admits there (its cap {:.1}% less the deadline servers' {:.1}% per CPU); remove or \
+                     shrink a workload on these CPUs, or place it on others",
+                    ws.name,
+                    p.ws.cpus,
+                    in_partition * 100.0,
+                    cap * 100.0,
+                    self.facts.rt_ratio * 100.0,
+                    self.facts.dl_server * 100.0
+                )));
+            }
         }
         if !exclusive.is_empty() && self.base.online.difference(&exclusive).is_empty() {
             return Err(rejected(format!(
@@ -624,7 +672,8 @@ impl Node {
     /// less `also` (CPUs a workload is about to take). Read from the kernel, so it is right after
     /// any failure or crash too.
     fn set_system(&self, also: &CpuList) -> Result<()> {
-        if !self.base.partitions {
+        // v2 has no `system`: the root cgroup's effective CPUs leave out its partitions by themselves.
+        if !self.base.partitions || !self.facts.backend.is_v1() {
             return Ok(());
         }
         let parent = self.facts.backend.parent().cpuset;
@@ -651,15 +700,21 @@ impl Node {
     /// Removes shared partitions no workload is in any more, then gives `system` back what no
     /// partition holds (after every remove, failed operation and recovery).
     fn refresh_system(&self) {
-        let parent = self.facts.backend.parent().cpuset;
-        if let Ok(rd) = std::fs::read_dir(&parent) {
+        let (holder, prefix) = match &self.facts.backend {
+            Backend::V1 { .. } => (self.facts.backend.parent().cpuset, SHARED_PARTITION_PREFIX),
+            Backend::V2 { root } => (root.clone(), crate::cgroup::V2_PARTITION_PREFIX),
+        };
+        if let Ok(rd) = std::fs::read_dir(&holder) {
             for e in rd.flatten() {
                 let dir = e.path();
                 let empty = || std::fs::read_dir(&dir).is_ok_and(|mut r| !r.any(|x| x.is_ok_and(|x| x.path().is_dir())));
-                if e.file_name().to_string_lossy().starts_with(SHARED_PARTITION_PREFIX) && dir.is_dir() && empty() {
+                if e.file_name().to_string_lossy().starts_with(prefix) && dir.is_dir() && empty() {
                     // A failure (a task someone moved in) leaves it for the next operation to retry;
                     // its CPUs stay out of `system` meanwhile, which set_system reads from the kernel.
-                    let _ = fsio::rmdir(&dir);
+                    // v2: the CPUs go back to the root asynchronously; remove_cgroup waits for them.
+                    let held = fsio::read_trim(dir.join("cpuset.cpus.effective")).ok().and_then(|c| CpuList::parse(&c).ok());
+                    let evacuate = self.facts.backend.root().cpuset.join("cgroup.procs");
+                    let _ = self.keep_boot_isolation(&held.unwrap_or_default(), || crate::txn::remove_cgroup(&dir, &evacuate));
                 }
             }
         }
@@ -680,7 +735,58 @@ impl Node {
         }
         fsio::write(dir.join("cpuset.cpus"), &cpus.to_string())?;
         fsio::write(dir.join("cpuset.mems"), &self.facts.mems)?;
-        fsio::write(dir.join("cpuset.cpu_exclusive"), "1")
+        if self.facts.backend.is_v1() {
+            return fsio::write(dir.join("cpuset.cpu_exclusive"), "1");
+        }
+        // Its members get the cpu (and memory) knobs, then it becomes a partition root. v2 takes an
+        // impossible request without an error and reads back "root invalid (<why>)": check it.
+        let memory = self.facts.layout.v2_controllers.iter().any(|c| c == "memory");
+        fsio::write(dir.join("cgroup.subtree_control"), if memory { "+cpuset +cpu +memory" } else { "+cpuset +cpu" })?;
+        let file = dir.join("cpuset.cpus.partition");
+        self.keep_boot_isolation(&CpuList::new(), || fsio::write(&file, "root"))?;
+        let state = fsio::read_trim(&file)?;
+        match crate::cgroup::invalid_partition(&state) {
+            None => Ok(()),
+            Some(explanation) => Err(HostError::InvalidPartition { path: file, wanted: "root".into(), state, explanation }),
+        }
+    }
+
+    /// cgroup v2 with boot isolation (`isolcpus=domain`): creating or removing a partition makes
+    /// the kernel give every task of the root cgroup all CPUs no partition holds — the isolated ones
+    /// included (6.12 resets the top cpuset's tasks to the possible CPUs less the partitions' CPUs;
+    /// see `apply::journal_root_affinities`, which one-shot apply journals instead). Around such a
+    /// change (`change`), the root cgroup's threads get back what they had, within what the root
+    /// now has: a thread that ran on every housekeeping CPU the root had also gets the
+    /// housekeeping CPUs a removed partition gave back (`freed`); a thread pinned narrower keeps its
+    /// pin. Not journaled, like the partitions themselves: it follows them.
+    fn keep_boot_isolation<T>(&self, freed: &CpuList, change: impl FnOnce() -> Result<T>) -> Result<T> {
+        let Backend::V2 { root } = &self.facts.backend else { return change() };
+        let isolated = &self.facts.boot_isolated;
+        if isolated.is_empty() {
+            return change();
+        }
+        let effective = || fsio::read_trim(root.join("cpuset.cpus.effective")).ok().and_then(|c| CpuList::parse(&c).ok());
+        let housekeeping = effective().map(|e| e.difference(isolated));
+        let before: Vec<(i32, CpuList)> = crate::cgroup::read_pids(&root.join("cgroup.threads"))
+            .into_iter()
+            .filter(|&tid| !crate::sched::no_setaffinity(tid))
+            .filter_map(|tid| Some((tid, crate::sched::get_affinity(tid).ok()?)))
+            .collect();
+        let out = change();
+        let now = effective();
+        let freed = freed.difference(isolated);
+        for (tid, had) in before {
+            let wide = housekeeping.as_ref().is_some_and(|hk| !hk.is_empty() && hk.is_subset(&had));
+            let mut want = if wide { had.union(&freed) } else { had };
+            if let Some(now) = &now {
+                want = want.intersection(now);
+            }
+            if !want.is_empty() && crate::sched::get_affinity(tid).is_ok_and(|cur| cur != want) {
+                // A thread that exited or that the kernel will not move needs nothing.
+                let _ = crate::sched::set_affinity(tid, &want);
+            }
+        }
+        out
     }
 
     /// Removes a workload: stops what it launched (SIGTERM, grace, SIGKILL), undoes its segment,
@@ -1005,14 +1111,19 @@ fn stop_unjournaled_launches(seg: &StateDir) {
 /// such a name (workload names start with a letter or digit).
 const SHARED_PARTITION_PREFIX: &str = "_partition-";
 
-fn shared_partition_dir(parent_cpuset: &Path, cpus: &CpuList) -> PathBuf {
-    parent_cpuset.join(format!("{SHARED_PARTITION_PREFIX}{cpus}"))
+/// The node's partition for workloads on `cpus`: v1 under the parent cpuset, v2 at the root.
+fn shared_partition_dir(backend: &Backend, cpus: &CpuList) -> PathBuf {
+    match backend {
+        Backend::V1 { .. } => backend.parent().cpuset.join(format!("{SHARED_PARTITION_PREFIX}{cpus}")),
+        Backend::V2 { root } => root.join(format!("{}{cpus}", crate::cgroup::V2_PARTITION_PREFIX)),
+    }
 }
 
-/// The shared partition a workload's cpuset group is in, if it is in one.
+/// The node partition a workload's cpuset group is in, if it is in one.
 fn shared_partition_of(group_cpuset: &Path) -> Option<PathBuf> {
     let dir = group_cpuset.parent()?;
-    dir.file_name()?.to_string_lossy().starts_with(SHARED_PARTITION_PREFIX).then(|| dir.to_path_buf())
+    let name = dir.file_name()?.to_string_lossy();
+    (name.starts_with(SHARED_PARTITION_PREFIX) || name.starts_with(crate::cgroup::V2_PARTITION_PREFIX)).then(|| dir.to_path_buf())
 }
 
 /// The partition a workload's cpuset group is (an exclusive group of its own) or is in (shared).
@@ -1067,7 +1178,9 @@ fn order_budget_writes(ops: &mut [Op], old: Option<rtslice_plan::Reservation>, n
 fn apply_base(dir: &StateDir, facts: &HostFacts, opts: &NodeOptions) -> Result<NodeBase> {
     let mechanism = node_mechanism(facts, opts.mechanism)?;
     let b = &facts.backend;
-    let partitions = b.is_v1() && facts.online.len() > 1;
+    // v1: the root and parent stop balancing and `system` keeps the rest; v2: partitions are made
+    // at the root as workloads need them (`Node::ensure_shared_partition`).
+    let partitions = facts.online.len() > 1;
     let cap = opts.cap.min(facts.rt_ratio).clamp(0.0, 1.0);
     let parent_budget_us = matches!(mechanism, Mechanism::RtGroup | Mechanism::Hcbs).then(|| (cap * 1e6).floor() as u64);
     let mut base =
@@ -1123,7 +1236,9 @@ fn apply_base(dir: &StateDir, facts: &HostFacts, opts: &NodeOptions) -> Result<N
             enable(&mut ops, &root.cpuset);
             ops.push(Op::Mkdir { path: parent.cpuset.clone(), evacuate_to: root.cpuset.join("cgroup.procs") });
             enable(&mut ops, &parent.cpuset);
-            w(&mut ops, b.cpuset_writes(&parent, &facts.online, &facts.mems));
+            // The parent's cpuset.cpus stays empty (the root's effective CPUs): a partition at the
+            // root cannot take CPUs a sibling lists in its cpuset.cpus ("not exclusive"), and each
+            // workload's group lists its own.
             if let Some(runtime) = parent_budget_us {
                 w(&mut ops, b.rt_budget_writes(&parent, runtime, 1_000_000));
             }

@@ -38,10 +38,21 @@ pub struct ResetReport {
     pub nothing_applied: bool,
 }
 
-/// Undoes the apply journal, then the host tuning's (`rtslice tune`, kept in a journal of its own
-/// under the same directory so workloads can be reset while the host stays tuned).
+/// Undoes a node service's workloads and base (when its daemon has stopped), then the apply
+/// journal, then the host tuning's (`rtslice tune`, kept in a journal of its own under the same
+/// directory so workloads can be reset while the host stays tuned).
 pub fn reset(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
-    let applied = reset_journal(dir, opts)?;
+    let node = if crate::node::node_active(dir) { Some(reset_node(dir, opts)?) } else { None };
+    let mut applied = reset_journal(dir, opts)?;
+    if let Some(n) = node {
+        applied = ResetReport {
+            undone: applied.undone + n.undone,
+            stopped: applied.stopped + n.stopped,
+            terminated: applied.terminated + n.terminated,
+            killed: applied.killed + n.killed,
+            nothing_applied: false,
+        };
+    }
     let tuning = crate::tune::tuning_state_dir(dir);
     // Only when a tuning journal exists: locking would otherwise leave an empty directory behind.
     if !tuning.file().exists() {
@@ -55,6 +66,31 @@ pub fn reset(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
         killed: applied.killed,
         nothing_applied: applied.nothing_applied && tuned.nothing_applied,
     })
+}
+
+/// The node a stopped `rtslice daemon` left (its workloads keep running when it stops without
+/// --reset-on-exit): every workload removed (SIGTERM, grace, SIGKILL), then the node's base.
+fn reset_node(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
+    if opts.keep_workloads {
+        return Err(HostError::Invalid(format!(
+            "{} holds a node service's workloads, which reset stops; --keep-workloads is for a one-shot apply (to \
+             leave a node's workloads running, stop its daemon without --reset-on-exit and do not reset)",
+            dir.path.display()
+        )));
+    }
+    // The daemon holds the directory's lock for its life: say so rather than "wait for it".
+    drop(dir.lock().map_err(|_| {
+        HostError::State {
+            path: dir.path.clone(),
+            reason: "a node service (rtslice daemon) is running on this state directory: remove its workloads through \
+                     it (`rtslice remove NAME`), or stop it (systemctl stop rtslice) and reset again"
+                .into(),
+        }
+    })?);
+    let (node, _) = crate::node::Node::open(crate::node::NodeOptions { grace: opts.grace, ..crate::node::NodeOptions::with_state_dir(&dir.path) })?;
+    let stopped = node.names().len();
+    let r = node.reset()?;
+    Ok(ResetReport { undone: r.undone, stopped, terminated: r.terminated, killed: r.killed, nothing_applied: false })
 }
 
 fn reset_journal(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {

@@ -21,18 +21,33 @@ fn cpus(s: &str) -> CpuList {
     CpuList::parse(s).unwrap()
 }
 
-/// The node tests need two CPUs, cgroup v1 (exclusive partitions in a node are v1-only so far) and
-/// RT groups (several reservations sharing a CPU).
-fn usable() -> bool {
-    if rtslice_host::doctor::online_cpus().len() < 2 {
-        eprintln!("SKIPPED: needs 2 CPUs");
-        return false;
+/// Where the node tests put their workloads, per backend.
+/// - cgroup v1 with RT groups (this development VM): the reservations share CPU 0 as RT groups (no
+///   partition), the dedicated workload takes CPU 1.
+/// - cgroup v2 (the kernel matrix's guests): SCHED_DEADLINE is the only reservation mechanism; the
+///   reservations share CPU 1 in one node partition at the root (`rtslice-partition-1`), the
+///   dedicated workload takes CPU 2 in a partition of its own, CPU 0 stays the system's.
+struct Layout {
+    mechanism: Mechanism,
+    shared: &'static str,
+    dedicated: &'static str,
+}
+
+fn layout() -> Option<Layout> {
+    let online = rtslice_host::doctor::online_cpus().len();
+    let mechanisms = rtslice_host::doctor().mechanisms;
+    if backend().is_v1() {
+        if online < 2 || !mechanisms.contains(&Mechanism::RtGroup) {
+            eprintln!("SKIPPED: on cgroup v1 the node tests need 2 CPUs and RT groups (RT_GROUP_SCHED)");
+            return None;
+        }
+        return Some(Layout { mechanism: Mechanism::RtGroup, shared: "0", dedicated: "1" });
     }
-    if !backend().is_v1() || !rtslice_host::doctor().mechanisms.contains(&Mechanism::RtGroup) {
-        eprintln!("SKIPPED: the node's partitions and RT groups need cgroup v1 with RT_GROUP_SCHED");
-        return false;
+    if online < 3 || !mechanisms.contains(&Mechanism::Deadline) {
+        eprintln!("SKIPPED: on cgroup v2 the node tests need 3 CPUs (one stays the system's) and SCHED_DEADLINE");
+        return None;
     }
-    true
+    Some(Layout { mechanism: Mechanism::Deadline, shared: "1", dedicated: "2" })
 }
 
 /// This test run's id: the test process's pid, handed down to the crash test's helpers.
@@ -95,7 +110,71 @@ fn dedicated(node: &Node, n: &str, on: &str) -> Setup {
 }
 
 fn opts(dir: &Path) -> NodeOptions {
-    NodeOptions { grace: Duration::from_secs(2), ..NodeOptions::with_state_dir(dir) }
+    let mechanism = layout().map(|l| l.mechanism);
+    NodeOptions { grace: Duration::from_secs(2), mechanism, ..NodeOptions::with_state_dir(dir) }
+}
+
+/// The node partitions' directory and their name prefix: v1 under the parent cpuset, v2 at the root.
+fn partition_holder() -> (PathBuf, &'static str) {
+    match backend() {
+        rtslice_host::cgroup::Backend::V1 { .. } => (backend().parent().cpuset, "_partition-"),
+        rtslice_host::cgroup::Backend::V2 { root } => (root, rtslice_host::cgroup::V2_PARTITION_PREFIX),
+    }
+}
+
+/// The node partition that holds workloads on `cpus` (v1 only for SCHED_DEADLINE ones; v2 for
+/// every workload that needs a partition).
+fn partition_dir(cpus: &str) -> PathBuf {
+    let (holder, prefix) = partition_holder();
+    holder.join(format!("{prefix}{cpus}"))
+}
+
+/// Where a workload's groups are: its own under the parent, or a member of a node partition.
+fn workload_group(n: &str) -> rtslice_host::cgroup::GroupPaths {
+    let mut g = group(&name(n));
+    if !g.cpuset.exists() {
+        let (holder, prefix) = partition_holder();
+        if let Some(dir) = std::fs::read_dir(&holder)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+            .map(|e| e.path().join(name(n)))
+            .find(|d| d.exists())
+        {
+            if is_v2() {
+                g.cpu = dir.clone();
+            }
+            g.cpuset = dir;
+        }
+    }
+    g
+}
+
+/// A workload's reservation as the kernel holds it, (runtime µs, period µs): its RT group's budget
+/// (v1), or its thread's SCHED_DEADLINE parameters (the one `sleep` thread takes the whole budget).
+fn budget_of(n: &str) -> (u64, u64) {
+    if !is_v2() {
+        let g = group(&name(n));
+        return (read(g.cpu.join("cpu.rt_runtime_us")).parse().unwrap(), read(g.cpu.join("cpu.rt_period_us")).parse().unwrap());
+    }
+    let pid = rtslice_host::workload_pids(&workload_group(n).cpuset)[0];
+    match rtslice_host::sched::get_attr(pid) {
+        Ok(SchedAttr::Deadline { runtime_ns, period_ns, .. }) => (runtime_ns / 1000, period_ns / 1000),
+        other => panic!("{n}: its thread is not SCHED_DEADLINE: {other:?}"),
+    }
+}
+
+/// The dedicated workload `n` holds its CPUs as a partition: v1 its own group, v2 the node
+/// partition it is the only member of.
+fn assert_dedicated_partition(n: &str) {
+    if !is_v2() {
+        return assert_partition(&name(n));
+    }
+    let part = workload_group(n).cpuset.parent().unwrap().to_path_buf();
+    assert_eq!(read(part.join("cpuset.cpus.partition")), "root", "{n} is in a valid partition");
+    let members: Vec<_> = std::fs::read_dir(&part).unwrap().flatten().filter(|e| e.path().is_dir()).collect();
+    assert_eq!(members.len(), 1, "{n} is alone in {}", part.display());
 }
 
 /// What every node test starts from, in drop order: the node reset even when the test panics (the
@@ -110,9 +189,7 @@ struct Fixture {
 impl Fixture {
     /// `None` (with the reason printed by `usable`) where the node's mechanisms are not available.
     fn start() -> Option<Fixture> {
-        if !usable() {
-            return None;
-        }
+        layout()?;
         let lock = KernelLock::acquire();
         let before = snapshot();
         let dir = tempfile::tempdir().unwrap();
@@ -143,7 +220,7 @@ impl Drop for ResetNodeOnDrop {
 /// thread's policy and affinity.
 fn view(n: &str) -> BTreeMap<String, String> {
     let mut m = BTreeMap::new();
-    let g = group(&name(n));
+    let g = workload_group(n);
     for dir in g.dirs() {
         for f in [
             "cgroup.procs",
@@ -152,11 +229,15 @@ fn view(n: &str) -> BTreeMap<String, String> {
             "cpuset.mems",
             "cpuset.cpu_exclusive",
             "cpuset.sched_load_balance",
+            "cpuset.cpus.effective",
+            "cpuset.cpus.partition",
             "cpu.rt_runtime_us",
             "cpu.rt_period_us",
             "cpu.shares",
             "cpu.cfs_quota_us",
             "cpu.cfs_period_us",
+            "cpu.max",
+            "cpu.weight",
         ] {
             if let Ok(s) = std::fs::read_to_string(dir.join(f)) {
                 m.insert(dir.join(f).display().to_string(), s.trim().to_string());
@@ -208,7 +289,8 @@ fn assert_consistent(node: &Node) {
     recorded.sort();
     assert_eq!(launched_processes(), recorded, "no orphaned process: every launched sleep belongs to a deployed workload");
     let parent = backend().parent();
-    for dir in [parent.cpuset, parent.cpu] {
+    let (holder, prefix) = partition_holder();
+    for dir in [parent.cpuset, parent.cpu, holder] {
         let mut groups: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
             .flatten()
@@ -217,7 +299,10 @@ fn assert_consistent(node: &Node) {
             .collect();
         groups.sort();
         for g in &groups {
-            if g.starts_with("_partition-") {
+            if dir == partition_holder().0 && is_v2() && !g.starts_with(prefix) {
+                continue; // the root cgroup's other children are the system's
+            }
+            if g.starts_with(prefix) {
                 // A shared partition holds deployed SCHED_DEADLINE workloads, and is gone with the last.
                 let inside: Vec<String> = std::fs::read_dir(dir.join(g))
                     .unwrap()
@@ -240,59 +325,79 @@ fn assert_consistent(node: &Node) {
 fn workloads_come_and_go_one_at_a_time_and_the_others_never_notice() {
     root_or_skip!();
     let Some(fx) = Fixture::start() else { return };
+    let l = layout().unwrap();
     let (before, dir) = (&fx.before, fx.dir.path());
     let (node, opened) = Node::open(opts(dir)).expect("open the node");
     assert!(opened.created);
-    assert_eq!(node.base().mechanism, Mechanism::RtGroup);
+    assert_eq!(node.base().mechanism, l.mechanism);
+    // The node's cap for reservations on one CPU: RT groups hold every group against the node's
+    // 95 %; SCHED_DEADLINE against the kernel's cap less the deadline servers' share (6.12: 90 %).
+    let cap_ms = if is_v2() { ((node.facts().rt_ratio - node.facts().dl_server) * 1000.0).round() as u64 } else { 950 };
+    eprintln!("{:?} on CPUs {} (shared) and {} (dedicated), cap {cap_ms} ms every second", l.mechanism, l.shared, l.dedicated);
 
-    // Three reservations on CPU 0: 25% each.
+    // Three reservations on one CPU: 25% each.
     for n in ["a", "b", "c"] {
-        node.deploy(&reserved(n, "0", 250)).expect("deploy");
+        node.deploy(&reserved(n, l.shared, 250)).expect("deploy");
     }
     let three = views(&["a", "b", "c"]);
-    assert_eq!(read(group(&name("a")).cpu.join("cpu.rt_runtime_us")), "250000");
-    // A fourth, CPU 1 to itself: the three see nothing.
-    node.deploy(&dedicated(&node, "d", "1")).expect("deploy the dedicated one");
+    assert_eq!(budget_of("a"), (250_000, 1_000_000));
+    if is_v2() {
+        // SCHED_DEADLINE needs a root domain: the three share the node partition of their CPU.
+        let part = partition_dir(l.shared);
+        assert_eq!(read(part.join("cpuset.cpus.partition")), "root");
+        assert_eq!(workload_group("a").cpuset, part.join(name("a")));
+    }
+    // A fourth, a CPU to itself: the three see nothing.
+    node.deploy(&dedicated(&node, "d", l.dedicated)).expect("deploy the dedicated one");
     if node.base().partitions {
-        assert_partition(&name("d"));
+        assert_dedicated_partition("d");
     }
     assert_eq!(views(&["a", "b", "c"]), three, "deploying d touched the others");
-    // 30% more does not fit the node's 95% (RT groups account the groups' sum): refused untouched.
-    let e = node.deploy(&reserved("e", "0", 300)).unwrap_err();
+    // 30% more does not fit the cap: refused, untouched.
+    let e = node.deploy(&reserved("e", l.shared, 300)).unwrap_err();
     assert!(matches!(e, HostError::Rejected(_)), "{e}");
     assert!(e.to_string().contains("105.0%"), "{e}");
-    assert!(!group(&name("e")).cpuset.exists());
-    // Resize a in place (same PID), the others untouched: grow to 40% (90% in all), refused at 50%
-    // (100%), shrink to 20%.
+    assert!(!workload_group("e").cpuset.exists());
+    // Resize a in place (same PID), the others untouched: grow to the cap, refused beyond it, then
+    // shrink to 20%.
     let pid_a = node.record(&name("a")).unwrap().unwrap().workloads[0].pids[0];
     let others = views(&["b", "c", "d"]);
-    node.resize(&reserved("a", "0", 400)).expect("grow a");
-    assert_eq!(read(group(&name("a")).cpu.join("cpu.rt_runtime_us")), "400000");
-    let e = node.resize(&reserved("a", "0", 500)).unwrap_err();
+    let grown_ms = cap_ms - 520;
+    node.resize(&reserved("a", l.shared, grown_ms)).expect("grow a");
+    assert_eq!(budget_of("a"), (grown_ms * 1000, 1_000_000));
+    let e = node.resize(&reserved("a", l.shared, 500)).unwrap_err();
     assert!(e.to_string().contains("100.0%"), "{e}");
-    assert_eq!(read(group(&name("a")).cpu.join("cpu.rt_runtime_us")), "400000", "a refused resize changes nothing");
-    node.resize(&reserved("a", "0", 200)).expect("shrink a");
-    assert_eq!(read(group(&name("a")).cpu.join("cpu.rt_runtime_us")), "200000");
+    assert_eq!(budget_of("a"), (grown_ms * 1000, 1_000_000), "a refused resize changes nothing");
+    node.resize(&reserved("a", l.shared, 200)).expect("shrink a");
+    assert_eq!(budget_of("a"), (200_000, 1_000_000));
     assert_eq!(node.record(&name("a")).unwrap().unwrap().workloads[0].pids[0], pid_a);
     assert!(pid_a.alive());
     assert_eq!(views(&["b", "c", "d"]), others, "resizing a touched the others");
     assert!(node.status(&name("a")).unwrap().drift.is_empty());
     // e (30%) still does not fit: 70% + 30% = 100%.
-    assert!(node.deploy(&reserved("e", "0", 300)).is_err());
+    assert!(node.deploy(&reserved("e", l.shared, 300)).is_err());
     // Remove b: its process stops, its group goes, its 25% is free: e (30%) fits now.
     let pid_b = node.record(&name("b")).unwrap().unwrap().workloads[0].pids[0];
+    let gb = workload_group("b");
     let others = views(&["a", "c", "d"]);
     let removed = node.remove(&name("b")).expect("remove b");
     assert!(removed.undone > 0);
     assert!(!pid_b.alive());
-    assert!(!group(&name("b")).cpuset.exists() && !group(&name("b")).cpu.exists());
+    assert!(!gb.cpuset.exists() && !gb.cpu.exists());
     assert_eq!(views(&["a", "c", "d"]), others, "removing b touched the others");
-    node.deploy(&reserved("e", "0", 300)).expect("e fits once b is gone");
+    node.deploy(&reserved("e", l.shared, 300)).expect("e fits once b is gone");
     assert_consistent(&node);
-    // Removing the dedicated workload gives CPU 1 back to the system cpuset.
+    // Removing the dedicated workload gives its CPU back to the system.
+    let part_d = workload_group("d").cpuset.parent().unwrap().to_path_buf();
     node.remove(&name("d")).expect("remove d");
-    if node.base().partitions {
+    if node.base().partitions && !is_v2() {
         assert_eq!(read(backend().group("system").cpuset.join("cpuset.cpus")), "0-1");
+    }
+    if is_v2() {
+        assert!(!part_d.exists(), "d's partition went with it");
+        let root = backend().root().cpuset;
+        let effective = CpuList::parse(&read(root.join("cpuset.cpus.effective"))).unwrap();
+        assert!(cpus(l.dedicated).is_subset(&effective), "CPU {} is the root's again ({effective})", l.dedicated);
     }
 
     node.reset().expect("reset the node");
@@ -305,14 +410,15 @@ fn a_fault_at_any_step_of_deploy_resize_or_remove_rolls_back_that_operation_only
     root_or_skip!();
     let Some(fx) = Fixture::start() else { return };
     let (before, dir) = (&fx.before, fx.dir.path());
+    let l = layout().unwrap();
     let (mut node, _) = Node::open(opts(dir)).expect("open the node");
-    node.deploy(&reserved("a", "0", 200)).expect("deploy a");
-    node.deploy(&dedicated(&node, "b", "1")).expect("deploy b");
+    node.deploy(&reserved("a", l.shared, 200)).expect("deploy a");
+    node.deploy(&dedicated(&node, "b", l.dedicated)).expect("deploy b");
     let base_line = snapshot();
     let others = views(&["a", "b"]);
 
     // Deploy: count the changes of a clean deploy, then fail each one in turn.
-    let c = reserved("c", "0", 200);
+    let c = reserved("c", l.shared, 200);
     node.deploy(&c).expect("deploy c");
     let n = node.status(&name("c")).unwrap().changes;
     node.remove(&name("c")).expect("remove c");
@@ -338,7 +444,7 @@ fn a_fault_at_any_step_of_deploy_resize_or_remove_rolls_back_that_operation_only
     let a_before = view("a");
     let others = views(&["b"]);
     let bigger = {
-        let mut s = reserved("a", "0", 300);
+        let mut s = reserved("a", l.shared, 300);
         s.workloads[0].reservation = Some(Reservation::from_micros(150_000, 500_000));
         s
     };
@@ -356,10 +462,11 @@ fn a_fault_at_any_step_of_deploy_resize_or_remove_rolls_back_that_operation_only
         k += 1;
     }
     node.set_fault(Fault::default());
-    assert!(k >= 2, "a resize of runtime and period is at least two changes ({k})");
+    // RT groups: the period and the runtime files; SCHED_DEADLINE: the thread's one sched_setattr.
+    let least = if is_v2() { 1 } else { 2 };
+    assert!(k >= least, "a resize of runtime and period is at least {least} change(s) ({k})");
     eprintln!("resize: {k} changes, each failed in turn, each rolled back exactly");
-    assert_eq!(read(group(&name("a")).cpu.join("cpu.rt_period_us")), "500000");
-    assert_eq!(read(group(&name("a")).cpu.join("cpu.rt_runtime_us")), "150000");
+    assert_eq!(budget_of("a"), (150_000, 500_000));
     assert!(pid_a.alive());
 
     // Remove: stop after k undone changes (a crash or a refusal midway), then finish it.
@@ -373,7 +480,7 @@ fn a_fault_at_any_step_of_deploy_resize_or_remove_rolls_back_that_operation_only
         node.set_fault(Fault::default());
         node.remove(&name("c")).expect("the second remove finishes the first");
         assert_eq!(views(&["a", "b"]), others, "remove fault {k} touched the others");
-        assert!(!group(&name("c")).cpuset.exists());
+        assert!(!workload_group("c").cpuset.exists());
     }
     assert_consistent(&node);
     node.reset().expect("reset");
@@ -385,14 +492,15 @@ fn a_fault_at_any_step_of_deploy_resize_or_remove_rolls_back_that_operation_only
 #[test]
 fn helper_node_operations_role() {
     let Ok(dir) = std::env::var("RTSLICE_NODE_TEST_DIR") else { return };
+    let l = layout().expect("the test checked the layout");
     let (node, _) = Node::open(opts(Path::new(&dir))).expect("open the node");
     for round in 0u64.. {
         for (i, n) in ["a", "b", "c"].into_iter().enumerate() {
             let deployed = node.record(&name(n)).unwrap().is_some();
             let r = match (deployed, (round + i as u64) % 3) {
-                (false, _) if n == "c" => node.deploy(&dedicated(&node, n, "1")).map(|_| ()),
-                (false, _) => node.deploy(&reserved(n, "0", 200)).map(|_| ()),
-                (true, 0) if n != "c" => node.resize(&reserved(n, "0", 100 + 50 * (round % 3))).map(|_| ()),
+                (false, _) if n == "c" => node.deploy(&dedicated(&node, n, l.dedicated)).map(|_| ()),
+                (false, _) => node.deploy(&reserved(n, l.shared, 200)).map(|_| ()),
+                (true, 0) if n != "c" => node.resize(&reserved(n, l.shared, 100 + 50 * (round % 3))).map(|_| ()),
                 (true, _) => node.remove(&name(n)).map(|_| ()),
             };
             if let Err(e) = r {
@@ -449,13 +557,42 @@ fn one_shot_apply_and_the_node_refuse_each_other() {
     let (before, dir) = (&fx.before, fx.dir.path());
     let (node, _) = Node::open(opts(dir)).expect("open");
     drop(node);
-    let e = apply_setup(&reserved("x", "0", 100), &ApplyOptions::with_state_dir(dir)).unwrap_err();
+    let e = apply_setup(&reserved("x", layout().unwrap().shared, 100), &ApplyOptions::with_state_dir(dir)).unwrap_err();
     assert!(e.to_string().contains("holds a node"), "{e}");
     let (node, _) = Node::open(opts(dir)).expect("open");
     // Two writers on one node: the second is refused while the first holds it (after 3 s).
     let e = Node::open(opts(dir)).err().expect("a second open is refused").to_string();
     assert!(e.contains("another rtslice"), "{e}");
     node.reset().unwrap();
+    assert_same(before, &snapshot());
+}
+
+/// A node whose daemon stopped (its workloads keep running) is given back by `reset`, the command
+/// `rtslice reset` and the package's prerm run: every workload stopped, every change undone. While a
+/// node holds the directory, reset says a daemon runs there.
+#[test]
+fn reset_undoes_a_stopped_nodes_workloads_and_base() {
+    root_or_skip!();
+    let Some(fx) = Fixture::start() else { return };
+    let l = layout().unwrap();
+    let (before, dir) = (&fx.before, fx.dir.path());
+    let (node, _) = Node::open(opts(dir)).expect("open the node");
+    node.deploy(&reserved("a", l.shared, 200)).expect("deploy a");
+    node.deploy(&dedicated(&node, "b", l.dedicated)).expect("deploy b");
+    let pids: Vec<_> = ["a", "b"].iter().map(|n| node.record(&name(n)).unwrap().unwrap().workloads[0].pids[0]).collect();
+    let state = rtslice_host::StateDir::new(dir);
+    let e = rtslice_host::reset(&state, rtslice_host::ResetOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("a node service (rtslice daemon) is running"), "{e}");
+    let e = rtslice_host::reset(&state, rtslice_host::ResetOptions { keep_workloads: true, ..Default::default() }).unwrap_err();
+    assert!(e.to_string().contains("--keep-workloads is for a one-shot apply"), "{e}");
+    drop(node); // the daemon stops; its workloads run on
+    assert!(pids.iter().all(|p| p.alive()));
+    let report = rtslice_host::reset(&state, rtslice_host::ResetOptions { grace: Duration::from_secs(2), ..Default::default() }).expect("reset");
+    assert_eq!(report.stopped, 2, "{report:?}");
+    assert!(report.undone > 0 && !report.nothing_applied, "{report:?}");
+    assert!(pids.iter().all(|p| !p.alive()), "reset stopped the workloads");
+    assert!(!rtslice_host::node_active(&state));
+    assert!(launched_processes().is_empty());
     assert_same(before, &snapshot());
 }
 
@@ -473,23 +610,30 @@ fn deadline_reserved(n: &str, on: &str, runtime_ms: u64) -> Setup {
 
 /// Several vBS on one CPU under SCHED_DEADLINE: workloads on exactly the same CPUs share one
 /// partition (a root domain of their own), each in its own group; one on other CPUs overlapping
-/// them is refused with the reason; the partition goes with the last of them and `system` gets the
-/// CPU back.
+/// them is refused with the reason; the partition goes with the last of them and the system gets
+/// the CPU back (v1: `system`; v2: the root cgroup's effective CPUs).
 #[test]
 fn deadline_workloads_on_the_same_cpus_share_a_partition() {
     root_or_skip!();
     let Some(fx) = Fixture::start() else { return };
+    let l = layout().unwrap();
     let (before, dir) = (&fx.before, fx.dir.path());
     let (node, _) = Node::open(NodeOptions { mechanism: Some(Mechanism::Deadline), ..opts(dir) }).expect("open the node");
     if !node.base().partitions {
         eprintln!("SKIPPED: partitions unavailable here ({:?})", node.base().warnings);
         return;
     }
-    let part = backend().parent().cpuset.join("_partition-1");
-    node.deploy(&deadline_reserved("a", "1", 200)).expect("deploy a");
-    assert_eq!(read(part.join("cpuset.cpu_exclusive")), "1");
+    // On v1 the shared CPU is CPU 0's neighbour: a deadline partition cannot be the RT groups' CPU 0.
+    let on = if is_v2() { l.shared } else { "1" };
+    let part = partition_dir(on);
+    node.deploy(&deadline_reserved("a", on, 200)).expect("deploy a");
+    if is_v2() {
+        assert_eq!(read(part.join("cpuset.cpus.partition")), "root");
+    } else {
+        assert_eq!(read(part.join("cpuset.cpu_exclusive")), "1");
+    }
     let a = views_in(&part, "a");
-    node.deploy(&deadline_reserved("b", "1", 300)).expect("b shares a's partition");
+    node.deploy(&deadline_reserved("b", on, 300)).expect("b shares a's partition");
     assert_eq!(views_in(&part, "a"), a, "deploying b touched a");
     for n in ["a", "b"] {
         let rec = node.record(&name(n)).unwrap().unwrap();
@@ -501,19 +645,27 @@ fn deadline_workloads_on_the_same_cpus_share_a_partition() {
             rtslice_host::sched::get_attr(pid)
         );
     }
-    assert!(!read(backend().group("system").cpuset.join("cpuset.cpus")).contains('1'), "CPU 1 is out of system");
-    // A dedicated CPU 1 overlaps the partition: refused, nothing changed.
-    let e = node.deploy(&dedicated(&node, "c", "1")).unwrap_err();
+    if !is_v2() {
+        assert!(!read(backend().group("system").cpuset.join("cpuset.cpus")).contains('1'), "CPU 1 is out of system");
+    }
+    // A dedicated CPU overlapping the partition: refused, nothing changed.
+    let e = node.deploy(&dedicated(&node, "c", on)).unwrap_err();
     assert!(e.to_string().contains("is in an exclusive partition"), "{e}");
+    // More than the partition admits: refused by the node before the kernel is asked.
+    let e = node.deploy(&deadline_reserved("big", on, 500)).unwrap_err();
+    assert!(e.to_string().contains("would sum to 100.0%"), "{e}");
+    assert_eq!(views_in(&part, "a"), a, "a refused deploy touched a");
     // A resize of b in place keeps it in the partition.
-    node.resize(&deadline_reserved("b", "1", 100)).expect("shrink b");
+    node.resize(&deadline_reserved("b", on, 100)).expect("shrink b");
     assert_eq!(views_in(&part, "a"), a, "resizing b touched a");
     assert_consistent(&node);
     node.remove(&name("a")).expect("remove a");
     assert!(part.exists(), "b is still in it");
     node.remove(&name("b")).expect("remove b");
     assert!(!part.exists(), "the last one out removes the partition");
-    assert_eq!(read(backend().group("system").cpuset.join("cpuset.cpus")), "0-1");
+    if !is_v2() {
+        assert_eq!(read(backend().group("system").cpuset.join("cpuset.cpus")), "0-1");
+    }
     assert_consistent(&node);
     node.reset().expect("reset the node");
     assert!(launched_processes().is_empty());
@@ -524,8 +676,10 @@ fn deadline_workloads_on_the_same_cpus_share_a_partition() {
 fn views_in(part: &Path, n: &str) -> BTreeMap<String, String> {
     let mut m = BTreeMap::new();
     let dir = part.join(name(n));
-    for f in ["cgroup.procs", "cpuset.cpus", "cpuset.mems", "cpuset.cpu_exclusive"] {
-        m.insert(f.to_string(), read(dir.join(f)));
+    for f in ["cgroup.procs", "cpuset.cpus", "cpuset.mems", "cpuset.cpu_exclusive", "cpuset.cpus.effective", "cpu.max"] {
+        if let Ok(v) = std::fs::read_to_string(dir.join(f)) {
+            m.insert(f.to_string(), v.trim().to_string());
+        }
     }
     for pid in rtslice_host::workload_pids(&dir) {
         for tid in rtslice_host::sched::threads_of(pid) {

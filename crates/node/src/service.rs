@@ -407,6 +407,17 @@ impl Service {
     /// Admission of one workload against what runs: its plan, or why not.
     pub(crate) fn admit(&self, w: &Workload, except: &[&str]) -> std::result::Result<(WorkloadPlan, Setup), (String, Option<Defrag>)> {
         let mut planner = self.planner(except);
+        // A running workload the user did not pin may be proposed for a move (study B's "move
+        // container3 from CPU 3 to CPU 1"); the proposal is advice, nothing moves.
+        let unpinned: Vec<&str> = self
+            .desired
+            .workloads
+            .iter()
+            .filter(|e| e.phase.holds() && !except.contains(&e.workload.name.as_str()))
+            .filter(|e| matches!(&e.workload.demand, Some(Demand::Reservation(r)) if r.cpus.is_none()))
+            .map(|e| e.workload.name.as_str())
+            .collect();
+        planner.movable_in_proposals(&unpinned);
         let plan = match planner.admit(w) {
             Ok(p) => p.clone(),
             Err(r) => return Err((r.reason.clone(), r.defrag.clone())),

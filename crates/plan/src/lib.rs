@@ -307,6 +307,26 @@ impl Planner {
         Planner { spec: spec.clone(), st, wants, results, warnings, node_cpus, housekeeping, isolcpus, sizing: *sizing, cache }
     }
 
+    /// A live node's placed workloads come pinned where they run (`Demand::pinned_to`), which keeps
+    /// them out of defragmentation proposals. Those named here may be proposed for a move — an
+    /// operator re-deploys them elsewhere; nothing moves by itself — when a share of theirs could
+    /// have gone to any shared CPU in the first place: a reservation, not shielded or in isolcpus,
+    /// SMT shared, any locality (as a freshly placed one, `admit`).
+    pub fn movable_in_proposals(&mut self, names: &[&str]) {
+        for (i, w) in self.spec.workloads.iter().enumerate() {
+            let iso = &w.isolation;
+            if names.contains(&w.name.as_str())
+                && matches!(self.wants.get(i), Some(Some(Want::Reservation { .. })))
+                && !iso.shield
+                && !iso.isolcpus
+                && iso.smt.is_shared()
+                && iso.locality == Locality::Any
+            {
+                self.st.movable[i] = true;
+            }
+        }
+    }
+
     /// Decides one more workload on top of what is placed (nothing already placed moves). A refused
     /// workload is kept in the plan's `rejected` list like any other.
     pub fn admit(&mut self, w: &Workload) -> Result<&WorkloadPlan, &Rejection> {
@@ -557,6 +577,21 @@ fn best_effort_conflict(st: &State, ci: usize) -> Option<String> {
 /// named in its IRQ or net rules, first the groups on that node (with `locality: any`, that node's
 /// CPUs), then the rest.
 fn tiers(st: &State, w: &Workload) -> Vec<Vec<Vec<usize>>> {
+    let by_locality = locality_tiers(st, w);
+    // CPUs isolated at boot (isolcpus) are for the workloads that ask for them: the others go there
+    // only when nothing else fits. (With SCHED_DEADLINE on cgroup v2 a workload on some of them
+    // cannot even be admitted: they share one root domain; the kernel layer refuses that.)
+    if w.isolation.isolcpus || !st.cpus.iter().any(|c| c.isolated) {
+        return by_locality;
+    }
+    let housekeeping: Vec<Vec<Vec<usize>>> = by_locality
+        .iter()
+        .map(|tier| tier.iter().map(|g| g.iter().copied().filter(|&ci| !st.cpus[ci].isolated).collect()).collect())
+        .collect();
+    housekeeping.into_iter().chain(by_locality).collect()
+}
+
+fn locality_tiers(st: &State, w: &Workload) -> Vec<Vec<Vec<usize>>> {
     let loc = w.isolation.locality;
     let groups = st.topo.groups(loc);
     let Some((_, node)) = st.topo.preferred_node(w) else { return vec![groups] };

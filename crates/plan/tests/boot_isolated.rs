@@ -67,3 +67,27 @@ fn a_deadline_workload_on_part_of_the_isolated_cpus_or_mixing_them_is_refused() 
     let plain = plan_for_kernel(&spec("5-7"), &facts, &KernelFacts { no_partition_cpus: vec![], ..kernel.clone() }, None);
     assert!(plain.all_admitted() && plain.kernel.unwrap().workloads[0].partition, "{:?}", plain.rejected);
 }
+
+/// Workloads that do not ask for isolcpus go to the housekeeping CPUs first: on the guest, a vBS
+/// reservation placed by worst fit on an empty isolated CPU could not even be admitted under
+/// SCHED_DEADLINE (the isolated CPUs share one root domain). Only when the housekeeping CPUs are
+/// full does a reservation land on an isolated CPU; one that asks for isolcpus goes there at once.
+#[test]
+fn the_housekeeping_cpus_are_filled_before_the_boot_isolated_ones() {
+    let (facts, _) = guest();
+    let text = "apiVersion: rtslice/v1\nnode: { cpus: 0-7, housekeeping: 0 }\nworkloads:\n\
+                - { name: a, demand: { reservation: { runtime: 80ms, period: 100ms, count: 1 } } }\n\
+                - { name: b, demand: { reservation: { runtime: 80ms, period: 100ms, count: 1 } } }\n\
+                - { name: c, demand: { reservation: { runtime: 80ms, period: 100ms, count: 1 } } }\n\
+                - { name: d, demand: { reservation: { runtime: 80ms, period: 100ms, count: 1 } } }\n\
+                - { name: iso, isolation: { isolcpus: true }, demand: { reservation: { runtime: 10ms, period: 100ms, count: 1 } } }\n";
+    let spec = rtslice_spec::parse(text, "t.yaml").unwrap();
+    let p = rtslice_plan::plan(&spec, &facts);
+    let cpus = |n: &str| p.workload(n).unwrap_or_else(|| panic!("{n}: {:?}", p.rejected)).cpus.clone();
+    let housekeeping = [1, 2, 3];
+    for n in ["a", "b", "c"] {
+        assert!(housekeeping.contains(&cpus(n)[0]), "{n} on a housekeeping CPU: {:?}", cpus(n));
+    }
+    assert!(cpus("d")[0] >= 4, "d: 1-3 are full (80 % each), so an isolated CPU: {:?}", cpus("d"));
+    assert!(cpus("iso")[0] >= 4, "iso asks for isolcpus: {:?}", cpus("iso"));
+}
