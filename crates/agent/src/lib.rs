@@ -115,15 +115,42 @@ impl Agent {
     pub fn load(dir: &StateDir) -> Result<Agent, AgentError> {
         let state = dir.load()?.ok_or_else(|| AgentError::NothingApplied(dir.path.clone()))?;
         let rec = state.record.ok_or_else(|| AgentError::NothingApplied(dir.path.clone()))?;
-        let mut workloads = Vec::new();
+        let mut agent = Agent::empty(rec.backend.clone());
+        agent.add(&rec)?;
+        Ok(agent)
+    }
+
+    /// An agent with no workloads yet: the node service adds each workload once it is deployed
+    /// ([`Agent::add`]) and takes it away before it is changed or removed ([`Agent::remove`]), so
+    /// the agent never works on a workload while the node does.
+    pub fn empty(backend: Backend) -> Agent {
+        Agent { backend, workloads: Vec::new(), seen: HashMap::new(), stats: AgentStats::default(), latencies: Vec::new() }
+    }
+
+    /// Keeps the workloads of `rec` in policy from now on (replacing any of the same name). Their
+    /// threads are handled at the next scan.
+    pub fn add(&mut self, rec: &rtslice_host::AppliedRecord) -> Result<(), AgentError> {
         for w in &rec.workloads {
+            self.remove(&w.name);
             let wide = rec.setup.workloads.iter().find(|s| s.name == w.name).filter(|s| s.wide_affinity).map(|_| w.cpus.clone());
             let rules = CompiledRules::new(&w.rules, wide).map_err(rtslice_host::HostError::Invalid)?;
             if !rules.is_empty() {
-                workloads.push(Workload { name: w.name.clone(), dir: w.group.cpuset.clone(), rules, oncpu: HashMap::new(), demand: HashMap::new() });
+                self.workloads.push(Workload { name: w.name.clone(), dir: w.group.cpuset.clone(), rules, oncpu: HashMap::new(), demand: HashMap::new() });
             }
         }
-        Ok(Agent { backend: rec.backend, workloads, seen: HashMap::new(), stats: AgentStats::default(), latencies: Vec::new() })
+        // Threads of a re-added workload are enforced again under its (possibly new) rules.
+        self.seen.clear();
+        Ok(())
+    }
+
+    /// Stops keeping workload `name` in policy (before the node changes or removes it).
+    pub fn remove(&mut self, name: &str) {
+        self.workloads.retain(|w| w.name != name);
+    }
+
+    /// The workloads kept in policy, by name.
+    pub fn workload_names(&self) -> Vec<String> {
+        self.workloads.iter().map(|w| w.name.clone()).collect()
     }
 
     /// Which workload a process belongs to (by its cgroup in the cpuset hierarchy).
@@ -333,7 +360,45 @@ pub fn run(dir: &StateDir, opts: &AgentOptions) -> Result<(), AgentError> {
         signal_hook::flag::register(sig, std::sync::Arc::clone(&STOP))
             .map_err(|source| AgentError::Io { path: PathBuf::from(format!("<signal {sig} handler>")), source })?;
     }
-    let mut agent = Agent::load(dir)?;
+    let agent = std::sync::Mutex::new(Agent::load(dir)?);
+    let stats_path = dir.path.join("agent.stats.json");
+    let ready = || {
+        write_atomic(&dir.path.join("agent.ready"), &std::process::id().to_string())?;
+        let a = agent.lock().unwrap_or_else(|p| p.into_inner());
+        println!("agent ready ({}), {} workload(s) with rules", a.stats.mode, a.workloads.len());
+        Ok(())
+    };
+    let mut last_stats = AgentStats::default();
+    drive(&agent, opts, &STOP, ready, |a| {
+        let s = a.stats();
+        if s != last_stats {
+            let _ = write_atomic(&stats_path, &serde_json::to_string_pretty(&s).unwrap_or_default());
+            last_stats = s;
+        }
+    })?;
+    let a = agent.lock().unwrap_or_else(|p| p.into_inner());
+    let _ = write_atomic(&stats_path, &serde_json::to_string_pretty(&a.stats()).unwrap_or_default());
+    let _ = std::fs::remove_file(dir.path.join("agent.ready"));
+    Ok(())
+}
+
+/// Runs an agent its owner shares — the node service adds and removes workloads through the same
+/// mutex between operations — until `stop` is set. The agent is locked only while it handles a
+/// batch of events or a scan, never while it waits for the kernel.
+pub fn run_shared(agent: &std::sync::Mutex<Agent>, opts: &AgentOptions, stop: &AtomicBool) -> Result<(), AgentError> {
+    drive(agent, opts, stop, || Ok(()), |_| {})
+}
+
+/// The agent's loop: the process connector's events (or polling), the demand pools every
+/// `demand_interval`, a full rescan and re-split every `rescan_interval` (then `on_rescan`).
+fn drive(
+    agent: &std::sync::Mutex<Agent>,
+    opts: &AgentOptions,
+    stop: &AtomicBool,
+    ready: impl FnOnce() -> Result<(), AgentError>,
+    mut on_rescan: impl FnMut(&Agent),
+) -> Result<(), AgentError> {
+    let lock = || agent.lock().unwrap_or_else(|p| p.into_inner());
     let connector = if opts.force_polling {
         None
     } else {
@@ -345,61 +410,57 @@ pub fn run(dir: &StateDir, opts: &AgentOptions) -> Result<(), AgentError> {
             }
         }
     };
-    agent.stats.pid = std::process::id();
-    agent.stats.mode = if connector.is_some() { "netlink".into() } else { "polling".into() };
-    agent.scan(false);
-    write_atomic(&dir.path.join("agent.ready"), &std::process::id().to_string())?;
-    println!("agent ready ({}), {} workload(s) with rules", agent.stats.mode, agent.workloads.len());
-    let stats_path = dir.path.join("agent.stats.json");
+    {
+        let mut a = lock();
+        a.stats.pid = std::process::id();
+        a.stats.mode = if connector.is_some() { "netlink".into() } else { "polling".into() };
+        a.scan(false);
+        // The demand baseline now, so the first re-split by demand comes one interval after start.
+        a.follow_demand();
+    }
+    ready()?;
     let mut last_rescan = Instant::now();
-    // The demand baseline now, so the first re-split by demand comes one interval after start.
-    agent.follow_demand();
     let mut last_demand = Instant::now();
-    let mut last_stats = AgentStats::default();
-    while !STOP.load(Ordering::SeqCst) {
+    while !stop.load(Ordering::SeqCst) {
         match &connector {
             Some(c) => match c.recv(Duration::from_millis(100)) {
                 Ok(events) => {
+                    let mut a = lock();
                     for ev in events {
-                        agent.stats.events += 1;
+                        a.stats.events += 1;
                         match ev {
-                            Event::Fork { child_pid, child_tgid, ts_ns, .. } => agent.handle(child_tgid, child_pid, None, Some(ts_ns)),
-                            Event::Exec { pid, tgid, ts_ns } => agent.handle(tgid, pid, None, Some(ts_ns)),
-                            Event::Comm { pid, tgid, comm, ts_ns } => agent.handle(tgid, pid, Some(comm), Some(ts_ns)),
+                            Event::Fork { child_pid, child_tgid, ts_ns, .. } => a.handle(child_tgid, child_pid, None, Some(ts_ns)),
+                            Event::Exec { pid, tgid, ts_ns } => a.handle(tgid, pid, None, Some(ts_ns)),
+                            Event::Comm { pid, tgid, comm, ts_ns } => a.handle(tgid, pid, Some(comm), Some(ts_ns)),
                         }
                     }
                 }
                 // ENOBUFS: the socket overran and events were lost.
-                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => agent.scan(true),
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => lock().scan(true),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     eprintln!("process connector: {e}");
                     std::thread::sleep(opts.poll_interval);
-                    agent.scan(true);
+                    lock().scan(true);
                 }
             },
             None => {
                 std::thread::sleep(opts.poll_interval);
-                agent.scan(true);
+                lock().scan(true);
             }
         }
         if last_demand.elapsed() >= opts.demand_interval {
-            agent.follow_demand();
+            lock().follow_demand();
             last_demand = Instant::now();
         }
         if last_rescan.elapsed() >= opts.rescan_interval {
-            agent.scan(true);
-            agent.rebalance();
+            let mut a = lock();
+            a.scan(true);
+            a.rebalance();
             last_rescan = Instant::now();
-            let s = agent.stats();
-            if s != last_stats {
-                let _ = write_atomic(&stats_path, &serde_json::to_string_pretty(&s).unwrap_or_default());
-                last_stats = s;
-            }
+            on_rescan(&a);
         }
     }
-    let _ = write_atomic(&stats_path, &serde_json::to_string_pretty(&agent.stats()).unwrap_or_default());
-    let _ = std::fs::remove_file(dir.path.join("agent.ready"));
     Ok(())
 }
 

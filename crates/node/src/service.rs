@@ -228,6 +228,11 @@ pub struct Service {
     /// The closed loop of each adapting workload (not persisted: a restarted daemon observes anew
     /// from the reservation in force).
     loops: HashMap<String, LoopRun>,
+    /// The thread-rule agent the daemon runs beside the service (`attach_agent`): threads a
+    /// workload creates after its deploy get their rules, demand pools follow demand. It is kept
+    /// off a workload while an operation changes it (`host_*`). None in-process (the CLI without a
+    /// daemon): rules then hold for the threads present at each operation.
+    agent: Option<std::sync::Arc<std::sync::Mutex<rtslice_agent::Agent>>>,
 }
 
 /// One adapting workload's loop: its state and the reading its current interval started at.
@@ -297,6 +302,7 @@ impl Service {
             containers,
             sizing,
             loops: HashMap::new(),
+            agent: None,
         };
         if opened.created {
             svc.event("started", None, format!("node base applied (mechanism {})", svc.host.base().mechanism));
@@ -654,7 +660,7 @@ impl Service {
                 }
                 self.loops.remove(name);
                 self.save()?;
-                match self.host.deploy(&setup) {
+                match self.host_deploy(&setup) {
                     Ok(rec) => {
                         let pids: Vec<String> = rec.pids.iter().map(|p| p.pid.to_string()).collect();
                         self.event("admitted", Some(name), format!("on CPUs [{}], {}", CpuList::from_cpus(plan.cpus.iter().copied()), describe(&plan)));
@@ -714,7 +720,7 @@ impl Service {
             return Err(NodeError::NotFound(format!("no workload named {name}")));
         };
         let running = self.desired.workloads[i].phase.holds();
-        let removed = if running { Some(self.host.remove(name)?) } else { None };
+        let removed = if running { Some(self.host_remove(name)?) } else { None };
         self.desired.workloads.remove(i);
         self.save()?;
         self.event("removed", Some(name), match &removed {
@@ -788,7 +794,7 @@ impl Service {
     /// The host's resize of an admitted change (rolled back whole there on failure), then the entry:
     /// a new generation, the CPUs and setup it now holds, and what `update` changes; saved.
     fn commit_resize(&mut self, name: &str, plan: &WorkloadPlan, setup: Setup, update: impl FnOnce(&mut Entry)) -> Result<()> {
-        match self.host.resize(&setup) {
+        match self.host_resize(&setup) {
             Ok(_) => {}
             Err(rtslice_host::HostError::Rejected(r)) => return Err(NodeError::Unfit(r)),
             Err(e) => return Err(e.into()),
@@ -945,7 +951,7 @@ impl Service {
         let deployed = self.host.names();
         for n in &deployed {
             if !self.desired.workloads.iter().any(|e| &e.workload.name == n && e.phase.holds()) {
-                self.host.remove(n)?;
+                self.host_remove(n)?;
                 self.event("recovered", Some(n), "deployed but not desired: removed".into());
             }
         }
@@ -960,7 +966,7 @@ impl Service {
             match self.host.record(&n)? {
                 Some(rec) => {
                     if let Some(s) = setup.filter(|s| s != &rec.setup) {
-                        match self.host.resize(&s) {
+                        match self.host_resize(&s) {
                             Ok(_) => self.event("recovered", Some(&n), "resized back to the desired reservation".into()),
                             Err(e) => self.event("failed", Some(&n), format!("cannot bring it to the desired reservation: {e}")),
                         }
@@ -1063,9 +1069,9 @@ impl Service {
         }
         let n = e.restarts;
         if self.host.record(name)?.is_some() {
-            self.host.remove(name)?;
+            self.host_remove(name)?;
         }
-        match self.host.deploy(&setup) {
+        match self.host_deploy(&setup) {
             Ok(rec) => {
                 let e = self.entry_mut(name);
                 e.phase = Phase::Running;
@@ -1201,8 +1207,75 @@ impl Service {
         })
     }
 
+    /// The cgroup backend the node drives (the agent finds workloads' threads through it).
+    pub fn backend(&self) -> rtslice_host::cgroup::Backend {
+        self.host.facts().backend.clone()
+    }
+
+    /// Hands every deployed workload to the daemon's thread-rule agent, which from now on follows
+    /// each operation (see the `agent` field).
+    pub fn attach_agent(&mut self, agent: std::sync::Arc<std::sync::Mutex<rtslice_agent::Agent>>) -> Result<()> {
+        {
+            let mut a = agent.lock().unwrap_or_else(|p| p.into_inner());
+            for rec in self.host.records()? {
+                a.add(&rec).map_err(|e| NodeError::State(format!("thread rules of {:?}: {e}", rec.workloads.iter().map(|w| &w.name).collect::<Vec<_>>())))?;
+            }
+        }
+        self.agent = Some(agent);
+        Ok(())
+    }
+
+    fn agent_forget(&self, name: &str) {
+        if let Some(a) = &self.agent {
+            a.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+        }
+    }
+
+    /// The agent follows `name` as the host now holds it (its record: cgroup and rules).
+    fn agent_follow(&mut self, name: &str) {
+        let Some(a) = self.agent.clone() else { return };
+        if let Ok(Some(rec)) = self.host.record(name) {
+            if let Err(e) = a.lock().unwrap_or_else(|p| p.into_inner()).add(&rec) {
+                self.event("failed", Some(name), format!("threads born later will not get their rules: {e}"));
+            }
+        }
+    }
+
+    fn host_deploy(&mut self, setup: &Setup) -> std::result::Result<rtslice_host::WorkloadRecord, rtslice_host::HostError> {
+        let r = self.host.deploy(setup);
+        if let Ok(rec) = &r {
+            let name = rec.name.clone();
+            self.agent_follow(&name);
+        }
+        r
+    }
+
+    fn host_remove(&mut self, name: &str) -> std::result::Result<rtslice_host::Removed, rtslice_host::HostError> {
+        self.agent_forget(name);
+        self.host.remove(name)
+    }
+
+    /// Resized (or rolled back to what it was): the agent follows it as it is afterwards.
+    fn host_resize(&mut self, setup: &Setup) -> std::result::Result<rtslice_host::WorkloadRecord, rtslice_host::HostError> {
+        let names: Vec<String> = setup.workloads.iter().map(|w| w.name.clone()).collect();
+        for n in &names {
+            self.agent_forget(n);
+        }
+        let r = self.host.resize(setup);
+        for n in &names {
+            self.agent_follow(n);
+        }
+        r
+    }
+
     /// Stops every workload and undoes the node (the daemon's `--reset-on-exit`, tests).
     pub fn reset(mut self) -> Result<()> {
+        if let Some(a) = &self.agent {
+            let mut a = a.lock().unwrap_or_else(|p| p.into_inner());
+            for n in a.workload_names() {
+                a.remove(&n);
+            }
+        }
         self.containers.release_all();
         self.host.reset()?;
         let _ = std::fs::remove_file(self.dir.join(DESIRED));

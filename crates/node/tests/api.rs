@@ -9,16 +9,28 @@ use std::time::Duration;
 
 use rtslice_testkit::{root_or_skip, KernelLock};
 
+/// cgroup v1 with RT groups (the development VM): the reservations are RT groups sharing the node's
+/// 95 %. cgroup v2 (the kernel matrix's guests): SCHED_DEADLINE, every workload on CPU 1 (one node
+/// partition; CPU 0 stays the system's), whose cap is the kernel's less the deadline servers'.
 fn usable() -> bool {
-    if rtslice_host::doctor::online_cpus().len() < 2 {
-        eprintln!("SKIPPED: needs 2 CPUs");
-        return false;
+    let online = rtslice_host::doctor::online_cpus().len();
+    let mechanisms = rtslice_host::doctor().mechanisms;
+    if is_v2() {
+        if online < 2 || !mechanisms.contains(&rtslice_host::Mechanism::Deadline) {
+            eprintln!("SKIPPED: on cgroup v2 the test needs 2 CPUs and SCHED_DEADLINE");
+            return false;
+        }
+        return true;
     }
-    if !rtslice_host::doctor().mechanisms.contains(&rtslice_host::Mechanism::RtGroup) {
-        eprintln!("SKIPPED: the test's capacities assume RT groups (cgroup v1 with RT_GROUP_SCHED)");
+    if online < 2 || !mechanisms.contains(&rtslice_host::Mechanism::RtGroup) {
+        eprintln!("SKIPPED: on cgroup v1 the test needs 2 CPUs and RT groups (RT_GROUP_SCHED)");
         return false;
     }
     true
+}
+
+fn is_v2() -> bool {
+    !rtslice_host::cgroup::CgroupLayout::detect().expect("mountinfo").backend().expect("a cpuset+cpu backend").is_v1()
 }
 
 fn marker() -> String {
@@ -30,8 +42,10 @@ fn name(n: &str) -> String {
 }
 
 fn workload_yaml(n: &str, runtime_ms: u64) -> String {
+    // v2: all on CPU 1, so that they share one partition and its cap, as they share the node's 95 % under RT groups.
+    let on = if is_v2() { "cpus: [1]" } else { "count: 1" };
     format!(
-        "  - name: {}\n    launch: {{ command: [sleep, \"{}\"] }}\n    demand: {{ reservation: {{ runtime: {runtime_ms}ms, period: 1s, count: 1 }} }}\n    threads:\n      - {{ match: \"^sleep$\", policy: fifo, priority: 10 }}\n",
+        "  - name: {}\n    launch: {{ command: [sleep, \"{}\"] }}\n    demand: {{ reservation: {{ runtime: {runtime_ms}ms, period: 1s, {on} }} }}\n    threads:\n      - {{ match: \"^sleep$\", policy: fifo, priority: 10 }}\n",
         name(n),
         marker()
     )
@@ -75,7 +89,7 @@ impl Daemon {
         let opts = rtslice_node::DaemonOptions {
             service: rtslice_node::ServiceOptions {
                 state_dir: state.into(),
-                node: Default::default(),
+                node: if is_v2() { rtslice_spec::Node { housekeeping: vec![0], ..Default::default() } } else { Default::default() },
                 mechanism: None,
                 grace: Duration::from_secs(2),
                 launch_env: Vec::new(),
@@ -170,16 +184,19 @@ fn the_api_end_to_end_over_the_unix_socket() {
     assert_eq!(code, 200);
     assert_eq!(doc, rtslice_node::openapi_document());
 
-    // Three fit (25% each: RT groups account 75% of the node's 95%).
+    // Three fit (25% each: RT groups account 75% of the node's 95%; SCHED_DEADLINE 75 % of CPU 1's
+    // 90-95 %).
     let (code, body) = curl(&socket, "POST", "/v1/workloads", Some(&spec(&[("a", 250), ("b", 250), ("c", 250)])));
     assert_eq!(code, 201, "{body}");
     let before: Vec<(Vec<i64>, String)> = ["a", "b", "c"].iter().map(|n| (pids_of(&socket, n), threads_of(&socket, n))).collect();
-    assert!(before.iter().all(|(p, t)| p.len() == 1 && t.contains("SCHED_FIFO")), "{before:?}");
+    let policy = if is_v2() { "SCHED_DEADLINE" } else { "SCHED_FIFO" };
+    assert!(before.iter().all(|(p, t)| p.len() == 1 && t.contains(policy)), "{before:?}");
     // A fourth of 30% does not: pending with the reason (202); the three are untouched.
     let (code, body) = curl(&socket, "POST", "/v1/workloads", Some(&spec(&[("d", 300)])));
     assert_eq!(code, 202, "{body}");
     assert_eq!(body["workloads"][0]["phase"], "pending");
-    assert!(body["workloads"][0]["reason"].as_str().unwrap().contains("105.0%"), "{body}");
+    let why = if is_v2() { "asks for 30% on CPUs 1" } else { "105.0%" };
+    assert!(body["workloads"][0]["reason"].as_str().unwrap().contains(why), "{body}");
     let again: Vec<(Vec<i64>, String)> = ["a", "b", "c"].iter().map(|n| (pids_of(&socket, n), threads_of(&socket, n))).collect();
     assert_eq!(before, again);
     // Same name again: 409. Spec errors: 400 with the located messages.
@@ -222,7 +239,11 @@ fn the_api_end_to_end_over_the_unix_socket() {
         String::from_utf8_lossy(&out.stdout).parse::<u16>().unwrap()
     };
     assert_eq!(put(format!("{{\"generation\": {generation}, \"runtime\": \"150ms\"}}")), 200);
-    assert_eq!(std::fs::read_to_string(format!("/sys/fs/cgroup/cpu/rtslice/{}/cpu.rt_runtime_us", name("b"))).unwrap().trim(), "150000");
+    if is_v2() {
+        assert!(threads_of(&socket, "b").contains("SCHED_DEADLINE 150000000/"), "{}", threads_of(&socket, "b"));
+    } else {
+        assert_eq!(std::fs::read_to_string(format!("/sys/fs/cgroup/cpu/rtslice/{}/cpu.rt_runtime_us", name("b"))).unwrap().trim(), "150000");
+    }
     assert_eq!(put(format!("{{\"generation\": {generation}, \"runtime\": \"100ms\"}}")), 409, "a stale generation");
     assert_eq!(put(format!("{{\"generation\": {}, \"runtme\": \"100ms\"}}", generation + 100)), 400, "an unknown field");
     let (_, b2) = curl(&socket, "GET", &format!("/v1/workloads/{}", name("b")), None);
@@ -244,7 +265,7 @@ fn the_api_end_to_end_over_the_unix_socket() {
     assert_eq!(tcp(Some("0123456789abcdef-test-token")), 200);
     let (code, inv) = curl(&socket, "GET", "/v1/node", None);
     assert_eq!(code, 200);
-    assert_eq!(inv["mechanism"], "rt_group");
+    assert_eq!(inv["mechanism"], if is_v2() { "deadline" } else { "rt_group" });
     assert_eq!(inv["workloads"]["running"], 3);
     let (_, ev) = curl(&socket, "GET", "/v1/events", None);
     let kinds: Vec<&str> = ev["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
@@ -266,7 +287,14 @@ fn the_api_end_to_end_over_the_unix_socket() {
     // --reset-on-exit: everything undone.
     daemon.stop();
     assert!(!state.path().join("node").exists());
-    assert!(!Path::new("/sys/fs/cgroup/cpu/rtslice").exists());
+    assert!(!Path::new("/sys/fs/cgroup/cpu/rtslice").exists() && !Path::new("/sys/fs/cgroup/rtslice.slice").exists());
+    let partitions: Vec<_> = std::fs::read_dir("/sys/fs/cgroup")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(rtslice_host::cgroup::V2_PARTITION_PREFIX))
+        .map(|e| e.path())
+        .collect();
+    assert!(partitions.is_empty(), "the node's partitions are gone: {partitions:?}");
     for p in running.iter().flatten() {
         let alive = std::fs::read_to_string(format!("/proc/{p}/stat")).map(|s| !s.contains(") Z")).unwrap_or(false);
         assert!(!alive, "pid {p} stopped by the reset");

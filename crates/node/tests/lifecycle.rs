@@ -503,3 +503,53 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// The daemon keeps its workloads in policy: a process the workload starts after its deploy (as vBS
+/// stacks start their real-time threads after start-up) gets its rule from the thread-rule agent
+/// folded into the daemon — SCHED_FIFO 10 under RT groups, the workload's SCHED_DEADLINE budget
+/// under SCHED_DEADLINE — within a second; after a resize, the new budget.
+#[test]
+fn threads_born_after_deploy_get_their_rules_from_the_daemon() {
+    root_or_skip!();
+    if !usable() {
+        return;
+    }
+    let _lock = KernelLock::acquire();
+    let state = tempfile::tempdir().unwrap();
+    let _cleanup = ResetOnDrop(state.path().into());
+    let daemon = Daemon::start(options(state.path()), &state.path().join("api.sock"));
+    // The launched shell matches no rule; the sleep it forks half a second later does.
+    let body = format!(
+        "apiVersion: rtslice/v1\nworkloads:\n  - name: {}\n    launch: {{ command: [sh, -c, \"sleep 0.5; sleep {} & wait\"] }}\n    demand: {{ reservation: {{ runtime: 200ms, period: 1s, count: 1 }} }}\n    threads:\n      - {{ match: \"^sleep$\", policy: fifo, priority: 10 }}\n",
+        name("late"),
+        marker()
+    );
+    let (code, r) = daemon.call("POST", "/v1/workloads", Some(body));
+    assert_eq!(code, 201, "{r}");
+    let (_, w) = daemon.call("GET", &format!("/v1/workloads/{}", name("late")), None);
+    let shell = w["pids"][0].as_i64().expect("the shell's pid") as i32;
+    let child = || -> Option<i32> {
+        let text = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).ok()?;
+        text.split_whitespace().filter_map(|p| p.parse::<i32>().ok()).find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.contains(&marker()))
+        })
+    };
+    assert!(wait_until(Duration::from_secs(10), || child().is_some()), "the shell started its sleep");
+    let pid = child().unwrap();
+    let want = |runtime_ns: u64| move |attr: &rtslice_host::sched::SchedAttr| match attr {
+        rtslice_host::sched::SchedAttr::Deadline { runtime_ns: r, .. } => is_v2() && *r == runtime_ns,
+        rtslice_host::sched::SchedAttr::Fifo { priority } => !is_v2() && *priority == 10,
+        _ => false,
+    };
+    let attr = || rtslice_host::sched::get_attr(pid).unwrap_or(rtslice_host::sched::SchedAttr::Idle);
+    assert!(wait_until(Duration::from_secs(3), || want(200_000_000)(&attr())), "born after deploy, under its rule: {:?}", attr());
+    assert_eq!(rtslice_host::sched::get_attr(shell).unwrap(), rtslice_host::sched::SchedAttr::Other { nice: 0 }, "the shell matches no rule");
+    // A resize: the daemon gives the late thread the new budget (RT groups: its group's).
+    let (_, w) = daemon.call("GET", &format!("/v1/workloads/{}", name("late")), None);
+    let resize = serde_json::json!({ "generation": w["generation"], "runtime": "300ms" }).to_string();
+    let r = rtslice_node::request_blocking(&daemon.socket, "PUT", &format!("/v1/workloads/{}", name("late")), Some(("application/json", resize.into_bytes()))).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(wait_until(Duration::from_secs(3), || want(300_000_000)(&attr())), "after the resize: {:?}", attr());
+    drop(daemon);
+    assert!(!state.path().join("node").exists(), "reset on exit");
+}
