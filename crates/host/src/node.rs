@@ -821,7 +821,8 @@ impl Node {
         };
         let undone = state.changes.len();
         let mut ctx = Undo { grace, ..Default::default() };
-        let errors = undo_all(&mut state.changes, 0, &mut ctx);
+        let mut errors = crate::txn::stop_launched_first(&mut state.changes, 0, &mut ctx);
+        errors.extend(undo_all(&mut state.changes, 0, &mut ctx));
         self.refresh_system();
         if !errors.is_empty() {
             seg.save(&state)?;

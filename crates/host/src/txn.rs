@@ -234,6 +234,29 @@ pub fn undo_all(changes: &mut Vec<Change>, from: usize, ctx: &mut Undo) -> Vec<S
     errors
 }
 
+/// Stops what `changes[from..]` launched (commands and containers, newest first) before anything
+/// else is undone, and drops those entries; the ones that could not be stopped stay. Used when a
+/// workload goes: its threads' policies then need no restore (undo skips threads that are gone),
+/// and restoring them while they run can be refused — a thread the agent ruled after the deploy
+/// and a resize later re-ruled is journaled with the agent's SCHED_DEADLINE budget as its "old"
+/// policy, which the budgets its siblings hold now may no longer leave room for (EBUSY).
+pub fn stop_launched_first(changes: &mut Vec<Change>, from: usize, ctx: &mut Undo) -> Vec<String> {
+    let mut errors = Vec::new();
+    let mut i = changes.len();
+    while i > from {
+        i -= 1;
+        if matches!(changes[i], Change::Launched { .. } | Change::Container { .. }) {
+            match undo(&changes[i], ctx) {
+                Ok(()) => {
+                    changes.remove(i);
+                }
+                Err(e) => errors.push(format!("{}: {e}", changes[i].describe())),
+            }
+        }
+    }
+    errors
+}
+
 /// Normalizes kernel spellings ("0-1" vs "0,1", trailing newline) for comparison.
 pub fn same_value(current: &str, wanted: &str) -> bool {
     let (c, w) = (current.trim(), wanted.trim());

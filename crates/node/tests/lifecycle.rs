@@ -409,20 +409,23 @@ fn restart_policies_with_backoff_and_the_event_log() {
     assert!(!daemon.events("done").iter().any(|e| e["kind"] == "restarted"));
     assert_eq!(steady(&daemon), steady0, "the others are not touched");
 
-    // Drift: someone changes steady behind the daemon's back — its RT group's runtime (v1), its
-    // thread's policy (v2, SCHED_DEADLINE: the budget is the thread's) — and the watcher logs it.
+    // Drift: someone changes a file of steady's group behind the daemon's back — its RT group's
+    // runtime (v1), its cpuset widened by CPU 0, which the partition it sits in does not hold, so
+    // its threads keep their CPUs (v2; a thread policy changed behind its back the daemon's agent
+    // puts right within half a second, and an empty cpuset is refused with ENOSPC) — and the
+    // watcher logs it.
     let (_, steady_w) = daemon.call("GET", &format!("/v1/workloads/{}", name("steady")), None);
-    let steady_pid = steady_w["pids"][0].as_i64().unwrap_or_else(|| panic!("steady runs: {steady_w}")) as i32;
-    let file = PathBuf::from(format!("/sys/fs/cgroup/cpu/rtslice/{}/cpu.rt_runtime_us", name("steady")));
-    if is_v2() {
-        rtslice_host::sched::set_attr(steady_pid, rtslice_host::sched::SchedAttr::Other { nice: 0 }).unwrap();
+    let (file, changed, back) = if is_v2() {
+        let dir = PathBuf::from(steady_w["cgroup"].as_str().unwrap_or_else(|| panic!("steady's cgroup: {steady_w}")));
+        let file = dir.join("cpuset.cpus");
+        let cpus = std::fs::read_to_string(&file).unwrap().trim().to_string();
+        (file, format!("0,{cpus}"), cpus)
     } else {
-        std::fs::write(&file, "90000").unwrap();
-    }
+        (PathBuf::from(format!("/sys/fs/cgroup/cpu/rtslice/{}/cpu.rt_runtime_us", name("steady"))), "90000".to_string(), "100000".to_string())
+    };
+    std::fs::write(&file, &changed).unwrap();
     assert!(wait_until(Duration::from_secs(15), || daemon.events("steady").iter().any(|e| e["kind"] == "drift")), "{:?} {steady_w}", daemon.events("steady"));
-    if !is_v2() {
-        std::fs::write(&file, "100000").unwrap();
-    }
+    std::fs::write(&file, &back).unwrap();
 
     // Removing the exited ones returns their reservation; an exited workload is listed as such.
     let (code, _) = daemon.call("DELETE", &format!("/v1/workloads/{}", name("never")), None);
