@@ -151,6 +151,7 @@ impl BpfTracer {
                 for t in tids {
                     skel.maps.filter_tids.update(&t.to_ne_bytes(), &[1], MapFlags::ANY).map_err(|e| e.to_string())?;
                 }
+                set_single_tgid(&skel)?;
             }
             // Run-time statistics of BPF programs (what kernel.bpf_stats_enabled=1 turns on), held
             // only as long as this fd: nothing global to restore afterwards.
@@ -185,7 +186,7 @@ impl BpfTracer {
                 .update(&t.to_ne_bytes(), &[1], MapFlags::ANY)
                 .map_err(|e| TraceError::Bpf(format!("add tgid {t} to the filter: {e}")))?;
         }
-        Ok(())
+        set_single_tgid(&self.skel).map_err(TraceError::Bpf)
     }
 
     /// Removes processes from the kernel filter (their threads' statistics stay until `forget`).
@@ -197,7 +198,7 @@ impl BpfTracer {
                 Err(e) => return Err(TraceError::Bpf(format!("remove tgid {t} from the filter: {e}"))),
             }
         }
-        Ok(())
+        set_single_tgid(&self.skel).map_err(TraceError::Bpf)
     }
 
     /// Starts following a cgroup (and its descendants) of a `Filter::CgroupSet` program.
@@ -342,4 +343,20 @@ mod tests {
         assert_eq!(h.log2_us.len(), crate::hist::LOG2_SLOTS);
         assert_eq!(h.fine.len(), crate::hist::FINE_SLOTS);
     }
+}
+
+/// Keeps the program's `single_tgid` fast path in step with the process filter: the one process's
+/// tgid when the filter holds exactly one (and no threads: `have_tids` is fixed at load), else 0
+/// (the program then looks the maps up).
+fn set_single_tgid(skel: &RtlatSkel<'_>) -> Result<(), String> {
+    let single_thread_free = !skel.maps.rodata_data.as_deref().is_some_and(|r| r.have_tids);
+    let keys: Vec<Vec<u8>> = skel.maps.filter_tgids.keys().take(2).collect();
+    let value: u32 = match keys.as_slice() {
+        [k] if single_thread_free => k.get(..4).and_then(|b| b.try_into().ok()).map(u32::from_ne_bytes).unwrap_or(0),
+        _ => 0,
+    };
+    skel.maps
+        .single_tgid
+        .update(&0u32.to_ne_bytes(), &value.to_ne_bytes(), MapFlags::ANY)
+        .map_err(|e| format!("set the single-process filter: {e}"))
 }

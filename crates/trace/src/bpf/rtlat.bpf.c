@@ -57,6 +57,18 @@ struct {
 	__type(value, __u8);
 } filter_tids SEC(".maps");
 
+/* FILTER_PIDS with exactly one process and no single threads (`rtslice trace --pid`, the overhead
+ * benchmark): its tgid, compared directly instead of looked up — two hash lookups are most of what a
+ * switch costs here (runqlat -p compares a constant too). 0: use the maps. User space keeps it as it
+ * adds and removes processes; an array map, so it can change while the program runs and its lookup
+ * is inlined. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} single_tgid SEC(".maps");
+
 /* FILTER_CGROUP_SET: cgroup ids (kernfs inode numbers) of the cg_ctrl hierarchy whose threads, and
  * their descendants', are traced. User space adds and removes entries while the program runs. */
 struct {
@@ -88,6 +100,12 @@ struct {
 	__type(value, struct tstats);
 } zero SEC(".maps");
 
+/* A field of a kernel object: a plain load in the tp_btf programs (their arguments are typed BTF
+ * pointers the verifier lets them read directly, relocated by CO-RE like every access to a
+ * vmlinux.h type: no helper call — the probe-read helpers were most of an event's cost), a CO-RE
+ * probe read in the raw_tp ones. `btf` is a constant in each program. */
+#define KREAD(btf, p, f) ((btf) ? (p)->f : BPF_CORE_READ(p, f))
+
 /* task_struct::state became __state in 5.14 (same fix as libbpf-tools' core_fixes.bpf.h). */
 struct task_struct___o {
 	volatile long int state;
@@ -97,13 +115,13 @@ struct task_struct___x {
 	unsigned int __state;
 } __attribute__((preserve_access_index));
 
-static __always_inline __s64 task_state(void *task)
+static __always_inline __s64 task_state(void *task, bool btf)
 {
 	struct task_struct___x *t = task;
 
 	if (bpf_core_field_exists(t->__state))
-		return BPF_CORE_READ(t, __state);
-	return BPF_CORE_READ((struct task_struct___o *)task, state);
+		return KREAD(btf, t, __state);
+	return KREAD(btf, (struct task_struct___o *)task, state);
 }
 
 static __always_inline __u64 log2_32(__u32 v)
@@ -149,13 +167,13 @@ static __always_inline int subsys_index(void)
 
 /* The id of the task's cgroup in the configured hierarchy, or of its nearest ancestor, that is the
  * target cgroup (FILTER_CGROUP) or in the set (FILTER_CGROUP_SET); 0 when none is. */
-static __always_inline __u64 in_cgroup(struct task_struct *t)
+static __always_inline __u64 in_cgroup(struct task_struct *t, bool btf)
 {
 	struct cgroup *cg;
 	__u64 id;
 
 	if (cg_ctrl == CG_V2) {
-		cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
+		cg = btf ? t->cgroups->dfl_cgrp : BPF_CORE_READ(t, cgroups, dfl_cgrp);
 	} else {
 		struct cgroup_subsys_state *css = NULL;
 		struct css_set *cs = BPF_CORE_READ(t, cgroups);
@@ -171,33 +189,39 @@ static __always_inline __u64 in_cgroup(struct task_struct *t)
 	for (int i = 0; i < MAX_CG_DEPTH; i++) {
 		if (!cg)
 			return 0;
-		id = BPF_CORE_READ(cg, kn, id);
+		id = btf ? cg->kn->id : BPF_CORE_READ(cg, kn, id);
 		if (filter_mode == FILTER_CGROUP_SET) {
 			if (bpf_map_lookup_elem(&filter_cgroups, &id))
 				return id;
 		} else if (id == cg_id) {
 			return id;
 		}
-		cg = BPF_CORE_READ(cg, self.parent, cgroup);
+		cg = btf ? (cg->self.parent ? cg->self.parent->cgroup : NULL) : BPF_CORE_READ(cg, self.parent, cgroup);
 	}
 	return 0;
 }
 
 /* Nonzero when the task is traced: for the cgroup filters the matching cgroup's id, else 1. */
-static __always_inline __u64 traced(struct task_struct *t)
+static __always_inline __u64 traced(struct task_struct *t, bool btf)
 {
 	if (filter_mode == FILTER_ALL)
 		return 1;
 	if (filter_mode == FILTER_PIDS) {
-		__u32 tgid = BPF_CORE_READ(t, tgid);
-		__u32 tid = BPF_CORE_READ(t, pid);
+		__u32 tgid = KREAD(btf, t, tgid);
+		__u32 zkey = 0, *one, tid;
 
+		if (have_tgids && !have_tids) {
+			one = bpf_map_lookup_elem(&single_tgid, &zkey);
+			if (one && *one)
+				return tgid == *one;
+		}
+		tid = KREAD(btf, t, pid);
 		return (have_tgids && bpf_map_lookup_elem(&filter_tgids, &tgid)) ||
 		       (have_tids && bpf_map_lookup_elem(&filter_tids, &tid));
 	}
 	if (filter_mode == FILTER_CGROUP_SET && !cgroup_set_size)
 		return 0;
-	return in_cgroup(t);
+	return in_cgroup(t, btf);
 }
 
 static __always_inline struct tstats *stats_of(struct task_struct *t, __u32 tid, __u64 cgroup)
@@ -233,7 +257,11 @@ static __always_inline struct tstats *stats_of(struct task_struct *t, __u32 tid,
 static __always_inline void record(struct tstats *st, __u32 kind, __u64 delta_ns)
 {
 	struct hist *h = &st->h[kind & 1];
-	__u64 slot = log2_64(delta_ns / 1000);
+	/* ⌊ns / 1000⌋ by a multiply and a shift, exact for every 32-bit value (0x10624DD3 = ⌈2^38 /
+	 * 1000⌉; checked over 2M random values and the edges): a 64-bit division is a noticeable part
+	 * of a switch's cost. Waits of 4.3 s and more divide. */
+	__u64 us = delta_ns < (1ULL << 32) ? (delta_ns * 0x10624DD3ULL) >> 38 : delta_ns / 1000;
+	__u64 slot = log2_64(us);
 	__u64 msb, idx;
 
 	if (slot >= LOG2_SLOTS)
@@ -258,14 +286,14 @@ static __always_inline void record(struct tstats *st, __u32 kind, __u64 delta_ns
 	h->fine[idx]++;
 }
 
-static __always_inline int on_wakeup(struct task_struct *p)
+static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 {
 	struct tstats *st;
-	__u64 key = traced(p);
+	__u64 key = traced(p, btf);
 
 	if (!key)
 		return 0;
-	st = stats_of(p, BPF_CORE_READ(p, pid), key);
+	st = stats_of(p, KREAD(btf, p, pid), key);
 	/* Only a task not already waiting starts a wait: a wake-up of a task still queued after a
 	 * preemption (ttwu_runnable) does not restart it. A task woken while running (it had not yet
 	 * blocked) gets a start that its next switch-out replaces or clears. */
@@ -323,16 +351,16 @@ static __always_inline void add_demand(__u64 from, __u64 to)
 		__sync_fetch_and_add(&demand_overflow_ns, s.to - s.from);
 }
 
-static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next)
+static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next, bool btf)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct tstats *st;
 	__u64 key;
 
-	key = traced(prev);
+	key = traced(prev, btf);
 	if (key) {
-		st = stats_of(prev, BPF_CORE_READ(prev, pid), key);
+		st = stats_of(prev, KREAD(btf, prev, pid), key);
 		if (st) {
 			if (st->oncpu_since) {
 				st->oncpu_ns += now - st->oncpu_since;
@@ -340,7 +368,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 				st->oncpu_since = 0;
 			}
 			/* Preempted (or blocked with a wake-up already pending): still on the run queue. */
-			if (preempt || task_state(prev) == TASK_RUNNING) {
+			if (preempt || task_state(prev, btf) == TASK_RUNNING) {
 				st->nivcsw++;
 				st->wait_kind = KIND_PREEMPT;
 				st->wait_since = now;
@@ -351,9 +379,9 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 		}
 	}
 
-	key = traced(next);
+	key = traced(next, btf);
 	if (key) {
-		st = stats_of(next, BPF_CORE_READ(next, pid), key);
+		st = stats_of(next, KREAD(btf, next, pid), key);
 		if (st) {
 			if (st->wait_since && now > st->wait_since)
 				record(st, st->wait_kind, now - st->wait_since);
@@ -376,37 +404,37 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(wakeup_btf, struct task_struct *p)
 {
-	return on_wakeup(p);
+	return on_wakeup(p, true);
 }
 
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(wakeup_new_btf, struct task_struct *p)
 {
-	return on_wakeup(p);
+	return on_wakeup(p, true);
 }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(preempt, prev, next);
+	return on_switch(preempt, prev, next, true);
 }
 
 SEC("raw_tp/sched_wakeup")
 int BPF_PROG(wakeup_raw, struct task_struct *p)
 {
-	return on_wakeup(p);
+	return on_wakeup(p, false);
 }
 
 SEC("raw_tp/sched_wakeup_new")
 int BPF_PROG(wakeup_new_raw, struct task_struct *p)
 {
-	return on_wakeup(p);
+	return on_wakeup(p, false);
 }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(preempt, prev, next);
+	return on_switch(preempt, prev, next, false);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
