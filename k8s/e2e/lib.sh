@@ -273,8 +273,11 @@ start_kubelet() {
   local ip=$1 cfg=$K8S_STATE/kubelet.yaml
   mkdir -p "$K8S_STATE/kubelet" "$K8S_STATE/pod-logs"
   # cgroupfs: this host's controllers are cgroup v1 and no systemd manages them. Eviction and image
-  # GC thresholds are near zero: the shared disk of the CI machine may be fuller than kubelet's
-  # defaults (15% free) allow, and a DiskPressure taint would keep every pod off the node.
+  # GC thresholds are near zero, in bytes: the CI machine's disk may be fuller than kubelet's defaults
+  # (15% free) allow — and than any percentage: a CI run had less than 1% of its 252 GB free after the
+  # builds, kubelet rejected every pod ("Evicted", phase Failed) right after placement, the extender
+  # rightly counted the failed pods as nothing, and kube-scheduler kept placing on the node (the fill
+  # scenario saw 30 pods placed; reproduced with fallocate). Under DiskPressure nothing here works.
   cat >"$cfg" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -293,7 +296,7 @@ authorization: {mode: AlwaysAllow}
 failSwapOn: false
 failCgroupV1: false
 podLogsDir: "$K8S_STATE/pod-logs"
-evictionHard: {memory.available: "50Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
+evictionHard: {memory.available: "50Mi", nodefs.available: "100Mi", imagefs.available: "100Mi", nodefs.inodesFree: "1%"}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 resolvConf: ""

@@ -76,6 +76,10 @@ scn_fill_diagnosis() {
 try: print(len(json.load(sys.stdin).get("pods", [])), "pod(s)")
 except Exception as e: print("unreadable:", e)')"
     done
+    # A pod that failed right after placement holds nothing in the extender's count (as it should),
+    # so its node looks free again: say how the placed pods ended and what the node reports.
+    echo "placed pods not Running/Pending: $(for p in "$@"; do ph=$(pod_phase "$p"); case $ph in Running|Pending) ;; *) printf '%s on %s: %s %s %s, ' "$p" "$(pod_node "$p")" "${ph:-gone}" "$(kc get pod "$p" -o jsonpath='{.status.reason}' 2>/dev/null)" "$(kc get pod "$p" -o jsonpath='{.status.message}' 2>/dev/null | cut -c1-160)";; esac; done | cut -c1-700)"
+    echo "conditions of $K8S_NODE that are True: $(kc get node "$K8S_NODE" -o jsonpath='{range .status.conditions[?(@.status=="True")]}{.type} {end}' 2>/dev/null); disk free: $(df -h --output=avail,pcent "$K8S_STATE" 2>/dev/null | tail -1)"
     echo "extender /healthz: $(curl -s --max-time 5 "http://127.0.0.1:$EXTENDER_PORT/healthz")"
     echo "extender alive: $(alive extender && echo yes || echo no); scheduler config: $(grep -c urlPrefix "$K8S_STATE/scheduler.yaml" 2>/dev/null) extender(s)"
   } >"$K8S_LOGS/fill-diagnosis.log" 2>&1
