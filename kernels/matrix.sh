@@ -265,6 +265,12 @@ for g in "${GUESTS[@]}" host; do
   # The three slowest tests: where a guest's time went.
   slow=$(sed -n 's/^\([a-zA-Z]*\) \([^ ]*\) .*\[\([0-9]*\)s\]$/\3 \2/p' "$res/results.txt" 2>/dev/null | sort -rn | head -3 | awk '{printf "%s%s %ss", (NR > 1 ? ", " : ""), $2, $1}')
   echo "kernels: $verdict $g ($what): ${ok:-0} ok, ${skipped:-0} skipped, ${ignored:-0} ignored, $nbad failed in $(cat "$res/seconds" 2>/dev/null || echo ?)s${bad:+ — failed: $bad}${why:+ — $why}$([ -f "$res/retried" ] && echo " — $(cat "$res/retried")")${slow:+ — slowest: $slow}"
+  # Each failure's own words (CI shows only the end of the output; the logs stay on that machine).
+  grep -E '^(FAILED|TIMEOUT) ' "$res/results.txt" 2>/dev/null | awk '{print $2}' | while read -r id; do
+    f="$res/logs/$(echo "$id" | tr -c 'A-Za-z0-9_.-' '_').log"
+    msg=$(grep -a -A2 'panicked at' "$f" 2>/dev/null | head -3 | tr '\n' ' ' | cut -c1-600)
+    echo "kernels:   $g $id: ${msg:-$(tail -n 3 "$f" 2>/dev/null | tr '\n' ' ' | cut -c1-400)}"
+  done
 done
 say "matrix wall time $(( $(date +%s) - T0 ))s; logs in $OUT/<guest>/"
 echo "kernels: $passed passed, $failed failed"
