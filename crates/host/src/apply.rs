@@ -86,6 +86,9 @@ pub fn apply_with_facts(setup: &Setup, opts: &ApplyOptions, facts: &HostFacts) -
                 return Err(rejected(format!("workload {}: {e}", w.name)));
             }
         }
+        if matches!(w.launch, Launch::Podman(_)) && crate::podman::find_podman().is_none() {
+            return Err(rejected(format!("workload {}: a podman launch needs podman, which is not installed (apt-get install podman)", w.name)));
+        }
         if let Launch::Attach { pids } = &w.launch {
             for pid in pids {
                 if ProcRef::of(*pid).is_none() {
@@ -273,6 +276,17 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
                 step(format!("start container {id}"), crate::oci::runc_start(runc, &root, &id))?;
                 launch::wait_for_exec(pid);
                 records[i].container = Some(id);
+                if let Some(r) = ProcRef::of(pid) {
+                    records[i].pids.push(r);
+                }
+            }
+            Launch::Podman(l) => {
+                let runc = ctx.runc.map(Path::to_path_buf).or_else(crate::oci::find_runc);
+                let (bin, name, pid) = step(format!("create podman container for {}", p.ws.name), launch::podman_create(txn, ctx.facts, p, l, runc.as_deref()))?;
+                step(format!("thread rules in podman container {name}"), rules_for_workload(txn, p, ctx))?;
+                step(format!("start podman container {name}"), crate::podman::start(&bin, &name))?;
+                launch::wait_for_exec(pid);
+                records[i].container = Some(name);
                 if let Some(r) = ProcRef::of(pid) {
                     records[i].pids.push(r);
                 }

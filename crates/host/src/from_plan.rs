@@ -10,7 +10,7 @@ use crate::apply::{apply_setup, Applied, ApplyOptions};
 use crate::cpus::CpuList;
 use crate::error::{HostError, Result};
 use crate::sched::SchedAttr;
-use crate::setup::{Cfs, DeviceSetup, IrqRule, Launch, NetRule, OciLaunch, Setup, ThreadRule, WorkloadSetup};
+use crate::setup::{Cfs, DeviceSetup, IrqRule, Launch, NetRule, OciLaunch, PodmanLaunch, Setup, ThreadRule, WorkloadSetup};
 
 /// OCI choices the spec does not carry (per apply run).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -108,6 +108,9 @@ pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<Setup> {
                 seccomp: oci.seccomp,
                 id: None,
             }),
+            Some(SpecLaunch::Podman { image, args, options }) => {
+                Launch::Podman(PodmanLaunch { image: image.clone(), args: args.clone(), options: options.clone(), name: None })
+            }
             Some(SpecLaunch::Pid { pid }) => Launch::Attach { pids: vec![*pid as i32] },
             Some(SpecLaunch::Cgroup { path }) => Launch::Attach { pids: pids_of_cgroup(path)? },
         };

@@ -54,6 +54,9 @@ pub enum Change {
     },
     /// An OCI container started through runc.
     Container { id: String, runc_root: PathBuf, runc: PathBuf },
+    /// A podman container, journaled before `podman create`; undo stops and removes it (a
+    /// container that was never created, or is gone, is fine).
+    Podman { name: String, podman: PathBuf },
     /// The agent keeping late threads in policy.
     Agent { proc: ProcRef },
     /// A resctrl control group was created (`mkdir` under the resctrl root); undo removes it, and
@@ -65,6 +68,12 @@ pub enum Change {
 }
 
 impl Change {
+    /// A workload's running processes: stopped first when a workload goes, kept by
+    /// `reset --keep-workloads`.
+    pub fn is_a_launch(&self) -> bool {
+        matches!(self, Change::Launched { .. } | Change::Container { .. } | Change::Podman { .. })
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Change::Wrote { path, old, new } => format!("{} {old:?} -> {new:?}", path.display()),
@@ -77,6 +86,7 @@ impl Change {
             Change::Mounted { target } => format!("mounted {}", target.display()),
             Change::Launched { proc, what, .. } => format!("launched {what} (pid {})", proc.pid),
             Change::Container { id, .. } => format!("runc container {id}"),
+            Change::Podman { name, .. } => format!("podman container {name}"),
             Change::Agent { proc } => format!("agent pid {}", proc.pid),
             Change::ResctrlGroup { path } => format!("created resctrl group {}", path.display()),
             Change::ResctrlTask { thread, to, .. } => format!("moved thread {} into {}", thread.pid, to.display()),

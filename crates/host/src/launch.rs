@@ -218,6 +218,26 @@ pub(crate) fn oci_create(
     Ok((pid, runc_root))
 }
 
+/// A podman container created and initialised, its init process moved into the workload's groups
+/// (started later, after its thread rules are in place). Returns podman's path, the container's
+/// name and the init pid.
+pub(crate) fn podman_create(
+    txn: &mut Txn,
+    facts: &HostFacts,
+    p: &Prepared,
+    l: &crate::setup::PodmanLaunch,
+    runc: Option<&Path>,
+) -> Result<(PathBuf, String, i32)> {
+    let bin = crate::podman::find_podman().ok_or_else(|| HostError::Launch {
+        what: format!("workload {}", p.ws.name),
+        reason: "podman is not installed (apt-get install podman)".into(),
+    })?;
+    let name = crate::podman::container_name(&p.ws.name, l);
+    let pid = crate::podman::create(txn, &bin, &name, l, runc)?;
+    attach(txn, pid, facts, p)?;
+    Ok((bin, name, pid))
+}
+
 /// After `runc start` the init process execs the container's program; rules match its new name, so
 /// wait (briefly) until it no longer runs as runc's init.
 pub(crate) fn wait_for_exec(pid: i32) {

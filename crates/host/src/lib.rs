@@ -6,7 +6,8 @@
 //! - `from_plan`: `Plan` → [`Setup`] (what to write), with the [`OciDefaults`] a spec does not carry.
 //! - `prepare`: pure validation against [`HostFacts`] and the choice of [`Mechanism`].
 //! - `ops`: pure generation of the cgroup directories and writes.
-//! - `launch`: commands, attached processes, OCI containers (runc) and the agent.
+//! - `launch`: commands, attached processes, OCI containers (runc), podman containers ([`podman`])
+//!   and the agent.
 //! - `apply`: the transaction steps; `txn` and `journal`: the journal of replaced values.
 //! - `node`: the node service's host side — a base applied once, then one journal segment per
 //!   workload, deployed, resized and removed one at a time ([`Node`]).
@@ -33,6 +34,7 @@ mod launch;
 mod node;
 pub mod oci;
 mod ops;
+pub mod podman;
 mod prepare;
 mod record;
 mod reset;
@@ -59,6 +61,6 @@ pub use record::{AppliedRecord, Mechanism, WorkloadRecord};
 pub use reset::{reset, ResetOptions, ResetReport};
 pub use rtslice_plan::Reservation;
 pub use sched::SchedAttr;
-pub use setup::{Cfs, DeviceSetup, IrqRule, Launch, NetRule, OciLaunch, Setup, ThreadRule, WorkloadSetup};
+pub use setup::{Cfs, DeviceSetup, IrqRule, Launch, NetRule, OciLaunch, PodmanLaunch, Setup, ThreadRule, WorkloadSetup};
 pub use status::{status, Status};
 pub use txn::Fault;

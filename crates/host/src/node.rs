@@ -452,6 +452,9 @@ impl Node {
                     rejected("an OCI launch needs runc, which is not installed (apt-get install runc)")
                 })?))
             }
+            Launch::Podman(_) if crate::podman::find_podman().is_none() => {
+                Err(rejected(format!("workload {}: a podman launch needs podman, which is not installed (apt-get install podman)", ws.name)))
+            }
             Launch::Attach { pids } => {
                 for pid in pids {
                     if ProcRef::of(*pid).is_none() {
@@ -648,6 +651,16 @@ impl Node {
                 step(format!("start container {id}"), crate::oci::runc_start(runc, &root, &id))?;
                 launch::wait_for_exec(pid);
                 rec.container = Some(id);
+                rec.pids.extend(ProcRef::of(pid));
+            }
+            Launch::Podman(l) => {
+                let runc = self.opts.runc.clone().or_else(crate::oci::find_runc);
+                let (bin, cname, pid) = launch::podman_create(txn, &self.facts, p, l, runc.as_deref())
+                    .map_err(|e| (format!("create podman container for {name}"), e))?;
+                step(format!("thread rules in podman container {cname}"), crate::apply::workload_rules(txn, p))?;
+                step(format!("start podman container {cname}"), crate::podman::start(&bin, &cname))?;
+                launch::wait_for_exec(pid);
+                rec.container = Some(cname);
                 rec.pids.extend(ProcRef::of(pid));
             }
         }

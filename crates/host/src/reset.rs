@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{HostError, Result};
-use crate::journal::{Change, StateDir};
+use crate::journal::StateDir;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ResetOptions {
@@ -112,9 +112,9 @@ fn reset_journal(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
         });
     }
     let total = state.changes.len();
-    let stopped = state.changes.iter().filter(|c| matches!(c, Change::Launched { .. } | Change::Container { .. })).count();
+    let stopped = state.changes.iter().filter(|c| c.is_a_launch()).count();
     if opts.keep_workloads {
-        state.changes.retain(|c| !matches!(c, Change::Launched { .. } | Change::Container { .. }));
+        state.changes.retain(|c| !c.is_a_launch());
     }
     let kept = total - state.changes.len();
     let mut ctx = crate::txn::Undo { grace: opts.grace, ..Default::default() };

@@ -126,6 +126,8 @@ pub enum Launch {
     Command { argv: Vec<String>, env: Vec<(String, String)>, cwd: Option<PathBuf> },
     /// An OCI bundle started through runc; rtslice writes its config.json.
     Oci(OciLaunch),
+    /// A container image run by podman, its processes in the workload's CPU groups (`podman`).
+    Podman(PodmanLaunch),
     /// Existing processes moved into the workload's cgroups (all their threads follow).
     Attach { pids: Vec<i32> },
 }
@@ -141,6 +143,18 @@ pub struct OciLaunch {
     pub seccomp: bool,
     /// Container id; default `rtslice-<workload>`.
     pub id: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PodmanLaunch {
+    /// Any image reference podman takes (`oci:DIR`, `docker-archive:FILE`, a local name).
+    pub image: String,
+    /// Replace the image's command (the entrypoint stays).
+    pub args: Vec<String>,
+    /// More `podman create` options, passed as given (before rtslice's defaults, which they override).
+    pub options: Vec<String>,
+    /// Container name; default `rtslice-<workload>`.
+    pub name: Option<String>,
 }
 
 /// IRQs whose action names (last column of /proc/interrupts) match `action` (a regex, unanchored) go to `cpus`.

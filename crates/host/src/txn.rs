@@ -245,7 +245,7 @@ pub fn stop_launched_first(changes: &mut Vec<Change>, from: usize, ctx: &mut Und
     let mut i = changes.len();
     while i > from {
         i -= 1;
-        if matches!(changes[i], Change::Launched { .. } | Change::Container { .. }) {
+        if changes[i].is_a_launch() {
             match undo(&changes[i], ctx) {
                 Ok(()) => {
                     changes.remove(i);
@@ -370,6 +370,7 @@ pub fn undo(change: &Change, ctx: &mut Undo) -> Result<()> {
             survivors("the agent", &r.left)
         }
         Change::Container { id, runc_root, runc } => crate::oci::runc_stop(runc, runc_root, id, ctx.grace),
+        Change::Podman { name, podman } => crate::podman::stop(podman, name, ctx.grace),
         Change::ResctrlGroup { path } => crate::resctrl::remove_group(path),
         Change::ResctrlTask { thread, from, to } => {
             // Back to the default group happens by itself: removing `to`'s group (journaled before

@@ -244,3 +244,138 @@ fn a_docker_save_archive_runs_under_a_reservation() {
     std::fs::write(&archive, b.into_inner().unwrap()).unwrap();
     run_and_check(&format!("udocker-{}", std::process::id()), &archive, check_image);
 }
+
+/// Podman as the launcher (issue 18): a locally built OCI image layout (`oci:DIR`, no registry) run
+/// by real podman under an RT-group reservation. Its init process is in the workload's cpuset and
+/// cpu groups (the reservation's budget) before the program runs, the thread rule applies, what the
+/// image and the user's podman options set survive, `podman ps` shows it; reset stops and removes
+/// the container and leaves rtslice's groups and the host as before.
+#[test]
+fn podman_runs_a_local_image_under_the_reservation() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let Some(podman) = rtslice_host::podman::find_podman() else {
+        eprintln!("SKIPPED: podman not installed (make deps installs it)");
+        return;
+    };
+    if rtslice_host::doctor::online_cpus().len() < 2 || !rtslice_host::doctor().mechanisms.contains(&Mechanism::RtGroup) {
+        eprintln!("SKIPPED: needs 2 CPUs and RT group scheduling (cgroup v1)");
+        return;
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let Some(rootfs) = busybox_rootfs(scratch.path()) else { return };
+    let (layers, config) = image_parts(&rootfs);
+    // podman names an `oci:DIR` image after DIR (localhost/DIR): lowercase components that start
+    // with a letter or digit, so not a tempdir's `.tmpXyZ`.
+    let layout = tempfile::Builder::new().prefix("rtslice-podman-").rand_bytes(0).suffix(&std::process::id().to_string()).tempdir_in("/tmp").unwrap();
+    write_layout(layout.path(), &layers, &config);
+    // This test's images (an earlier run's too: the image id is its config's digest, the same each
+    // run, with other layer digests) are removed before and after, even on panic.
+    // Podman's cgroup parents (libpod_parent in every v1 hierarchy) appear with its first container
+    // and stay; in the cpuset hierarchy that sibling holds every CPU, and the kernel then refuses
+    // rtslice's exclusive partitions (cpu_exclusive: EINVAL; docs/host.md). The test removes them
+    // again when it made them, even on panic (with its images).
+    struct Images(PathBuf, bool);
+    impl Images {
+        fn remove(&self) {
+            let out = std::process::Command::new(&self.0)
+                .args(["images", "--format", "{{.ID}}", "--filter", "reference=localhost/tmp/rtslice-podman-*"])
+                .output()
+                .unwrap();
+            for id in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = std::process::Command::new(&self.0).args(["rmi", "--force", id]).output();
+            }
+        }
+    }
+    impl Drop for Images {
+        fn drop(&mut self) {
+            self.remove();
+            if self.1 {
+                for h in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+                    let top = h.path().join("libpod_parent");
+                    if top.is_dir() {
+                        let mut dirs: Vec<PathBuf> = walk_dirs(&top);
+                        dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+                        for d in dirs {
+                            let _ = std::fs::remove_dir(&d);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    fn walk_dirs(d: &Path) -> Vec<PathBuf> {
+        let mut v = vec![d.to_path_buf()];
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                v.extend(walk_dirs(&e.path()));
+            }
+        }
+        v
+    }
+    let images = Images(podman.clone(), !Path::new("/sys/fs/cgroup/cpuset/libpod_parent").exists());
+    images.remove();
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::write(shared.path().join("marker"), "from the host").unwrap();
+    let name = format!("upodman-{}", std::process::id());
+    let podman_cmd = |args: &[&str]| {
+        let out = std::process::Command::new(&podman).args(args).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    // Podman's own cgroup parents (libpod_parent in every hierarchy) appear with its first
+    // container and stay: podman's footprint, not rtslice's. Made before the snapshot.
+    podman_cmd(&["--cgroup-manager", "cgroupfs", "run", "--rm", "--network", "host", "--runtime", "runc", "--ulimit", "nproc=1024:1024", "--ulimit", "nofile=1024:1024", &format!("oci:{}", layout.path().display()), "true"]);
+    let before = snapshot();
+    let mut s = setup(&name, layout.path());
+    s.workloads[0].launch = Launch::Podman(rtslice_host::PodmanLaunch {
+        image: format!("oci:{}", layout.path().display()),
+        args: vec![],
+        options: vec!["--env".into(), "USER_SETTING=kept".into(), "--volume".into(), format!("{}:/data:ro", shared.path().display())],
+        name: None,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ApplyOptions { mechanism: Some(Mechanism::RtGroup), state_dir: StateDir::new(dir.path()), ..ApplyOptions::default() };
+    let applied = apply_setup(&s, &opts).expect("apply");
+    let cleanup = ResetOnDrop::new(dir.path());
+    let cname = applied.workloads[0].container.clone().expect("a container name");
+    assert_eq!(cname, format!("rtslice-{name}"));
+    let pid = applied.workloads[0].pids[0].pid;
+    let cg = read(format!("/proc/{pid}/cgroup"));
+    let in_group = |cg: &str, ctrl: &str| {
+        cg.lines().any(|l| {
+            let f: Vec<&str> = l.splitn(3, ':').collect();
+            f.len() == 3 && f[1].split(',').any(|c| c == ctrl) && f[2] == format!("/rtslice/{name}")
+        })
+    };
+    assert!(in_group(&cg, "cpuset") && in_group(&cg, "cpu"), "{cg}");
+    // Podman keeps the container's other groups (devices, pids, memory: the limits given to podman).
+    assert!(cg.lines().any(|l| l.contains(":devices:/libpod_parent/")), "{cg}");
+    assert_eq!(read(format!("/sys/fs/cgroup/cpu/rtslice/{name}/cpu.rt_runtime_us")), "20000");
+    assert_eq!(read(format!("/proc/{pid}/status")).lines().find(|l| l.starts_with("Cpus_allowed_list:")).unwrap().split_whitespace().last(), Some("1"));
+    assert_eq!(rtslice_host::sched::get_attr(pid).unwrap(), SchedAttr::Fifo { priority: 10 });
+    // What the image set and what the user's options added.
+    check_image(pid);
+    assert!(environ(pid).contains(&"USER_SETTING=kept".to_string()), "{:?}", environ(pid));
+    assert_eq!(read(format!("/proc/{pid}/root/data/marker")), "from the host", "the user's volume");
+    // A process the container's program forks later (its `sleep 1`) is born in the workload's groups.
+    let t0 = std::time::Instant::now();
+    let child = loop {
+        let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        if let Some(k) = kids.split_whitespace().next() {
+            break k.to_string();
+        }
+        assert!(t0.elapsed() < std::time::Duration::from_secs(3), "the container's shell forked nothing in 3 s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let ccg = std::fs::read_to_string(format!("/proc/{child}/cgroup")).unwrap_or_default();
+    assert!(ccg.is_empty() || (in_group(&ccg, "cpuset") && in_group(&ccg, "cpu")), "child {child}: {ccg}");
+    assert_eq!(podman_cmd(&["inspect", "--format", "{{.State.Status}}", &cname]), "running");
+    let status = rtslice_host::status(&StateDir::new(dir.path())).expect("status");
+    assert!(status.drift.is_empty(), "{:?}", status.drift);
+    assert_eq!(status.workloads[0].container.as_deref(), Some(cname.as_str()));
+    assert!(status.workloads[0].pids.contains(&pid), "{:?}", status.workloads[0].pids);
+    drop(cleanup);
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "the container's init is gone");
+    assert_eq!(podman_cmd(&["ps", "-a", "--filter", &format!("name={cname}"), "--format", "{{.Names}}"]), "", "the container is removed");
+    assert_same(&before, &snapshot());
+}

@@ -666,6 +666,19 @@ pub enum Launch {
         #[serde(rename = "oci")]
         bundle: String,
     },
+    /// Run a container image with podman (any reference podman takes: a name in its local storage,
+    /// `oci:DIR`, `oci-archive:FILE`, `docker-archive:FILE`); rtslice places its processes in the
+    /// workload's CPU groups before its program starts. docs/spec.md "launch".
+    Podman {
+        #[serde(rename = "podman")]
+        image: String,
+        /// Replace the image's command (its entrypoint stays), as `podman run IMAGE ARGS...` does.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        args: Vec<String>,
+        /// More `podman create` options (volumes, environment, devices...), passed as given.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        options: Vec<String>,
+    },
     /// Adopt a running process (all its threads).
     Pid { pid: u32 },
     /// Adopt every process of an existing cgroup (path under the cgroup mount or absolute).

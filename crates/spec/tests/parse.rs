@@ -252,6 +252,10 @@ fn impossible_values() {
         ("  - name: w\n    launch: { command: [] }\n", "the command is empty"),
         ("  - name: w\n    launch: { pid: 3, cgroup: /x }\n", "exclude each other"),
         ("  - name: w\n    launch: { oci: /b, env: { A: b } }\n", "applies to `command` only"),
+        ("  - name: w\n    launch: { command: [x], args: [y] }\n", "`args` applies to `podman` only"),
+        ("  - name: w\n    launch: { podman: \"\" }\n", "an empty image reference"),
+        ("  - name: w\n    launch: { podman: img, options: --rm }\n", "expected a list of strings"),
+        ("  - name: w\n    launch: { podman: img, oci: /b }\n", "exclude each other"),
         ("  - name: w\n    isolation: { shield: true }\n", "not best-effort"),
         ("  - name: w\n    hints: { runtime: 1ms }\n", "has no `flavor`"),
         ("  - name: w\n    memory: lots\n", "not a number"),
@@ -482,4 +486,14 @@ workloads:
     has(&e, "workloads[0].devices[4].pci: missing; give the device's PCI address");
     has(&e, "workloads[0].devices[5].bar: unknown field");
     has(&e, "16:22 workloads[1].devices[0].pci: 0000:3b:02.1 is already passed to workloads[0]; a device serves one workload");
+}
+
+#[test]
+fn a_podman_launch_with_its_arguments_and_options() {
+    let text = "apiVersion: rtslice/v1\nworkloads:\n  - name: du\n    launch:\n      podman: oci:/srv/images/vbs\n      args: [--profile, oai-lte]\n      options: [--env, A=b]\n    restart: {policy: on-failure}\n";
+    let s = rtslice_spec::parse(text, "t.yaml").unwrap();
+    assert_eq!(
+        s.workloads[0].launch,
+        Some(Launch::Podman { image: "oci:/srv/images/vbs".into(), args: vec!["--profile".into(), "oai-lte".into()], options: vec!["--env".into(), "A=b".into()] })
+    );
 }

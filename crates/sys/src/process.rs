@@ -54,6 +54,25 @@ pub fn group_exists(pgid: u32) -> bool {
     pid(pgid).is_ok_and(|p| rustix::process::test_kill_process_group(p).is_ok())
 }
 
+/// This process's (soft, hard) limits on open files and on processes, as `--ulimit` values for a
+/// container runtime: a container given limits above the caller's hard limits fails to start where
+/// the caller lacks CAP_SYS_RESOURCE (podman's defaults are 1,048,576 files and 4,194,304 processes).
+/// `None` for unlimited. The process limit is capped at the kernel's `pid_max`: podman's conmon
+/// runs with that as its hard limit (measured: 32,768 here, and any container asking more than its
+/// monitor's limit fails with EPERM).
+pub fn file_and_process_limits() -> [(Option<u64>, Option<u64>); 2] {
+    let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max").ok().and_then(|s| s.trim().parse::<u64>().ok());
+    [rustix::process::Resource::Nofile, rustix::process::Resource::Nproc].map(|r| {
+        let l = rustix::process::getrlimit(r);
+        let cap = |v: Option<u64>| match (r, v, pid_max) {
+            (rustix::process::Resource::Nproc, Some(v), Some(m)) => Some(v.min(m)),
+            (rustix::process::Resource::Nproc, None, m) => m,
+            _ => v,
+        };
+        (cap(l.current), cap(l.maximum))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

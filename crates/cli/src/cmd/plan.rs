@@ -250,6 +250,7 @@ pub fn render(plan: &Plan) -> String {
             let how = match l {
                 Launch::Command { command, .. } => format!("run {}", command.join(" ")),
                 Launch::Oci { bundle } => format!("runc bundle {bundle}"),
+                Launch::Podman { image, .. } => format!("podman image {image}"),
                 Launch::Pid { pid } => format!("attach pid {pid}"),
                 Launch::Cgroup { path } => format!("attach cgroup {path}"),
             };

@@ -207,9 +207,9 @@ pub(super) fn workload(
     if let Some(v) = f.get("restart") {
         let p = join(path, "restart");
         if let Some(r) = restart(cx, v, &p) {
-            let launched = matches!(w.launch, Some(Launch::Command { .. }) | Some(Launch::Oci { .. }));
+            let launched = matches!(w.launch, Some(Launch::Command { .. }) | Some(Launch::Oci { .. }) | Some(Launch::Podman { .. }));
             if r.policy != RestartPolicy::Never && !launched {
-                cx.err(v, &p, "only a workload rtslice launches (`launch: command` or `oci`) can be restarted; use `never`");
+                cx.err(v, &p, "only a workload rtslice launches (`launch: command`, `oci` or `podman`) can be restarted; use `never`");
             }
             w.restart = r;
         }
@@ -404,11 +404,11 @@ pub(super) fn slot_field(cx: &mut Reader, n: &yaml::Node, path: &str, count: Opt
 }
 
 fn launch(cx: &mut Reader, n: &yaml::Node, path: &str) -> Option<Launch> {
-    let f = cx.fields(n, path, &["command", "env", "cwd", "oci", "pid", "cgroup"])?;
-    let kinds: Vec<&str> = ["command", "oci", "pid", "cgroup"].into_iter().filter(|k| f.has(k)).collect();
+    let f = cx.fields(n, path, &["command", "env", "cwd", "oci", "podman", "args", "options", "pid", "cgroup"])?;
+    let kinds: Vec<&str> = ["command", "oci", "podman", "pid", "cgroup"].into_iter().filter(|k| f.has(k)).collect();
     if kinds.len() != 1 {
         let reason = if kinds.is_empty() {
-            "say how to start the workload: `command`, `oci` (bundle dir), `pid` or `cgroup`".to_string()
+            "say how to start the workload: `command`, `oci` (bundle dir or image), `podman` (image), `pid` or `cgroup`".to_string()
         } else {
             format!("`{}` exclude each other; choose one", kinds.join("`, `"))
         };
@@ -419,6 +419,13 @@ fn launch(cx: &mut Reader, n: &yaml::Node, path: &str) -> Option<Launch> {
         for k in ["env", "cwd"] {
             if let Some(v) = f.get(k) {
                 cx.err(v, &join(path, k), format!("`{k}` applies to `command` only"));
+            }
+        }
+    }
+    if kinds[0] != "podman" {
+        for k in ["args", "options"] {
+            if let Some(v) = f.get(k) {
+                cx.err(v, &join(path, k), format!("`{k}` applies to `podman` only"));
             }
         }
     }
@@ -460,6 +467,26 @@ fn launch(cx: &mut Reader, n: &yaml::Node, path: &str) -> Option<Launch> {
             Some(Launch::Command { command: argv, env, cwd })
         }
         "oci" => cx.string(f.get("oci").unwrap(), &join(path, "oci")).map(|bundle| Launch::Oci { bundle }),
+        "podman" => {
+            let image = cx.string(f.get("podman").unwrap(), &join(path, "podman"))?;
+            if image.trim().is_empty() {
+                cx.err(f.get("podman").unwrap(), &join(path, "podman"), "an empty image reference; name an image (e.g. `oci:/srv/images/vbs`)");
+                return None;
+            }
+            let mut list = |k: &str| -> Vec<String> {
+                let Some(v) = f.get(k) else { return Vec::new() };
+                let p = join(path, k);
+                match &v.val {
+                    Val::Seq(items) => items.iter().enumerate().filter_map(|(i, a)| cx.string(a, &index(&p, i))).collect(),
+                    _ => {
+                        cx.err(v, &p, format!("expected a list of strings, found {}", v.kind()));
+                        Vec::new()
+                    }
+                }
+            };
+            let (args, options) = (list("args"), list("options"));
+            Some(Launch::Podman { image, args, options })
+        }
         "pid" => cx.int(f.get("pid").unwrap(), &join(path, "pid"), 1, i32::MAX as i64).map(|p| Launch::Pid { pid: p as u32 }),
         _ => cx.string(f.get("cgroup").unwrap(), &join(path, "cgroup")).map(|path| Launch::Cgroup { path }),
     }
