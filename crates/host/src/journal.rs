@@ -170,14 +170,21 @@ impl StateDir {
             .write(true)
             .open(self.path.join("lock"))
             .map_err(|e| self.state_err(format!("cannot open its lock file: {e}")))?;
-        match rtslice_sys::lock::try_lock_exclusive(&file) {
-            Ok(true) => {}
-            Ok(false) => {
-                return Err(self.state_err("another rtslice apply/reset is running on this state directory; wait for it"))
+        // A lock just released can stay held for a moment: flock belongs to the open file
+        // description, and a child another thread forks between our open and its exec holds a copy
+        // until the exec closes it (a CI run saw `reset` refused right after `apply` returned, in a
+        // test binary whose other threads spawn processes). Holders that stay are refused after 1 s.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        loop {
+            match rtslice_sys::lock::try_lock_exclusive(&file) {
+                Ok(true) => return Ok(StateLock { _file: file }),
+                Ok(false) if std::time::Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(10)),
+                Ok(false) => {
+                    return Err(self.state_err("another rtslice apply/reset is running on this state directory; wait for it"))
+                }
+                Err(e) => return Err(self.state_err(format!("cannot lock {}: {e}", self.path.join("lock").display()))),
             }
-            Err(e) => return Err(self.state_err(format!("cannot lock {}: {e}", self.path.join("lock").display()))),
         }
-        Ok(StateLock { _file: file })
     }
 
     /// Loads the state; `Ok(None)` when there is none. A corrupt file, another program's file, or a
