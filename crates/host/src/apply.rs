@@ -86,8 +86,8 @@ pub fn apply_with_facts(setup: &Setup, opts: &ApplyOptions, facts: &HostFacts) -
                 return Err(rejected(format!("workload {}: {e}", w.name)));
             }
         }
-        if matches!(w.launch, Launch::Podman(_)) && crate::podman::find_podman().is_none() {
-            return Err(rejected(format!("workload {}: a podman launch needs podman, which is not installed (apt-get install podman)", w.name)));
+        if matches!(w.launch, Launch::Podman(_)) {
+            crate::podman::require(&w.name)?;
         }
         if let Launch::Attach { pids } = &w.launch {
             for pid in pids {

@@ -228,10 +228,7 @@ pub(crate) fn podman_create(
     l: &crate::setup::PodmanLaunch,
     runc: Option<&Path>,
 ) -> Result<(PathBuf, String, i32)> {
-    let bin = crate::podman::find_podman().ok_or_else(|| HostError::Launch {
-        what: format!("workload {}", p.ws.name),
-        reason: "podman is not installed (apt-get install podman)".into(),
-    })?;
+    let bin = crate::podman::require(&p.ws.name)?;
     let name = crate::podman::container_name(&p.ws.name, l);
     let pid = crate::podman::create(txn, &bin, &name, l, runc)?;
     attach(txn, pid, facts, p)?;

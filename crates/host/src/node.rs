@@ -452,9 +452,7 @@ impl Node {
                     rejected("an OCI launch needs runc, which is not installed (apt-get install runc)")
                 })?))
             }
-            Launch::Podman(_) if crate::podman::find_podman().is_none() => {
-                Err(rejected(format!("workload {}: a podman launch needs podman, which is not installed (apt-get install podman)", ws.name)))
-            }
+            Launch::Podman(_) => crate::podman::require(&ws.name).map(|_| None),
             Launch::Attach { pids } => {
                 for pid in pids {
                     if ProcRef::of(*pid).is_none() {

@@ -26,6 +26,13 @@ pub fn find_podman() -> Option<PathBuf> {
     crate::oci::find_in_path("podman")
 }
 
+/// podman, or the refusal every podman launch gives before anything is applied.
+pub(crate) fn require(workload: &str) -> Result<PathBuf> {
+    find_podman().ok_or_else(|| {
+        crate::prepare::rejected(format!("workload {workload}: a podman launch needs podman, which is not installed (apt-get install podman)"))
+    })
+}
+
 /// The container's name: `rtslice-<workload>` unless the launch names one.
 pub fn container_name(workload: &str, l: &PodmanLaunch) -> String {
     l.name.clone().unwrap_or_else(|| format!("rtslice-{workload}"))

@@ -18,11 +18,17 @@ fn runc_or_skip() -> Option<PathBuf> {
         eprintln!("SKIPPED: runc not installed (make deps installs it)");
         return None;
     };
-    if rtslice_host::doctor::online_cpus().len() < 2 || !rtslice_host::doctor().mechanisms.contains(&Mechanism::RtGroup) {
+    rt_groups_or_skip().then_some(runc)
+}
+
+/// Whether this host has the two CPUs and the RT group scheduling (cgroup v1) the container tests'
+/// reservation needs; says why not.
+fn rt_groups_or_skip() -> bool {
+    let ok = rtslice_host::doctor::online_cpus().len() >= 2 && rtslice_host::doctor().mechanisms.contains(&Mechanism::RtGroup);
+    if !ok {
         eprintln!("SKIPPED: needs 2 CPUs and RT group scheduling (cgroup v1)");
-        return None;
     }
-    Some(runc)
+    ok
 }
 
 fn setup(name: &str, source: &Path) -> Setup {
@@ -258,8 +264,7 @@ fn podman_runs_a_local_image_under_the_reservation() {
         eprintln!("SKIPPED: podman not installed (make deps installs it)");
         return;
     };
-    if rtslice_host::doctor::online_cpus().len() < 2 || !rtslice_host::doctor().mechanisms.contains(&Mechanism::RtGroup) {
-        eprintln!("SKIPPED: needs 2 CPUs and RT group scheduling (cgroup v1)");
+    if !rt_groups_or_skip() {
         return;
     }
     let scratch = tempfile::tempdir().unwrap();

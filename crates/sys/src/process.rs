@@ -61,16 +61,15 @@ pub fn group_exists(pgid: u32) -> bool {
 /// runs with that as its hard limit (measured: 32,768 here, and any container asking more than its
 /// monitor's limit fails with EPERM).
 pub fn file_and_process_limits() -> [(Option<u64>, Option<u64>); 2] {
+    use rustix::process::{getrlimit, Resource};
     let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max").ok().and_then(|s| s.trim().parse::<u64>().ok());
-    [rustix::process::Resource::Nofile, rustix::process::Resource::Nproc].map(|r| {
-        let l = rustix::process::getrlimit(r);
-        let cap = |v: Option<u64>| match (r, v, pid_max) {
-            (rustix::process::Resource::Nproc, Some(v), Some(m)) => Some(v.min(m)),
-            (rustix::process::Resource::Nproc, None, m) => m,
-            _ => v,
-        };
-        (cap(l.current), cap(l.maximum))
-    })
+    let cap = |v: Option<u64>| match (v, pid_max) {
+        (Some(v), Some(m)) => Some(v.min(m)),
+        (None, m) => m,
+        (v, None) => v,
+    };
+    let (files, procs) = (getrlimit(Resource::Nofile), getrlimit(Resource::Nproc));
+    [(files.current, files.maximum), (cap(procs.current), cap(procs.maximum))]
 }
 
 #[cfg(test)]
