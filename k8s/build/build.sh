@@ -37,15 +37,23 @@ build_go() {
   [ -f "$dir/.complete" ] && return 0
   rm -rf "$dir"; mkdir -p "$dir/bin"
   log="$dir/build.log"
+  # A build cache and module cache of the build's own, deleted once the binaries are in place: a
+  # complete directory is never built again, and Kubernetes' caches (~4.5 GB) were dead weight on
+  # CI's shared disk, which a run filled.
+  local gocache="$dir.gocache" gomodcache="$dir.gomodcache"
   for pkg in "$@"; do
     bin=$(basename "$pkg")
     say "building $bin $version (log: $log)"
     t0=$(date +%s)
-    (cd "$mod" && CGO_ENABLED=0 timeout "$TIMEOUT" go build -trimpath -ldflags "-s -w $ldflags" -o "$dir/bin/$bin" "$pkg") >>"$log" 2>&1 \
+    (cd "$mod" && GOCACHE="$gocache" GOMODCACHE="$gomodcache" CGO_ENABLED=0 timeout "$TIMEOUT" \
+      go build -trimpath -ldflags "-s -w $ldflags" -o "$dir/bin/$bin" "$pkg") >>"$log" 2>&1 \
       || die "go build $pkg failed or timed out after ${TIMEOUT}s (see $log)"
     say "built $bin in $(( $(date +%s) - t0 ))s"
   done
   touch "$dir/.complete"
+  # The module cache is read-only by design: go clean removes it.
+  GOMODCACHE="$gomodcache" go clean -modcache >/dev/null 2>&1 || true
+  rm -rf "$gocache" "$gomodcache"
 }
 
 # containerd first: minutes, where kube-apiserver alone takes ~4.5.
