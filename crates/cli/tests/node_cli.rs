@@ -410,11 +410,19 @@ fn three_emulated_vbs_a_fourth_added_one_resized_one_removed_the_others_unaffect
         assert!(std::time::Instant::now() < deadline, "the daemon did not start");
         std::thread::sleep(Duration::from_millis(20));
     }
+    // The daemon's own threads (API, telemetry, agent) stay on the housekeeping CPU, off CPU 1.
+    for tid in rtslice_sys::procfs::tasks(child.id()) {
+        assert_eq!(rtslice_sys::sched::get_affinity(tid as i32).unwrap(), vec![0], "daemon thread {tid} runs on housekeeping CPU 0 only");
+    }
     let ok = |o: Output| assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     ok(rtslice(&socket, &["deploy", "-"], Some(&format!("apiVersion: rtslice/v1\nworkloads:\n{}{}{}", vbs("du1"), vbs("du2"), vbs("du3")))));
     for n in ["du1", "du2", "du3"] {
         let cpus = std::fs::read_to_string(format!("/sys/fs/cgroup/cpuset/rtslice/{}/cpuset.cpus", full(n))).unwrap();
         assert_eq!(cpus.trim(), "1", "{n} shares CPU 1 (CPU 0 is housekeeping)");
+        // Spawned by a daemon confined to CPU 0, the vBS still runs where its cpuset says.
+        let pid = std::fs::read_to_string(format!("/sys/fs/cgroup/cpuset/rtslice/{}/cgroup.procs", full(n))).unwrap();
+        let pid: i32 = pid.lines().next().and_then(|l| l.trim().parse().ok()).expect("the vBS runs");
+        assert_eq!(rtslice_sys::sched::get_affinity(pid).unwrap(), vec![1], "{n}'s process runs on its cpuset's CPU 1");
     }
     // The emulators calibrate for a few seconds, then report once a second.
     let t0 = std::time::Instant::now();

@@ -82,6 +82,17 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
 
 /// Runs the daemon until `stop` completes (tests; `run` stops on signals).
 pub async fn run_until(opts: DaemonOptions, stop: impl std::future::Future<Output = ()>) -> Result<()> {
+    // The daemon is part of "the OS" the node's housekeeping CPUs are for, from before it answers
+    // its first request: its API, telemetry and agent threads ran on the reserved CPUs too, where
+    // (no kernel preemption) each system call holds the CPU under the workloads placed there.
+    let housekeeping = &opts.service.node.housekeeping;
+    if !housekeeping.is_empty() {
+        let cpus = rtslice_host::CpuList::from_cpus(housekeeping.iter().copied());
+        match rtslice_sys::sched::confine_process(housekeeping) {
+            Ok(()) => tracing::info!(cpus = %cpus, "the daemon's threads run on the housekeeping CPUs"),
+            Err(e) => tracing::warn!(cpus = %cpus, "cannot keep the daemon on the housekeeping CPUs: {e}; it runs wherever the kernel puts it"),
+        }
+    }
     let token = match (&opts.listen, &opts.token_file) {
         (Some(_), Some(f)) => Some(Arc::new(read_token(f)?)),
         (Some(addr), None) => {

@@ -192,11 +192,23 @@ pub fn spawn_in_session(cmd: &mut Command, join_procs: &[PathBuf]) -> io::Result
         .iter()
         .map(|p| CString::new(p.as_os_str().as_encoded_bytes()).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e)))
         .collect::<io::Result<_>>()?;
+    // A confined parent (a daemon kept on housekeeping CPUs) hands its children the affinity it had
+    // before, as if they had inherited it; the cgroups joined below narrow it further (a cpuset).
+    let affinity = crate::sched::spawn_affinity().map(|cpus| {
+        let mut set = rustix::thread::CpuSet::new();
+        for &c in cpus.iter().filter(|&&c| (c as usize) < rustix::thread::CpuSet::MAX_CPU) {
+            set.set(c as usize);
+        }
+        set
+    });
     // SAFETY: the closure runs between fork and exec in the child; it only makes raw system calls
-    // (setsid, open, write, close through rustix's direct syscalls), which are async-signal-safe, and
-    // allocates nothing (the CStrings were built before the fork).
+    // (sched_setaffinity, setsid, open, write, close through rustix's direct syscalls), which are
+    // async-signal-safe, and allocates nothing (the CStrings and the CPU set were built before the fork).
     unsafe {
         cmd.pre_exec(move || {
+            if let Some(set) = &affinity {
+                rustix::thread::sched_setaffinity(None, set)?;
+            }
             rustix::process::setsid()?;
             for f in &files {
                 let fd = rustix::fs::open(f.as_c_str(), rustix::fs::OFlags::WRONLY, rustix::fs::Mode::empty())?;

@@ -244,6 +244,47 @@ pub fn set_affinity(tid: i32, cpus: impl IntoIterator<Item = u32>) -> io::Result
     rustix::thread::sched_setaffinity(pid_arg(tid)?, &set).map_err(io::Error::from)
 }
 
+/// The affinity processes spawned with [`crate::proc_ref::spawn_in_session`] get after
+/// [`confine_process`]: this process's own from before, which they would otherwise have inherited.
+static SPAWN_AFFINITY: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
+
+/// Confines every thread of this process, and so every thread they create later, to `cpus`: a
+/// service's own work (its API, telemetry, thread-rule agent) stays on the housekeeping CPUs and off
+/// the CPUs it reserves for others, where, under a kernel without preemption, its system calls hold
+/// the CPU under what runs there. What it spawns afterwards through
+/// [`crate::proc_ref::spawn_in_session`] gets the process's earlier affinity back.
+pub fn confine_process(cpus: &[u32]) -> io::Result<()> {
+    let before = get_affinity(0)?;
+    let _ = SPAWN_AFFINITY.set(before);
+    let mut want = cpus.to_vec();
+    want.sort_unstable();
+    want.dedup();
+    // A thread created while this runs inherits its creator's affinity, which may not be confined
+    // yet: passes repeat until one finds every thread confined.
+    for _ in 0..16 {
+        let mut changed = false;
+        for tid in crate::procfs::tasks(std::process::id()) {
+            let tid = tid as i32;
+            if get_affinity(tid).is_ok_and(|a| a != want) {
+                match set_affinity(tid, want.iter().copied()) {
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                    Err(e) => return Err(e),
+                    Ok(()) => changed = true,
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The affinity spawned processes get back (see [`confine_process`]); `None` before it ran.
+pub fn spawn_affinity() -> Option<&'static [u32]> {
+    SPAWN_AFFINITY.get().map(Vec::as_slice)
+}
+
 /// A thread's CPU affinity (`sched_getaffinity`), ascending CPU ids. `tid` 0 means the calling thread.
 pub fn get_affinity(tid: i32) -> io::Result<Vec<u32>> {
     let set = rustix::thread::sched_getaffinity(pid_arg(tid)?)?;

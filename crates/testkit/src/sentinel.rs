@@ -1,14 +1,17 @@
 //! Whether a CPU was there at all: a `SCHED_FIFO 99` thread pinned to each watched CPU, outside
-//! rtslice's cgroups, wakes every 500 µs and records each wake-up more than 1 ms late (when, how
-//! late, on which CPU).
+//! rtslice's cgroups, wakes every 500 µs, does a fixed ~10 µs of arithmetic, and records each span
+//! in which its wake-ups came more than 1 ms late or that work ran several times slower than
+//! calibrated (when, how long, on which CPU).
 //!
 //! On the development and CI machines (a Firecracker guest, preemption "none", memory the host
-//! backs on first touch) a vCPU now and then stalls for milliseconds under every task on it. A stall
-//! that the highest priority on the CPU suffers too is the host's: no reservation and no priority
-//! protects a workload from it, so a timing test may excuse the deadline misses such stalls explain
-//! — and only those. Anything the scheduler does to a workload (budgets, cpusets, policies, another
-//! real-time thread) leaves this thread alone, so it never excuses a miss the system under test
-//! caused.
+//! backs on first touch) a vCPU now and then stalls for milliseconds under every task on it, and
+//! sometimes runs on at a fraction of its speed for ~10 ms after such a stall (traced here: the
+//! vBS threads' 5-30 µs hand-offs took 0.3-1.1 ms each while this thread's wake-ups were under 2 ms
+//! late) — which a wake-up latency alone does not show. A stall or slowdown that the highest
+//! priority suffers too is the host's: no reservation and no priority protects a workload from it,
+//! so a timing test may excuse the deadline misses such spans explain — and only those. Anything
+//! the scheduler does to a workload (budgets, cpusets, policies, another real-time thread) leaves
+//! this thread alone, so it never excuses a miss the system under test caused.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,16 +20,25 @@ use std::thread::JoinHandle;
 /// The sentinel's period: short enough that a stall of 1 ms cannot fall between two wake-ups
 /// unseen, long enough to cost nothing measurable (2,000 wake-ups a second per CPU).
 const PERIOD_NS: u64 = 500_000;
-/// A wake-up this late is a stall (the scheduler's own latency at FIFO 99 is tens of µs here).
+/// A wake-up this late is a stall (the scheduler's own latency at FIFO 99 is tens of µs here), and
+/// a span of slowed work this long is one too.
 const STALL_NS: u64 = 1_000_000;
+/// The fixed work each wake-up does, as calibrated on an undisturbed run.
+const PROBE_NS: u64 = 10_000;
+/// The work ran this many times slower than calibrated (and by at least [`SLOW_MIN_NS`]): the CPU
+/// was not all there. An interrupt handled meanwhile stretches one sample by tens of µs; only spans
+/// of consecutive slow samples longer than [`STALL_NS`] count.
+const SLOW_FACTOR: u64 = 4;
+const SLOW_MIN_NS: u64 = 20_000;
 
-/// One wake-up of a sentinel more than 1 ms late.
+/// A span of more than 1 ms in which a sentinel's wake-ups came late or its work ran slowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stall {
     pub cpu: u32,
-    /// CLOCK_MONOTONIC time of the wake-up that was due, in ns.
+    /// CLOCK_MONOTONIC time of the first wake-up of the span that was due, in ns.
     pub due_ns: u64,
-    /// How late it came, in ns.
+    /// How long the span lasted, in ns: from that due time to the end of its last late or slow
+    /// wake-up's work (for a single late wake-up, how late it came).
     pub late_ns: u64,
 }
 
@@ -73,19 +85,26 @@ impl Sentinel {
                 if !ok {
                     return;
                 }
+                let (rounds, calibrated) = calibrate();
+                let push = |stall: Option<(u64, u64)>| {
+                    if let Some((from, to)) = stall {
+                        st.lock().unwrap_or_else(|p| p.into_inner()).push(Stall { cpu, due_ns: from, late_ns: to - from });
+                    }
+                };
+                let mut spans = Spans { calibrated_ns: calibrated, open: None };
                 let mut next = rtslice_sys::time::monotonic_ns();
                 while !s.load(Ordering::Relaxed) {
                     next += PERIOD_NS;
                     rtslice_sys::time::sleep_until_ns(next);
-                    let now = rtslice_sys::time::monotonic_ns();
-                    let late = now.saturating_sub(next);
-                    if late > STALL_NS {
-                        st.lock().unwrap_or_else(|p| p.into_inner()).push(Stall { cpu, due_ns: next, late_ns: late });
-                    }
-                    if late > PERIOD_NS {
-                        next = now;
+                    let woke = rtslice_sys::time::monotonic_ns();
+                    probe(rounds);
+                    let done = rtslice_sys::time::monotonic_ns();
+                    push(spans.wake_up(next, woke, done));
+                    if done.saturating_sub(next) > PERIOD_NS {
+                        next = done;
                     }
                 }
+                push(spans.close());
             }));
             if let Some(why) = rx.recv().unwrap_or_else(|_| Err(format!("the sentinel thread of CPU {cpu} died"))).err() {
                 failed.push(why);
@@ -110,6 +129,65 @@ impl Sentinel {
             explained_misses: inside.iter().map(|s| 2 * s.late_ns.div_ceil(tti_ns.max(1)) + in_flight).sum(),
         }
     }
+}
+
+/// Joins consecutive late or slow wake-ups into spans; a span ends at the first wake-up that is
+/// neither, and is a stall when it lasted more than [`STALL_NS`].
+struct Spans {
+    calibrated_ns: u64,
+    /// (due time of the span's first wake-up, end of its last late or slow one's work).
+    open: Option<(u64, u64)>,
+}
+
+impl Spans {
+    /// One wake-up: due at `due`, woke at `woke`, its work done at `done` (ns). Returns the stall
+    /// (from, to) it ended, if any.
+    fn wake_up(&mut self, due: u64, woke: u64, done: u64) -> Option<(u64, u64)> {
+        let late = woke.saturating_sub(due);
+        let work = done.saturating_sub(woke);
+        let slow = work > SLOW_FACTOR * self.calibrated_ns && work - self.calibrated_ns > SLOW_MIN_NS;
+        if late > STALL_NS || slow {
+            self.open = Some((self.open.map_or(due, |(from, _)| from), done));
+            None
+        } else {
+            self.close()
+        }
+    }
+
+    /// Ends the open span (at the end of a run too).
+    fn close(&mut self) -> Option<(u64, u64)> {
+        self.open.take().filter(|(from, to)| to.saturating_sub(*from) > STALL_NS)
+    }
+}
+
+/// The fixed work: `rounds` steps of an xorshift the optimiser cannot remove.
+fn probe(rounds: u64) {
+    let mut x = std::hint::black_box(0x9e37_79b9_7f4a_7c15u64);
+    for _ in 0..rounds {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    std::hint::black_box(x);
+}
+
+/// How many probe rounds take about [`PROBE_NS`] here, and how long they take: the fastest of 50
+/// runs (at FIFO 99 only interrupts and the host can slow a run, and the fastest had neither).
+fn calibrate() -> (u64, u64) {
+    let time = |rounds: u64| {
+        (0..50)
+            .map(|_| {
+                let t = rtslice_sys::time::monotonic_ns();
+                probe(rounds);
+                rtslice_sys::time::monotonic_ns().saturating_sub(t)
+            })
+            .min()
+            .unwrap_or(0)
+            .max(1)
+    };
+    let per_1000 = time(1000);
+    let rounds = (PROBE_NS * 1000 / per_1000).max(1);
+    (rounds, time(rounds))
 }
 
 impl Drop for Sentinel {
@@ -139,5 +217,42 @@ mod tests {
         // 2·⌈1.5⌉ + 3 and 2·4 + 3.
         assert_eq!(w.explained_misses, 7 + 11);
         assert_eq!(s.between(31, 40, 1_000_000, 3), Stalls::default());
+    }
+
+    #[test]
+    fn late_and_slowed_wake_ups_join_into_spans() {
+        const MS: u64 = 1_000_000;
+        let mut sp = Spans { calibrated_ns: 10_000, open: None };
+        // On time, calibrated work: nothing.
+        assert_eq!(sp.wake_up(0, 20_000, 30_000), None);
+        // One interrupt stretching one sample (60 µs of work): slow, but a span of 0.08 ms is no stall.
+        assert_eq!(sp.wake_up(MS / 2, MS / 2 + 20_000, MS / 2 + 80_000), None);
+        assert_eq!(sp.wake_up(MS, MS + 20_000, MS + 30_000), None);
+        // A 1.9 ms late wake-up, then four samples whose work took 0.5 ms (50x), then a normal one:
+        // one stall from the first due time to the end of the last slow work.
+        let due = 10 * MS;
+        assert_eq!(sp.wake_up(due, due + 1_900_000, due + 1_910_000), None);
+        let mut t = due + 2 * MS;
+        for _ in 0..4 {
+            assert_eq!(sp.wake_up(t, t + 10_000, t + 510_000), None);
+            t += MS / 2 + 10_000;
+        }
+        let end = t - MS / 2 - 10_000 + 510_000;
+        assert_eq!(sp.wake_up(t, t + 10_000, t + 20_000), Some((due, end)));
+        // Work 3x slower only (under the factor of 4): not slow.
+        assert_eq!(sp.wake_up(t + MS, t + MS + 10_000, t + MS + 40_000), None);
+        assert_eq!(sp.close(), None);
+        // A single wake-up 1.2 ms late is a stall of its lateness plus its work.
+        assert_eq!(sp.wake_up(50 * MS, 51 * MS + 200_000, 51 * MS + 210_000), None);
+        assert_eq!(sp.close(), Some((50 * MS, 51 * MS + 210_000)));
+    }
+
+    #[test]
+    fn calibration_finds_about_ten_microseconds_of_work() {
+        let (rounds, ns) = calibrate();
+        assert!(rounds >= 1);
+        // The fastest of 50 runs, scaled from 1000 rounds: within a factor of 3 of the target here
+        // (it is the fastest run of a noisy VM, not a benchmark).
+        assert!((PROBE_NS / 3..=PROBE_NS * 3).contains(&ns), "{rounds} rounds took {ns} ns");
     }
 }
