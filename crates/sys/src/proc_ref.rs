@@ -194,13 +194,7 @@ pub fn spawn_in_session(cmd: &mut Command, join_procs: &[PathBuf]) -> io::Result
         .collect::<io::Result<_>>()?;
     // A confined parent (a daemon kept on housekeeping CPUs) hands its children the affinity it had
     // before, as if they had inherited it; the cgroups joined below narrow it further (a cpuset).
-    let affinity = crate::sched::spawn_affinity().map(|cpus| {
-        let mut set = rustix::thread::CpuSet::new();
-        for &c in cpus.iter().filter(|&&c| (c as usize) < rustix::thread::CpuSet::MAX_CPU) {
-            set.set(c as usize);
-        }
-        set
-    });
+    let affinity = crate::sched::spawn_affinity().map(|cpus| crate::sched::cpu_set(cpus.iter().copied()));
     // SAFETY: the closure runs between fork and exec in the child; it only makes raw system calls
     // (sched_setaffinity, setsid, open, write, close through rustix's direct syscalls), which are
     // async-signal-safe, and allocates nothing (the CStrings and the CPU set were built before the fork).

@@ -235,13 +235,18 @@ fn pid_arg(tid: i32) -> io::Result<Option<rustix::process::Pid>> {
 /// threads it creates afterwards). CPUs beyond the kernel's CPU_SETSIZE are left out (no such CPU can
 /// be online); a set left empty is the kernel's EINVAL.
 pub fn set_affinity(tid: i32, cpus: impl IntoIterator<Item = u32>) -> io::Result<()> {
+    rustix::thread::sched_setaffinity(pid_arg(tid)?, &cpu_set(cpus)).map_err(io::Error::from)
+}
+
+/// `cpus` as the kernel's CPU set, leaving out CPUs beyond CPU_SETSIZE (see [`set_affinity`]).
+pub(crate) fn cpu_set(cpus: impl IntoIterator<Item = u32>) -> rustix::thread::CpuSet {
     let mut set = rustix::thread::CpuSet::new();
     for cpu in cpus {
         if (cpu as usize) < rustix::thread::CpuSet::MAX_CPU {
             set.set(cpu as usize);
         }
     }
-    rustix::thread::sched_setaffinity(pid_arg(tid)?, &set).map_err(io::Error::from)
+    set
 }
 
 /// The affinity processes spawned with [`crate::proc_ref::spawn_in_session`] get after
