@@ -39,14 +39,15 @@ build_go() {
   log="$dir/build.log"
   # A build cache and module cache of the build's own, deleted once the binaries are in place: a
   # complete directory is never built again, and Kubernetes' caches (~4.5 GB) were dead weight on
-  # CI's shared disk, which a run filled.
+  # CI's shared disk, which a run filled. No DWARF in the compiled packages either: the linker drops
+  # it (-w), and it was most of what the build cache and go's own work directory held meanwhile.
   local gocache="$dir.gocache" gomodcache="$dir.gomodcache"
   for pkg in "$@"; do
     bin=$(basename "$pkg")
     say "building $bin $version (log: $log)"
     t0=$(date +%s)
     (cd "$mod" && GOCACHE="$gocache" GOMODCACHE="$gomodcache" CGO_ENABLED=0 timeout "$TIMEOUT" \
-      go build -trimpath -ldflags "-s -w $ldflags" -o "$dir/bin/$bin" "$pkg") >>"$log" 2>&1 \
+      go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w $ldflags" -o "$dir/bin/$bin" "$pkg") >>"$log" 2>&1 \
       || die "go build $pkg failed or timed out after ${TIMEOUT}s (see $log)"
     say "built $bin in $(( $(date +%s) - t0 ))s"
   done
