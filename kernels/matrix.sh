@@ -7,7 +7,7 @@
 # Environment: CARGO (default: cargo on PATH), CARGO_TARGET_DIR, RTSLICE_KERNELS_CACHE (default
 # /var/cache/rtslice-kernels), RTSLICE_KERNELS_GUESTS (space-separated subset of guest names, "host"
 # included), RTSLICE_KERNELS_PARALLEL (guests booted at once, default 3),
-# RTSLICE_KERNELS_GUEST_TIMEOUT (seconds per guest, default 900), RTSLICE_KERNELS_NATIVE_TIMEOUT
+# RTSLICE_KERNELS_GUEST_TIMEOUT (seconds per guest, default 1500), RTSLICE_KERNELS_NATIVE_TIMEOUT
 # (row host, default 3600: it may queue for the KernelLock), RTSLICE_KERNELS_MEM (default 2G),
 # RTSLICE_KERNELS_SCRIPT (a shell script each guest runs instead of the tests, to investigate;
 # its output lands in <target>/kernels/<guest>/script.log), RTSLICE_KERNELS_TESTS (an extended
@@ -20,7 +20,7 @@ CACHE=${RTSLICE_KERNELS_CACHE:-/var/cache/rtslice-kernels}
 PARALLEL=${RTSLICE_KERNELS_PARALLEL:-3}
 # Three guests at once on a 2-CPU host took 367-475 s each (rt-8cpu-iso the longest) with other
 # builds running; 900 s kills a hung guest while leaving a loaded machine its margin.
-GUEST_TIMEOUT=${RTSLICE_KERNELS_GUEST_TIMEOUT:-900}
+GUEST_TIMEOUT=${RTSLICE_KERNELS_GUEST_TIMEOUT:-1500}
 MEM=${RTSLICE_KERNELS_MEM:-2G}
 NATIVE_TIMEOUT=${RTSLICE_KERNELS_NATIVE_TIMEOUT:-3600}
 T0=$(date +%s)
