@@ -39,8 +39,9 @@ build_go() {
   log="$dir/build.log"
   # A build cache and module cache of the build's own, deleted once the binaries are in place: a
   # complete directory is never built again, and Kubernetes' caches (~4.5 GB) were dead weight on
-  # CI's shared disk, which a run filled. No DWARF in the compiled packages either: the linker drops
-  # it (-w), and it was most of what the build cache and go's own work directory held meanwhile.
+  # CI's shared disk, which a run filled. No DWARF in the compiled packages either (the linker drops
+  # it, -w): measured, it changed the build's peak little (its cache 3.3 GB against 3.7, go's work
+  # directory in /tmp 1.8 GB against 1.5), which is why `make test` runs this build first.
   local gocache="$dir.gocache" gomodcache="$dir.gomodcache"
   for pkg in "$@"; do
     bin=$(basename "$pkg")
