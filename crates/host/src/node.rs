@@ -562,11 +562,20 @@ impl Node {
                 )));
             }
         }
-        if !exclusive.is_empty() && self.base.online.difference(&exclusive).is_empty() {
-            return Err(rejected(format!(
-                "exclusive partitions would take every online CPU [{}]; leave at least one CPU for the rest of the system",
-                self.base.online
-            )));
+        // As the planner (plan_for_kernel): CPUs isolated at boot are not left to the system (v2: a
+        // 6.12 kernel oopses when partitions take every other CPU; the system would run on them only).
+        let no_partition = self.facts.no_partition_cpus();
+        let housekeeping = self.base.online.difference(&no_partition);
+        if !exclusive.difference(&no_partition).is_empty() && housekeeping.difference(&exclusive).is_empty() {
+            return Err(rejected(if no_partition.is_empty() {
+                format!("exclusive partitions would take every online CPU [{}]; leave at least one CPU for the rest of the system", self.base.online)
+            } else {
+                format!(
+                    "exclusive partitions would take every housekeeping CPU [{housekeeping}] and leave the rest of the system only the \
+                     CPUs isolated at boot [{no_partition}] (isolcpus=domain: no load balancing there, and a 6.12 kernel oopses \
+                     rebuilding its scheduling domains so); leave at least one housekeeping CPU"
+                )
+            }));
         }
         if let (Mechanism::RtGroup | Mechanism::Hcbs, Some(budget)) = (self.base.mechanism, self.base.parent_budget_us) {
             let cap = budget as f64 / 1e6;

@@ -66,8 +66,17 @@ impl HostFacts {
             dl_server: self.dl_server,
             hz,
             hrtick,
-            // prepare: v2 refuses partitions holding boot-isolated CPUs (boot_isolated_without_partition).
-            no_partition_cpus: if self.backend.is_v1() { Vec::new() } else { self.boot_isolated.iter().collect() },
+            no_partition_cpus: self.no_partition_cpus().iter().collect(),
+        }
+    }
+
+    /// The CPUs no exclusive partition may hold: v2 refuses partitions holding CPUs isolated at boot
+    /// (boot_isolated_without_partition). They do not count as CPUs partitions leave the system.
+    pub fn no_partition_cpus(&self) -> CpuList {
+        if self.backend.is_v1() {
+            CpuList::new()
+        } else {
+            self.boot_isolated.clone()
         }
     }
 }

@@ -493,7 +493,8 @@ fn plan_equals_apply_over_generated_specs() {
     // In a TCG guest one apply + reset takes ~35 s on a loaded host (rt-8cpu-iso ran 8 cases in the
     // guest's 300 s per test, and in one CI run this test and the next both failed on rt-8cpu-iso,
     // which then ran out of its 900 s): fewer cases there, the same property; natively 16.
-    let cases = if rtslice_testkit::in_guest() { 4 } else { 16 };
+    // PROPTEST_CASES (proptest's own variable) overrides, to hunt a rare case in a guest.
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(if rtslice_testkit::in_guest() { 4 } else { 16 });
     let config = Config { cases, max_shrink_iters: 16, failure_persistence: None, ..Config::default() };
     let applied_under = std::cell::RefCell::new(Vec::<String>::new());
     let result = TestRunner::new(config).run(&strategy, |(cap, housekeeping, ws, pick)| {
@@ -503,6 +504,9 @@ fn plan_equals_apply_over_generated_specs() {
         let requested = if pick == 0 { None } else { host.available.get(pick - 1).copied() };
         let plan = rtslice_plan::plan_for_kernel(&spec, &facts, &host.kernel_facts(), requested);
         let k = plan.kernel.clone().expect("a plan for a kernel carries its kernel view");
+        // Each case's spec and kernel plan before anything is written: a case that hangs or crashes
+        // the kernel (a guest's console then shows the oops) is named in the log.
+        eprintln!("CASE under {requested:?}:\n{text}kernel plan: {k:?}");
         let before = snapshot();
         let dir = tempfile::tempdir().unwrap();
         let opts = ApplyOptions { mechanism: requested, ..ApplyOptions::with_state_dir(dir.path()) };

@@ -433,26 +433,74 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
         if refuse.is_none() {
             // Partitions must leave the system a CPU, whatever the mechanism: apply makes one for every
             // dedicated or shielded workload and every workload with SCHED_DEADLINE threads (explicit
-            // deadline rules too, under RT groups).
+            // deadline rules too, under RT groups). A CPU isolated at boot does not count as left
+            // (cgroup v2): no partition may hold it, and when partitions took every other CPU the root
+            // cgroup — the whole system — would run on isolated CPUs only, outside load balancing; and
+            // 6.12 (Debian's 6.12.117-rt, kernel matrix: one `root` partition of CPUs 0-3 with
+            // isolcpus=domain,4-7) oopses rebuilding the scheduling domains then (WARN in
+            // build_sched_domains, NULL dereference in partition_sched_domains_locked, the writer hung).
+            let left: Vec<u32> = p.node.cpus.iter().copied().filter(|c| !kernel.no_partition_cpus.contains(c)).collect();
             let mut taken: Vec<u32> = Vec::new();
             for w in &p.workloads {
                 let partitioned = w.cpus != p.node.cpus && kernel_workload(w, mech).is_some_and(|k| k.partition);
                 if partitioned {
-                    taken.extend(&w.cpus);
+                    taken.extend(w.cpus.iter().filter(|c| !kernel.no_partition_cpus.contains(c)));
                     taken.sort_unstable();
                     taken.dedup();
-                    if taken.len() >= p.node.cpus.len() {
+                    if !taken.is_empty() && left.iter().all(|c| taken.contains(c)) {
+                        let isolated = !kernel.no_partition_cpus.is_empty();
                         refuse = Some((
                             w.name.clone(),
                             format!(
                                 "with it, exclusive partitions (one per dedicated or shielded workload and per workload with \
-                                 SCHED_DEADLINE threads) would take every CPU and leave none for the rest of the system; keep a \
+                                 SCHED_DEADLINE threads) would take every {}CPU and leave none for the rest of the system{}; keep a \
                                  housekeeping CPU (node.housekeeping){}",
+                                if isolated { "housekeeping " } else { "" },
+                                if isolated {
+                                    format!(
+                                        " but the CPUs isolated at boot {} (isolcpus=domain: no load balancing there, and a 6.12 kernel \
+                                         oopses rebuilding its scheduling domains so)",
+                                        rtslice_spec::format_cpu_list(&kernel.no_partition_cpus)
+                                    )
+                                } else {
+                                    String::new()
+                                },
                                 if mech == Mechanism::Deadline { " or use --mechanism rt_group" } else { "" }
                             ),
                         ));
                         break;
                     }
+                }
+            }
+        }
+        if refuse.is_none() && !kernel.no_partition_cpus.is_empty() {
+            // cgroup v2 with boot isolation, as apply lays it out (host `cgroup_ops`): the parent of
+            // the partitions is itself a `root` partition holding every workload's CPUs — unless some
+            // workload lies on isolated CPUs, when the partitions are remote and hold only their own.
+            // What the root cgroup keeps must include a housekeeping CPU (above: 6.12 oopses else).
+            let iso = &kernel.no_partition_cpus;
+            let parted = |w: &crate::WorkloadPlan| {
+                w.cpus != p.node.cpus && !w.cpus.iter().any(|c| iso.contains(c)) && kernel_workload(w, mech).is_some_and(|k| k.partition)
+            };
+            let any_parted = p.workloads.iter().any(|w| parted(w));
+            let remote = p.workloads.iter().any(|w| w.cpus.iter().any(|c| iso.contains(c)));
+            let held = |w: &crate::WorkloadPlan| if remote { parted(w) } else { true };
+            let kept = p.node.cpus.iter().any(|c| !iso.contains(c) && !p.workloads.iter().any(|w| held(w) && w.cpus.contains(c)));
+            if any_parted && !kept {
+                // The last workload holding housekeeping CPUs goes; the loop plans the rest again.
+                if let Some(w) = p.workloads.iter().rev().find(|w| held(w) && w.cpus.iter().any(|c| !iso.contains(c))) {
+                    refuse = Some((
+                        w.name.clone(),
+                        format!(
+                            "with it, the exclusive partitions' parent (a `root` partition holding {}) would take every housekeeping \
+                             CPU and leave the rest of the system only the CPUs isolated at boot {} (isolcpus=domain: no load \
+                             balancing there, and a 6.12 kernel oopses rebuilding its scheduling domains so); keep a housekeeping CPU \
+                             free (node.housekeeping){}",
+                            if remote { "the partitions' CPUs" } else { "every workload's CPUs" },
+                            rtslice_spec::format_cpu_list(iso),
+                            if mech == Mechanism::Deadline { " or use --mechanism rt_group" } else { "" }
+                        ),
+                    ));
                 }
             }
         }

@@ -91,3 +91,57 @@ fn the_housekeeping_cpus_are_filled_before_the_boot_isolated_ones() {
     assert!(cpus("d")[0] >= 4, "d: 1-3 are full (80 % each), so an isolated CPU: {:?}", cpus("d"));
     assert!(cpus("iso")[0] >= 4, "iso asks for isolcpus: {:?}", cpus("iso"));
 }
+
+/// Partitions that take every housekeeping CPU leave the system only the boot-isolated CPUs: refused
+/// (the kernel matrix's 8-vCPU guest, Debian 6.12.117-rt, oopsed when one `root` partition took 0-3
+/// there). Two 2-CPU SCHED_DEADLINE workloads fill 0-3 by worst fit: the second is refused with the
+/// reason. Without boot isolation the same two partitions leave 4-7 to the system.
+#[test]
+fn partitions_that_take_every_housekeeping_cpu_are_refused() {
+    let (facts, kernel) = guest();
+    let text = |housekeeping: &str| {
+        format!(
+            "apiVersion: rtslice/v1\nnode: {{ cap: 50%{housekeeping} }}\nworkloads:\n\
+             - {{ name: a, demand: {{ reservation: {{ runtime: 5800us, period: 20ms, count: 2 }} }}, threads: [{{ match: ^w$, policy: fifo, priority: 10 }}] }}\n\
+             - {{ name: b, demand: {{ reservation: {{ runtime: 7200us, period: 20ms, count: 2 }} }}, threads: [{{ match: ^w$, policy: deadline }}] }}\n"
+        )
+    };
+    let full = plan_for_kernel(&rtslice_spec::parse(&text(""), "full.yaml").unwrap(), &facts, &kernel, None);
+    assert_eq!(full.rejected.len(), 1, "{:?}", full.workloads.iter().map(|w| (&w.name, &w.cpus)).collect::<Vec<_>>());
+    let why = &full.rejected[0].reason;
+    assert!(why.contains("every housekeeping CPU") && why.contains("isolated at boot 4-7") && why.contains("node.housekeeping"), "{why}");
+    // Without boot isolation the same two partitions leave 4-7 to the system: admitted.
+    let plain = plan_for_kernel(
+        &rtslice_spec::parse(&text(""), "full.yaml").unwrap(),
+        &NodeFacts { isolcpus: vec![], ..facts.clone() },
+        &KernelFacts { no_partition_cpus: vec![], ..kernel.clone() },
+        None,
+    );
+    assert!(plain.all_admitted(), "{:?}", plain.rejected);
+    // A workload wholly on the isolated CPUs has no partition there: it takes no housekeeping CPU.
+    let iso = "apiVersion: rtslice/v1\nnode: { cap: 50% }\nworkloads:\n\
+               - { name: a, demand: { reservation: { runtime: 5ms, period: 10ms, cpus: 0-3 } }, threads: [{ match: ^w$, policy: fifo, priority: 10 }] }\n\
+               - { name: b, demand: { reservation: { runtime: 5ms, period: 10ms, cpus: 4-7 } }, threads: [{ match: ^w$, policy: fifo, priority: 10 }] }\n";
+    let p = plan_for_kernel(&rtslice_spec::parse(iso, "iso.yaml").unwrap(), &facts, &kernel, None);
+    assert!(p.rejected.len() == 1 && p.rejected[0].name == "a", "0-3 partitioned leaves only 4-7: {:?}", p.rejected);
+}
+
+/// The partitions' parent holds every workload's CPUs (apply's v2 layout without remote
+/// partitions): one 2-CPU SCHED_DEADLINE workload on 0-1 next to a plain reservation on 2-3 makes
+/// it a `root` partition of 0-3 — the layout the guest's kernel oopsed on. Refused, naming the
+/// isolated CPUs; with a workload on the isolated CPUs (remote partitions: the parent holds only
+/// the partitions' CPUs) the same two fit.
+#[test]
+fn a_parent_partition_holding_every_housekeeping_cpu_is_refused() {
+    let (facts, kernel) = guest();
+    let two = "apiVersion: rtslice/v1\nnode: { cap: 95% }\nworkloads:\n\
+               - { name: a, demand: { reservation: { runtime: 57ms, period: 100ms, count: 2 } }, threads: [{ match: ^w$, policy: rr, priority: 20 }] }\n\
+               - { name: b, demand: { reservation: { runtime: 1800us, period: 10ms, count: 2 } } }\n";
+    let p = plan_for_kernel(&rtslice_spec::parse(two, "two.yaml").unwrap(), &facts, &kernel, None);
+    assert!(p.rejected.len() == 1 && p.rejected[0].name == "b", "{:?} {:?}", p.workloads.iter().map(|w| (&w.name, &w.cpus)).collect::<Vec<_>>(), p.rejected);
+    assert!(p.rejected[0].reason.contains("isolated at boot 4-7") && p.rejected[0].reason.contains("every housekeeping CPU"), "{}", p.rejected[0].reason);
+    let three = format!("{two}- {{ name: c, demand: {{ reservation: {{ runtime: 5ms, period: 10ms, cpus: 4-7 }} }} }}\n");
+    let p = plan_for_kernel(&rtslice_spec::parse(&three, "three.yaml").unwrap(), &facts, &kernel, None);
+    assert!(p.all_admitted(), "remote partitions leave 2-3 to the system: {:?}", p.rejected);
+    assert_eq!(p.workloads.iter().map(|w| w.cpus.clone()).collect::<Vec<_>>(), vec![vec![0, 1], vec![2, 3], vec![4, 5, 6, 7]]);
+}
