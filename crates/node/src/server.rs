@@ -61,9 +61,20 @@ async fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| NodeError::State(format!("cannot create {}: {e}", dir.display())))?;
     }
-    let l = tokio::net::UnixListener::bind(path).map_err(|e| NodeError::State(format!("cannot bind {}: {e}", path.display())))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| NodeError::State(format!("cannot chmod {}: {e}", path.display())))?;
+    // Bound under a temporary name, made 0600, then renamed into place: the socket appears at its
+    // path only with its final mode (a client, or a test, that waits for the path never sees the
+    // umask's mode — the kernel matrix caught 0755 in that window once).
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "api.sock".into());
+    let tmp = path.with_file_name(format!(".{name}.{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let l = tokio::net::UnixListener::bind(&tmp).map_err(|e| NodeError::State(format!("cannot bind {}: {e}", tmp.display())))?;
+    let placed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("cannot chmod {}: {e}", tmp.display()))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| format!("cannot move {} to {}: {e}", tmp.display(), path.display())));
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(NodeError::State(e));
+    }
     Ok(l)
 }
 
