@@ -18,6 +18,7 @@ use std::time::Duration;
 use rtslice_emu::chain::{Carrier, Phy, Scratch, UlSubframe};
 use rtslice_emu::EmuError;
 use rtslice_model::periodic::{analyze, Analysis, Enforcement, ExecutionTime, PeriodicPrediction, PeriodicTask};
+use rtslice_model::replay::{replay, Charging};
 use rtslice_model::{ModelError, Reservation};
 use rtslice_sys::sched::{self, SchedAttr};
 use rtslice_sys::time as clock;
@@ -135,6 +136,38 @@ pub struct PointResult {
     pub with_floor_factor: Option<f64>,
     /// As `miss_ratio_factor`, for the job-only profile.
     pub job_only_miss_ratio_factor: Option<f64>,
+    /// The profile's job sequence replayed through the kernel's SCHED_DEADLINE rules with tick
+    /// charging (`rtslice_model::replay`), averaged over `REPLAY_PHASES` tick phases.
+    pub replayed: ReplayedPrediction,
+    /// replayed / measured miss ratio (None when either is 0).
+    pub replayed_factor: Option<f64>,
+    /// This point's own measured job sequence replayed the same way: the kernel rules alone, without
+    /// the profile's drift.
+    pub replayed_own_miss: f64,
+}
+
+/// What a replay through the kernel's rules predicts, over several tick phases.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayedPrediction {
+    pub miss_ratio: f64,
+    pub p50_s: f64,
+    pub p99_s: f64,
+    pub p999_s: f64,
+}
+
+/// Tick phases the replays average over: the tick's phase against the releases is fixed in a run
+/// (T divides the tick) but unknown.
+const REPLAY_PHASES: usize = 8;
+
+/// `exec` replayed under `(q, p)` with tick charging at `REPLAY_PHASES` phases, pooled.
+fn replay_tick(cfg: &PeriodicValidation, exec: &[f64], r: &Reservation) -> Result<ReplayedPrediction, PeriodicValidationError> {
+    let mut resp = Vec::with_capacity(exec.len() * REPLAY_PHASES);
+    for i in 0..REPLAY_PHASES {
+        let charging = Charging::Tick { tick_s: cfg.tick_s, phase_s: cfg.tick_s * i as f64 / REPLAY_PHASES as f64 };
+        resp.extend(replay(exec, cfg.period_s, cfg.deadline_s, r, charging)?.response_s);
+    }
+    let m = measured(&resp, &[], cfg.deadline_s);
+    Ok(ReplayedPrediction { miss_ratio: m.miss_ratio, p50_s: m.p50_s, p99_s: m.p99_s, p999_s: m.p999_s })
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -422,6 +455,9 @@ pub fn validate_periodic(
         let job_only_factor = job_only
             .as_ref()
             .and_then(|w| (w.miss_ratio > 0.0 && m.miss_ratio > 0.0).then(|| w.miss_ratio / m.miss_ratio));
+        let replayed = replay_tick(cfg, &profile, &r)?;
+        let replayed_factor = (replayed.miss_ratio > 0.0 && m.miss_ratio > 0.0).then(|| replayed.miss_ratio / m.miss_ratio);
+        let replayed_own_miss = replay_tick(cfg, &runs[i].cycle, &r)?.miss_ratio;
         out.push(PointResult {
             runtime_s: q,
             period_s: p,
@@ -437,6 +473,9 @@ pub fn validate_periodic(
             predicted_with_stalls: with_stalls,
             with_stalls_factor: stall_factor,
             with_floor_factor: floor_factor,
+            replayed,
+            replayed_factor,
+            replayed_own_miss,
         });
     }
     Ok(PeriodicReport {
@@ -476,14 +515,13 @@ impl PeriodicReport {
             us(self.floor.max_s)
         ));
         t.push_str(
-            "| Q (µs) | P (µs) | util. | jobs | miss measured | miss predicted | factor | predicted ⊕ floor | factor | model + host stalls | factor | exact enforcement | own run's CPU | jobs' CPU only | factor | p50 meas. / pred. / jobs only (µs) | p99 meas. / pred. / jobs only (µs) | p99.9 meas. / pred. / jobs only (µs) |\n\
-             |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+            "| Q (µs) | P (µs) | util. | jobs | miss measured | miss predicted | factor | kernel rules replayed | factor | own run replayed | predicted ⊕ floor | factor | model + host stalls | factor | exact enforcement | own run's CPU | jobs' CPU only | factor | p50 meas. / pred. / replayed (µs) | p99 meas. / pred. / replayed (µs) | p99.9 meas. / pred. / replayed (µs) |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         );
         for p in &self.points {
             let w = p.predicted_job_only.as_ref();
-            let wq = |f: fn(&PeriodicPrediction) -> Option<f64>| w.map_or("unstable".to_string(), |w| opt_us(f(w)));
             t.push_str(&format!(
-                "| {} | {} | {:.3} | {} | {:.2e} ({}) | {:.2e} | {} | {:.2e} | {} | {} | {} | {:.2e} | {} | {} | {} | {} / {} / {} | {} / {} / {} | {} / {} / {} |\n",
+                "| {} | {} | {:.3} | {} | {:.2e} ({}) | {:.2e} | {} | {:.2e} | {} | {:.2e} | {:.2e} | {} | {} | {} | {:.2e} | {} | {} | {} | {} / {} / {} | {} / {} / {} | {} / {} / {} |\n",
                 us(p.runtime_s),
                 us(p.period_s),
                 p.utilization,
@@ -492,6 +530,9 @@ impl PeriodicReport {
                 p.measured.misses,
                 p.predicted.miss_ratio,
                 p.miss_ratio_factor.map_or("–".into(), |f| format!("{f:.2}")),
+                p.replayed.miss_ratio,
+                p.replayed_factor.map_or("–".into(), |f| format!("{f:.2}")),
+                p.replayed_own_miss,
                 p.predicted_with_floor_miss,
                 p.with_floor_factor.map_or("–".into(), |f| format!("{f:.2}")),
                 p.predicted_with_stalls.as_ref().map_or("unstable".into(), |w| format!("{:.2e}", w.miss_ratio)),
@@ -502,13 +543,13 @@ impl PeriodicReport {
                 p.job_only_miss_ratio_factor.map_or("–".into(), |f| format!("{f:.2}")),
                 us(p.measured.p50_s),
                 opt_us(p.predicted.p50_s),
-                wq(|x| x.p50_s),
+                us(p.replayed.p50_s),
                 us(p.measured.p99_s),
                 opt_us(p.predicted.p99_s),
-                wq(|x| x.p99_s),
+                us(p.replayed.p99_s),
                 us(p.measured.p999_s),
                 opt_us(p.predicted.p999_s),
-                wq(|x| x.p999_s),
+                us(p.replayed.p999_s),
             ));
         }
         t

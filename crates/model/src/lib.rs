@@ -6,6 +6,10 @@
 //! distribution, a relative deadline) under its own CBS / SCHED_DEADLINE reservation — miss ratio,
 //! response-time distribution, and the smallest reservation meeting a miss-ratio or percentile target.
 //!
+//! [`replay`]: a job sequence replayed through the kernel's SCHED_DEADLINE rules event by event
+//! (tick or exact charging, throttling, replenishment with debt, the wake-up rule) — what the
+//! periodic chain's smooth supply leaves out when a backlogged task overruns to the tick.
+//!
 //! Pure: no I/O, no clocks. All times are in seconds, rates in requests per second, bandwidth
 //! `Q/P` as a fraction of one CPU.
 //!
@@ -27,6 +31,7 @@ use serde::Serialize;
 
 mod accuracy;
 pub mod periodic;
+pub mod replay;
 mod sizing;
 
 pub use accuracy::{mape, rmse, Accuracy};
