@@ -164,8 +164,18 @@ pub async fn run_inventory_only(node: rtslice_spec::Node, node_name: String, kub
                             if !finished {
                                 // What the kubelet does once a terminating pod's containers are gone:
                                 // delete the object for good. Here nothing runs, so at once; without
-                                // it the pod would stay Terminating for ever.
-                                tokio::spawn(finish_deletion(client.clone(), p));
+                                // it the pod would stay Terminating for ever. The inventory without
+                                // the pod is published first: the deletion is what moves a pending
+                                // pod back to kube-scheduler's queue, and a retry that still read
+                                // the old inventory left it unschedulable until the queue's 5-minute
+                                // flush (a CI run: not retried 120 s after the delete).
+                                let (client, node, inv) = (client.clone(), node_name.clone(), sim.inventory());
+                                tokio::spawn(async move {
+                                    if let Err(e) = annotate(&client, &node, Some(&inv)).await {
+                                        tracing::warn!("{e}");
+                                    }
+                                    finish_deletion(client, p).await;
+                                });
                             }
                             continue;
                         }
