@@ -28,9 +28,7 @@
 
 use serde::Serialize;
 
-use crate::{ModelError, Reservation};
-
-type Result<T> = std::result::Result<T, ModelError>;
+use crate::{non_negative, positive, ModelError, Reservation, Result};
 
 /// How the replay charges the budget.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -68,9 +66,7 @@ pub fn replay(exec_s: &[f64], period_s: f64, deadline_s: f64, r: &Reservation, c
     }
     if let Charging::Tick { tick_s, phase_s } = charging {
         positive("tick", tick_s)?;
-        if !(phase_s.is_finite() && phase_s >= 0.0) {
-            return Err(ModelError::Negative { name: "tick phase", value: phase_s });
-        }
+        non_negative("tick phase", phase_s)?;
     }
     // Integer nanoseconds: the replay runs over millions of events and must not drift.
     let ns = |s: f64| (s * 1e9).round() as i64;
@@ -81,7 +77,9 @@ pub fn replay(exec_s: &[f64], period_s: f64, deadline_s: f64, r: &Reservation, c
     };
     let mut s = Server { q, p, runtime: 0, deadline: 0, throttled: false };
     let mut queue: std::collections::VecDeque<(usize, i64)> = std::collections::VecDeque::new();
+    let deadline = ns(deadline_s);
     let mut response = vec![0.0; exec_s.len()];
+    let mut misses = 0usize;
     let mut next_job = 0usize;
     let mut now = 0i64;
     // While the task runs: when it was last charged (what the next charge subtracts from).
@@ -107,7 +105,9 @@ pub fn replay(exec_s: &[f64], period_s: f64, deadline_s: f64, r: &Reservation, c
         now = at;
         if running && queue[0].1 <= 0 {
             let (k, _) = queue.pop_front().expect("a running task has a job");
-            response[k] = (now - k as i64 * t_job) as f64 * 1e-9;
+            let r_ns = now - k as i64 * t_job;
+            misses += usize::from(r_ns > deadline);
+            response[k] = r_ns as f64 * 1e-9;
             if queue.is_empty() {
                 // It blocks: the kernel charges it now.
                 s.charge(now - charged_at, now);
@@ -139,8 +139,6 @@ pub fn replay(exec_s: &[f64], period_s: f64, deadline_s: f64, r: &Reservation, c
             charged_at = now;
         }
     }
-    let deadline = ns(deadline_s);
-    let misses = response.iter().filter(|&&x| (x * 1e9).round() as i64 > deadline).count();
     Ok(Replayed { jobs: exec_s.len(), misses, response_s: response })
 }
 
@@ -187,14 +185,6 @@ impl Server {
             self.runtime = self.q;
         }
         self.throttled = false;
-    }
-}
-
-fn positive(name: &'static str, v: f64) -> Result<()> {
-    if v.is_finite() && v > 0.0 {
-        Ok(())
-    } else {
-        Err(ModelError::NonPositive { name, value: v })
     }
 }
 
