@@ -54,8 +54,8 @@ impl Drop for Capped {
     }
 }
 
-/// A substantial load: 70% of one core where the carrier allows it, else the smallest cell.
-fn heavy(secs: u64) -> Config {
+/// A substantial load: `load`% of one core where the carrier allows it, else the smallest cell.
+fn heavy(secs: u64, load: f64) -> Config {
     let (cal, _, _) = Calibration::load_or_measure();
     let mut c = Config::new(Profile::Srsenb);
     c.sched = SchedMode::Force(Class::Other);
@@ -67,7 +67,7 @@ fn heavy(secs: u64) -> Config {
         let cost = |n| 100.0 * cal.predict(&TtiWork::estimate(&shape, n, 1.0)).total_us / 1000.0;
         if cost(1) < 35.0 && cost(prb) > 75.0 {
             c.prb = Some(prb);
-            c.load_percent = Some(70.0);
+            c.load_percent = Some(load);
             return c;
         }
     }
@@ -88,14 +88,25 @@ fn line(s: &EmuSummary) -> String {
 fn cpu_capped_below_need_gives_a_throughput_cliff() {
     root_or_skip!();
     let _lock = KernelLock::acquire();
-    // Uncapped: the cell's need in cores, and its throughput.
-    let full = {
-        let _cg = Capped::new(100_000, None);
-        run(heavy(5)).expect("uncapped run")
+    // Uncapped: the cell's need in cores, and its throughput. The cliff is about a cell that keeps up
+    // when it gets its need, so the baseline must deliver: the calibration predicts 70 % of a core,
+    // but on a busy shared VM the same work can cost more than a core (CI's run: 114 %, 89 % delivered),
+    // so a lighter load is tried before the test concludes the uncapped cell cannot keep up at all.
+    let mut tried = Vec::new();
+    let (load, full) = loop {
+        let load = [70.0, 50.0, 35.0][tried.len()];
+        let full = {
+            let _cg = Capped::new(100_000, None);
+            run(heavy(5, load)).expect("uncapped run")
+        };
+        eprintln!("uncapped at {load}% predicted: {}", line(&full));
+        if full.throughput_bps > 0.9 * full.offered_bps {
+            break (load, full);
+        }
+        tried.push(line(&full));
+        assert!(tried.len() < 3, "the uncapped cell never delivered 90 % of its offered load: {tried:#?}");
     };
-    eprintln!("uncapped: {}", line(&full));
     let need = full.cpu_percent_total / 100.0;
-    assert!(full.throughput_bps > 0.9 * full.offered_bps, "uncapped run must deliver: {}", line(&full));
     // 80% of the need. CFS refuses quotas under 1 ms, and a period long against the 3 ms budget
     // would turn the cap into on/off bursts; keep the period near 2 ms.
     let cap = 0.8 * need;
@@ -103,7 +114,7 @@ fn cpu_capped_below_need_gives_a_throughput_cliff() {
     let quota = (cap * period as f64) as u64;
     let capped = {
         let _cg = Capped::new(period, Some(quota));
-        run(heavy(10)).expect("capped run")
+        run(heavy(10, load)).expect("capped run")
     };
     eprintln!("capped at {:.0}% of need ({quota}/{period} µs): {}", 100.0 * cap / need, line(&capped));
     assert!(capped.deadline_misses > capped.ttis / 10, "a cap below the need must miss deadlines");
