@@ -46,9 +46,15 @@ fn study_a_tables_quick() {
     let expected_ttis = (r.experiment.warmup + r.experiment.duration).as_millis() as u64;
     assert!(e.ttis >= expected_ttis * 9 / 10, "{} TTIs, expected about {expected_ttis}", e.ttis);
     // This VM stalls wake-ups by 4-16 ms now and then (preemption "none"): the emulator alone misses
-    // 0.6-2.2% in 4 s runs and the long study A runs measured 5.7e-2 for idle/none (docs/results.md).
-    // The bound checks "meets most deadlines", not a bare-metal figure.
-    assert!(e.miss_ratio().unwrap() < 0.10, "idle vBS misses {:?} of its deadlines", e.miss_ratio());
+    // 0.6-2.2% in 4 s runs on a quiet day, the long study A runs measured 5.7e-2 for idle/none
+    // (docs/results.md), and on a busy day the same vBS alone missed 13 %. The bound checks "meets
+    // most deadlines", not a bare-metal figure: 10 %, or 3x what the same vBS alone (no tracer, no
+    // runner) misses right after, when the host itself costs more.
+    let miss = e.miss_ratio().unwrap();
+    if miss >= 0.10 {
+        let floor = rtslice_testkit::emulated_floor(&common::rtslice_bin(), None, &["--profile", "oai-lte", "--duration", "4s"]);
+        assert!(miss < 3.0 * floor, "idle vBS misses {miss:.4} of its deadlines; alone, outside the runner, {floor:.4}");
+    }
     assert!(e.throughput.iter().all(|t| *t > 1e5), "throughput {:?}", e.throughput);
     // Its threads' wake-up latency is in study A's buckets, with events, for the RT threads.
     let buckets = aggregate::thread_buckets(&runs);

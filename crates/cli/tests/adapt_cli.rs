@@ -127,15 +127,7 @@ impl Drop for Daemon {
 /// The miss ratio of this vBS with no reservation (SCHED_FIFO, alone on CPU 1, 6 s): what the host
 /// itself costs it now.
 fn host_floor() -> f64 {
-    let out = Command::new("taskset")
-        .args(["-c", "1", BIN, "emulate", "--profile", "oai-lte", "--load", "20%", "--duration", "6s", "--json", "-q"])
-        .output()
-        .expect("taskset (util-linux) and rtslice emulate");
-    assert!(out.status.success(), "the floor run failed: {}", String::from_utf8_lossy(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("emulate --json: {e}"));
-    let (misses, ttis) = (v["deadline_misses"].as_f64().unwrap(), v["ttis"].as_f64().unwrap());
-    assert!(ttis > 4000.0, "the floor run reported {ttis} TTIs");
-    misses / ttis
+    rtslice_testkit::emulated_floor(Path::new(BIN), Some("1"), &["--profile", "oai-lte", "--load", "20%", "--duration", "6s"])
 }
 
 /// One emulated vBS whose real-time threads are SCHED_DEADLINE shares of one reclaiming pool.

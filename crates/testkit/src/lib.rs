@@ -174,3 +174,25 @@ impl Drop for TempCgroup {
         }
     }
 }
+
+/// The deadline-miss ratio of one emulated vBS run by `rtslice emulate <args> --json -q` (the
+/// binary `bin`), optionally pinned with `taskset -c <cpus>`: what this host itself costs a vBS now.
+/// On a shared VM that floor moves from 0 to over 10 % within a day (docs/results.md), so a test
+/// that bounds a miss ratio measures it beside its own run rather than assuming a quiet machine.
+pub fn emulated_floor(bin: &Path, cpus: Option<&str>, args: &[&str]) -> f64 {
+    let mut cmd = match cpus {
+        Some(c) => {
+            let mut t = std::process::Command::new("taskset");
+            t.args(["-c", c]).arg(bin);
+            t
+        }
+        None => std::process::Command::new(bin),
+    };
+    let out = cmd.arg("emulate").args(args).args(["--json", "-q"]).output().expect("taskset (util-linux) and rtslice emulate");
+    assert!(out.status.success(), "the floor run `rtslice emulate {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("emulate --json: {e}"));
+    let (misses, ttis) = (v["deadline_misses"].as_f64().unwrap_or(f64::NAN), v["ttis"].as_f64().unwrap_or(0.0));
+    assert!(ttis >= 1000.0, "the floor run `rtslice emulate {}` reported {ttis} TTIs", args.join(" "));
+    eprintln!("floor: `rtslice emulate {}`{}: {misses} misses in {ttis} TTIs", args.join(" "), cpus.map(|c| format!(" on CPU {c}")).unwrap_or_default());
+    misses / ttis
+}
