@@ -84,14 +84,19 @@ nri:
 # `make test` it runs the guests only (its row `host` would repeat what `cargo test` just ran
 # natively: ~2 min), ~10-12 min (715 s measured with the node crate's tests, docs/host.md "kernels").
 # Without root both the package test and the matrix skip with a message, like the kernel tests themselves.
+# Each phase's wall time is printed as it ends and all of them again at the end (the last lines CI
+# shows), so a run over budget says where its time went.
 test: deps
-	@$(MAKE) --no-print-directory k8s-binaries; \
-	rc=0; $(CARGO) test --workspace --no-fail-fast || rc=$$?; \
-	$(MAKE) --no-print-directory test-deb || rc=1; \
-	$(MAKE) --no-print-directory test-install || rc=1; \
+	@t0=$$(date +%s); t=$$t0; times=""; \
+	lap() { now=$$(date +%s); times="$$times$$1 $$((now - t))s, "; echo "make test: $$1 took $$((now - t)) s"; t=$$now; }; \
+	$(MAKE) --no-print-directory k8s-binaries; lap k8s-binaries; \
+	rc=0; $(CARGO) test --workspace --no-fail-fast || rc=$$?; lap "cargo test"; \
+	$(MAKE) --no-print-directory test-deb || rc=1; lap test-deb; \
+	$(MAKE) --no-print-directory test-install || rc=1; lap test-install; \
 	RTSLICE_KERNELS_GUESTS="$$(awk '$$1 == "guest" {print $$2}' kernels/matrix.conf | xargs)" \
-	  $(MAKE) --no-print-directory test-kernels || rc=1; \
-	$(MAKE) --no-print-directory test-k8s || rc=1; exit $$rc
+	  $(MAKE) --no-print-directory test-kernels || rc=1; lap test-kernels; \
+	$(MAKE) --no-print-directory test-k8s || rc=1; lap test-k8s; \
+	echo "make test: $${times}total $$(( $$(date +%s) - t0 )) s (exit $$rc)"; exit $$rc
 
 # The cluster's binaries (k8s/build/build.sh, cached), built before anything else in `make test`: the
 # Go build's caches and work directory hold ~4 GB until it ends, which on top of the 5.7 GB of Rust
