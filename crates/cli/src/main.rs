@@ -116,7 +116,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            cmd::error(format_args!("{err:#}"));
+            cmd::error(cmd::chain(&err));
             ExitCode::from(cmd::EXIT_FAILURE)
         }
     }

@@ -36,11 +36,13 @@ const BIN: &str = env!("CARGO_BIN_EXE_rtslice");
 struct Daemon {
     child: Child,
     socket: PathBuf,
+    log: PathBuf,
 }
 
 impl Daemon {
     fn start(state: &Path, socket: &Path, mechanism: &str) -> Daemon {
-        let log = std::fs::File::create(state.with_extension("log")).unwrap();
+        let log_path = state.with_extension("log");
+        let log = std::fs::File::create(&log_path).unwrap();
         // CPU 0 for the house, CPU 1 for the reservations: what fits beside what is decided on one CPU.
         let node = state.with_extension("node.yaml");
         std::fs::write(&node, "apiVersion: rtslice/v1\nnode: { housekeeping: [0] }\n").unwrap();
@@ -55,7 +57,7 @@ impl Daemon {
             .stderr(log)
             .spawn()
             .unwrap();
-        let d = Daemon { child, socket: socket.to_path_buf() };
+        let d = Daemon { child, socket: socket.to_path_buf(), log: log_path };
         let deadline = Instant::now() + Duration::from_secs(60);
         while std::os::unix::net::UnixStream::connect(socket).is_err() {
             assert!(Instant::now() < deadline, "the daemon did not start");
@@ -119,6 +121,13 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
+        // A failed test shows what the daemon said (its log lives in the test's temporary directory).
+        if std::thread::panicking() {
+            let status = self.child.try_wait().ok().flatten().map(|s| format!("exited: {s}")).unwrap_or_else(|| "alive".into());
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            eprintln!("daemon ({status}), last lines of its log:\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+        }
         let _ = Command::new("kill").arg(self.child.id().to_string()).status();
         let _ = self.child.wait();
     }

@@ -29,7 +29,7 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
             // A spec that cannot be read is invalid input (exit 2), like one that cannot be parsed.
             let (text, name) = match super::plan::read_spec(&file) {
                 Ok(t) => t,
-                Err(e) => return super::invalid(format_args!("{e:#}")),
+                Err(e) => return super::invalid(super::chain(&e)),
             };
             let imported = match rtslice_spec::import_tosca(&text, &name) {
                 Ok(i) => i,

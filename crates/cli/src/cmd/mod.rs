@@ -46,6 +46,24 @@ pub fn error(msg: impl Display) {
     eprintln!("rtslice: error: {msg}");
 }
 
+/// An error and its causes on one line, each cause once: the libraries' errors already name their
+/// source in their own message (`creating X: it already exists; …`), so anyhow's `{:#}`, which
+/// appends every cause again, printed the same sentence two or three times.
+pub fn chain(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let c = cause.to_string();
+        if text.contains(&c) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&c);
+    }
+    text
+}
+
 /// Prints a warning with the one prefix all of rtslice's warnings carry.
 pub fn warning(msg: impl Display) {
     eprintln!("rtslice: warning: {msg}");
@@ -103,5 +121,27 @@ impl From<MechanismArg> for rtslice_host::Mechanism {
             MechanismArg::RtGroup => rtslice_host::Mechanism::RtGroup,
             MechanismArg::None => rtslice_host::Mechanism::None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chain;
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::AlreadyExists, "it already exists");
+        // A message that already names its source (the host crate's errors do): printed once.
+        let named = anyhow::Error::new(io()).context("creating /x: it already exists");
+        assert_eq!(chain(&named), "creating /x: it already exists");
+        // A bare context still gets its cause.
+        let bare = anyhow::Error::new(io()).context("creating /x");
+        assert_eq!(chain(&bare), "creating /x: it already exists");
+        let real = anyhow::Error::new(rtslice_host::HostError::StepFailed {
+            step: "apply the node's base".into(),
+            source: Box::new(rtslice_host::HostError::Create { path: "/x".into(), source: io() }),
+            rollback_errors: vec![],
+        });
+        assert_eq!(chain(&real).matches("it already exists").count(), 1, "{}", chain(&real));
     }
 }

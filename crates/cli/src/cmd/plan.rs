@@ -34,7 +34,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // A spec that cannot be read is invalid input (exit 2), like one that cannot be parsed.
     let (text, name) = match read_spec(&args.spec) {
         Ok(t) => t,
-        Err(e) => return super::invalid(format_args!("{e:#}")),
+        Err(e) => return super::invalid(super::chain(&e)),
     };
     let spec = match parse_spec(&args.spec, &text, &name) {
         Ok(s) => s,
@@ -46,7 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let facts = match host_facts(args.online.as_deref(), args.isolcpus.as_deref()) {
         Ok(f) => f,
-        Err(e) => return super::invalid(format_args!("{e:#}")),
+        Err(e) => return super::invalid(super::chain(&e)),
     };
     // On this host its kernel's limits and mechanisms apply; planning for another host (--online,
     // --isolcpus) knows only the mechanism asked for.

@@ -124,7 +124,7 @@ fn get(args: &Args, path: &str) -> Result<Value, ExitCode> {
         Ok(r) if r.status == 200 => Ok(r.body),
         Ok(r) => Err(failed(&r)),
         Err(e) => {
-            super::error(format_args!("{e:#}"));
+            super::error(super::chain(&e));
             Err(ExitCode::from(super::EXIT_FAILURE))
         }
     }
