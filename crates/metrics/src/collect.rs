@@ -68,6 +68,7 @@ pub(crate) struct ThreadTotals {
     pub involuntary: u64,
     pub migrations: u64,
     pub oncpu_ns: u64,
+    pub dl_throttles: u64,
 }
 
 impl ThreadTotals {
@@ -83,6 +84,7 @@ impl ThreadTotals {
         self.involuntary += o.involuntary;
         self.migrations += o.migrations;
         self.oncpu_ns += o.oncpu_ns;
+        self.dl_throttles += o.dl_throttles;
     }
 }
 
@@ -334,6 +336,7 @@ impl NodeMetrics {
             t.live = 0;
         }
         let mut traced_cpu_ns: HashMap<String, u64> = HashMap::new();
+        let mut traced_dl_throttles: HashMap<String, u64> = HashMap::new();
         if let Some(tracer) = inner.tracer.as_mut() {
             for t in tracer.read() {
                 // Threads of a removed workload are still read until they exit: not exported.
@@ -346,6 +349,7 @@ impl NodeMetrics {
                 totals.involuntary = t.involuntary_switches;
                 totals.migrations = t.migrations;
                 totals.oncpu_ns = t.oncpu_ns;
+                totals.dl_throttles = t.dl_throttles;
                 let key = if t.exited {
                     let key = inner.series_of.remove(&t.tid).unwrap_or_else(|| (workload.clone(), t.name.clone()));
                     inner.retired.entry(key.clone()).or_insert_with(|| ThreadTotals::empty(nb)).add(&totals);
@@ -357,14 +361,17 @@ impl NodeMetrics {
                     key
                 };
                 *traced_cpu_ns.entry(workload.clone()).or_default() += t.oncpu_ns;
+                *traced_dl_throttles.entry(workload.clone()).or_default() += t.dl_throttles;
                 threads.entry(key).or_insert_with(|| ThreadTotals::empty(nb)).add(&totals);
             }
         }
         // Exited threads' CPU time counts for their workload's budget use as well.
         for ((w, _), t) in &inner.retired {
             *traced_cpu_ns.entry(w.clone()).or_default() += t.oncpu_ns;
+            *traced_dl_throttles.entry(w.clone()).or_default() += t.dl_throttles;
         }
 
+        let tracing = inner.tracer.is_some();
         let reservations = inner
             .workloads
             .iter()
@@ -381,7 +388,13 @@ impl NodeMetrics {
                     used_s: used_s
                         .or_else(|| traced_cpu_ns.get(&w.name).map(|&ns| ns as f64 / 1e9))
                         .or_else(|| live_threads_cpu_s(&w.cgroup)),
-                    throttled,
+                    // SCHED_DEADLINE budgets are per thread, outside cpu.stat: the tracer counts their
+                    // throttles (0 when it saw none of the workload's threads throttled).
+                    throttled: if w.mechanism == Mechanism::Deadline && tracing {
+                        Some(traced_dl_throttles.get(&w.name).copied().unwrap_or(0))
+                    } else {
+                        throttled
+                    },
                     throttled_s,
                 }
             })
@@ -547,6 +560,8 @@ impl Collector for NodeMetrics {
             .counters(&mut e, s.threads.iter().map(|(k, t)| (thread_labels(k), t.migrations)))?;
         Family { name: "rtslice_cpu_seconds", help: "CPU time of the thread (on-CPU time measured by BPF)" }
             .counters(&mut e, s.threads.iter().map(|(k, t)| (thread_labels(k), t.oncpu_ns as f64 / 1e9)))?;
+        Family { name: "rtslice_deadline_throttles", help: "Times the SCHED_DEADLINE thread was switched out because its runtime ran out (BPF)" }
+            .counters(&mut e, s.threads.iter().map(|(k, t)| (thread_labels(k), t.dl_throttles)))?;
         Family { name: "rtslice_threads", help: "Live threads with this name in the workload (a pool is one series)" }
             .gauges(&mut e, s.threads.iter().map(|(k, t)| (thread_labels(k), t.live as i64)))?;
 
@@ -562,7 +577,10 @@ impl Collector for NodeMetrics {
             help: "CPU time the workload used (cgroup cpuacct.usage or cpu.stat usage_usec, else the traced threads' CPU time); budget used = rate / (runtime/period x cpus)",
         }
         .counters(&mut e, s.reservations.iter().filter_map(|w| Some((resv(w), w.used_s?))))?;
-        Family { name: "rtslice_throttled", help: "Periods in which the workload's cgroup was throttled (cpu.stat nr_throttled)" }
+        Family {
+            name: "rtslice_throttled",
+            help: "Periods in which the workload's budget ran out: cpu.stat nr_throttled, or under SCHED_DEADLINE its threads' throttles (BPF)",
+        }
             .counters(&mut e, s.reservations.iter().filter_map(|w| Some((resv(w), w.throttled?))))?;
         Family { name: "rtslice_throttled_seconds", help: "Time the workload's cgroup spent throttled (cpu.stat throttled_time / throttled_usec)" }
             .counters(&mut e, s.reservations.iter().filter_map(|w| Some((resv(w), w.throttled_s?))))?;

@@ -57,6 +57,9 @@ pub struct Observation {
     /// reports nothing.
     pub jobs: Option<u64>,
     pub misses: Option<u64>,
+    /// Times its budget ran out in the interval (SCHED_DEADLINE throttles the tracer counted, or
+    /// the cgroup's throttled periods); `None` when nothing counts them.
+    pub throttled: Option<u64>,
 }
 
 /// What the loop remembers between intervals.
@@ -123,10 +126,20 @@ pub fn decide(runtime: Duration, b: &Bounds, o: &Observation, st: &mut LoopState
         _ => false,
     };
     let saturated = use_ >= SATURATED_USE;
+    // Misses while the budget never ran out are not the budget's: the host stalled the workload
+    // (a VM's steal, an interrupt storm) or its own work came late. Growing the budget would take
+    // bandwidth from others and cure nothing, so the loop says so and keeps it.
+    // Such an interval is not calm either: nothing shrinks while jobs miss.
+    let excused = missing && o.throttled == Some(0) && !saturated;
+    let missing = missing && !excused;
     let seen = format!(
-        "used {} per period ({:.0} % of the budget){}",
+        "used {} per period ({:.0} % of the budget){}{}",
         us(demand),
         use_ * 100.0,
+        match o.throttled {
+            Some(t) => format!(", ran out {t} times"),
+            None => String::new(),
+        },
         match (miss_ratio, o.jobs, o.misses) {
             (Some(r), Some(j), Some(m)) => format!(", {m} of {j} jobs missed ({r:.1e})"),
             _ => String::new(),
@@ -149,12 +162,21 @@ pub fn decide(runtime: Duration, b: &Bounds, o: &Observation, st: &mut LoopState
             Decision::Keep { why: format!("{cause}, but already at max {}: {seen}", us(b.max)) }
         };
     }
-    st.calm += 1;
+    st.calm = if excused { 0 } else { st.calm + 1 };
     if runtime < b.min {
         return Decision::Grow { to: clamp(runtime), why: format!("below min {}", us(b.min)) };
     }
     if runtime > b.max {
         return Decision::Shrink { to: clamp(runtime), why: format!("above max {}", us(b.max)) };
+    }
+    if excused {
+        return Decision::Keep {
+            why: format!(
+                "misses above {} of the target {:.1e}, but the budget never ran out (0 throttles): the host or the work, not the reservation: {seen}",
+                MISS_MARGIN,
+                b.target_miss_ratio.unwrap_or_default()
+            ),
+        };
     }
     if st.calm >= CALM_INTERVALS && use_ < IDLE_USE {
         let want = clamp(ceil_step(runtime.mul_f64(SHRINK_FACTOR).max(demand.div_f64(SHRINK_TO_USE))));
@@ -184,7 +206,27 @@ mod tests {
 
     /// `demand_us` per period over a 2 s interval (2000 jobs), with `misses`.
     fn obs(demand_us: f64, misses: u64) -> Observation {
-        Observation { dt_s: 2.0, used_s: demand_us * 1e-6 * 2000.0, jobs: Some(2000), misses: Some(misses) }
+        Observation { dt_s: 2.0, used_s: demand_us * 1e-6 * 2000.0, jobs: Some(2000), misses: Some(misses), throttled: None }
+    }
+
+    #[test]
+    fn misses_without_a_throttle_are_the_hosts_and_grow_nothing() {
+        let mut st = LoopState { calm: 5 };
+        let host = Observation { throttled: Some(0), ..obs(250.0, 10) };
+        let d = decide(Duration::from_micros(500), &bounds(), &host, &mut st);
+        assert_eq!(d.runtime(), None, "{d:?}");
+        assert!(d.why().contains("never ran out"), "{}", d.why());
+        // Not calm either: no shrink follows while jobs miss.
+        assert_eq!(st.calm, 0);
+        for _ in 0..2 * CALM_INTERVALS {
+            assert_eq!(decide(Duration::from_micros(500), &bounds(), &host, &mut st).runtime(), None);
+        }
+        // Throttled: the budget's misses, grown at once.
+        let short = Observation { throttled: Some(40), ..obs(250.0, 10) };
+        assert!(matches!(decide(Duration::from_micros(300), &bounds(), &short, &mut st), Decision::Grow { .. }));
+        // A budget that runs full grows whatever the throttle count says.
+        let full = Observation { throttled: Some(0), ..obs(290.0, 10) };
+        assert!(matches!(decide(Duration::from_micros(300), &bounds(), &full, &mut st), Decision::Grow { .. }));
     }
 
     #[test]
@@ -245,9 +287,10 @@ mod tests {
         fn the_runtime_stays_within_its_bounds(
             start in 1u64..2000, min in 10u64..500, span in 0u64..800, demand in 0.0f64..2000.0,
             jobs in 0u64..5000, misses in 0u64..100, calm in 0u32..10, cpus in 1u32..4,
+            throttled in proptest::option::of(0u64..50),
         ) {
             let b = Bounds { min: Duration::from_micros(min), max: Duration::from_micros(min + span), period: Duration::from_millis(1), cpus, target_miss_ratio: Some(1e-3) };
-            let o = Observation { dt_s: 2.0, used_s: demand * 1e-6 * 2000.0 * f64::from(cpus), jobs: Some(jobs), misses: Some(misses.min(jobs)) };
+            let o = Observation { dt_s: 2.0, used_s: demand * 1e-6 * 2000.0 * f64::from(cpus), jobs: Some(jobs), misses: Some(misses.min(jobs)), throttled };
             let mut st = LoopState { calm };
             let r = Duration::from_micros(start);
             let d = decide(r, &b, &o, &mut st);

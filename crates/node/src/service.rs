@@ -252,6 +252,7 @@ struct Reading {
     used_s: f64,
     jobs: Option<u64>,
     misses: Option<u64>,
+    throttled: Option<u64>,
 }
 
 /// How often [`Service::check_exits`] compares the running workloads with their journals.
@@ -832,7 +833,7 @@ impl Service {
                     Some("no CPU reading in the last interval (no cgroup CPU accounting, no tracer, no live threads)".into());
                 continue;
             };
-            let now = Reading { time: sample.time, used_s, jobs: ws.sli.ttis, misses: ws.sli.deadline_misses };
+            let now = Reading { time: sample.time, used_s, jobs: ws.sli.ttis, misses: ws.sli.deadline_misses, throttled: ws.throttled };
             let run = self.loops.entry(name.clone()).or_default();
             let Some(since) = run.since else {
                 run.since = Some(now);
@@ -848,6 +849,7 @@ impl Service {
                 used_s: (now.used_s - since.used_s).max(0.0),
                 jobs: d(now.jobs, since.jobs),
                 misses: d(now.misses, since.misses),
+                throttled: d(now.throttled, since.throttled),
             };
             let run = self.loops.get_mut(&name).expect("inserted above");
             run.since = Some(now);

@@ -52,6 +52,8 @@ pub struct ThreadCounts {
     pub involuntary_switches: u64,
     pub migrations: u64,
     pub oncpu_ns: u64,
+    /// SCHED_DEADLINE: times it was switched out because its runtime ran out (throttled).
+    pub dl_throttles: u64,
 }
 
 /// How the tracer itself is doing (for the collector-health metrics).
@@ -173,6 +175,7 @@ impl ContinuousTrace {
                 involuntary_switches: st.nivcsw,
                 migrations: st.migrations,
                 oncpu_ns: st.oncpu_ns + running,
+                dl_throttles: st.dl_throttles,
             });
             if !alive {
                 self.bpf.forget(raw.tid);

@@ -124,6 +124,34 @@ static __always_inline __s64 task_state(void *task, bool btf)
 	return KREAD(btf, (struct task_struct___o *)task, state);
 }
 
+/* include/uapi/linux/sched.h (a #define, so not in vmlinux.h). */
+#define RTLAT_SCHED_DEADLINE 6
+
+static __always_inline bool is_deadline(struct task_struct *t, bool btf)
+{
+	return KREAD(btf, t, policy) == RTLAT_SCHED_DEADLINE;
+}
+
+/* A deadline task's runtime ran out in the slice that ends now. update_curr_dl either throttles it
+ * (dl_throttled, until the replenishment timer at its deadline) or, when that deadline has already
+ * passed, replenishes it at once with a later deadline; both are the budget ending the work, so
+ * both count: the bit, or a deadline that moved since the switch-in (nothing else moves it while
+ * the task runs). dl_throttled is a bitfield: its byte offset, size and shifts are CO-RE
+ * relocations, so each kernel's sched_dl_entity layout is followed; the probed read works in both
+ * program kinds. */
+static __always_inline bool dl_ran_out(struct task_struct *t, struct tstats *st, bool btf)
+{
+	if (!is_deadline(t, btf))
+		return false;
+	/* The access path starts at the task: the macro adds the field's relocated offset to the
+	 * pointer it is given, and clang roots that offset at the outermost object of the expression
+	 * (`(&t->dl)->dl_throttled` is t's offset 540 here, added to &t->dl: another word, read as
+	 * "throttled" at random). */
+	if (BPF_CORE_READ_BITFIELD_PROBED(t, dl.dl_throttled))
+		return true;
+	return st->dl_deadline && BPF_CORE_READ(t, dl.deadline) != st->dl_deadline;
+}
+
 static __always_inline __u64 log2_32(__u32 v)
 {
 	__u32 shift, r;
@@ -171,6 +199,12 @@ static __always_inline __u64 in_cgroup(struct task_struct *t, bool btf)
 {
 	struct cgroup *cg;
 	__u64 id;
+	/* Plain loads only from the typed pointer chain of a tp_btf program (v2's dfl_cgrp). A v1
+	 * cgroup comes out of probe reads (the subsystem's slot has a variable index, which the verifier
+	 * does not allow on a typed pointer): it is a plain number to the verifier, and dereferencing it
+	 * made the whole tp_btf object fail to load on v1 hosts ("R3 invalid mem access 'scalar'"), so
+	 * continuous tracing there always fell back to raw_tp. */
+	bool direct = btf && cg_ctrl == CG_V2;
 
 	if (cg_ctrl == CG_V2) {
 		cg = btf ? t->cgroups->dfl_cgrp : BPF_CORE_READ(t, cgroups, dfl_cgrp);
@@ -189,14 +223,14 @@ static __always_inline __u64 in_cgroup(struct task_struct *t, bool btf)
 	for (int i = 0; i < MAX_CG_DEPTH; i++) {
 		if (!cg)
 			return 0;
-		id = btf ? cg->kn->id : BPF_CORE_READ(cg, kn, id);
+		id = direct ? cg->kn->id : BPF_CORE_READ(cg, kn, id);
 		if (filter_mode == FILTER_CGROUP_SET) {
 			if (bpf_map_lookup_elem(&filter_cgroups, &id))
 				return id;
 		} else if (id == cg_id) {
 			return id;
 		}
-		cg = btf ? (cg->self.parent ? cg->self.parent->cgroup : NULL) : BPF_CORE_READ(cg, self.parent, cgroup);
+		cg = direct ? (cg->self.parent ? cg->self.parent->cgroup : NULL) : BPF_CORE_READ(cg, self.parent, cgroup);
 	}
 	return 0;
 }
@@ -368,6 +402,9 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 				st->oncpu_since = 0;
 			}
 			/* Preempted (or blocked with a wake-up already pending): still on the run queue. */
+			/* Also on a switch that blocks: the accounting at the dequeue may be what ran it out. */
+			if (dl_ran_out(prev, st, btf))
+				st->dl_throttles++;
 			if (preempt || task_state(prev, btf) == TASK_RUNNING) {
 				st->nivcsw++;
 				st->wait_kind = KIND_PREEMPT;
@@ -391,6 +428,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 				st->migrations++;
 			st->last_cpu = cpu;
 			st->oncpu_since = now;
+			st->dl_deadline = is_deadline(next, btf) ? BPF_CORE_READ(next, dl.deadline) : 0;
 			/* Threads are often named after they start (pthread_setname_np, exec): refresh the name
 			 * in each of the first slices and then now and then (user space reads /proc for live
 			 * threads; this is for exited ones, e.g. a short-lived process named at exec). */

@@ -66,6 +66,12 @@ struct tstats {
 	/* FILTER_CGROUP_SET: the id of the filter cgroup the thread was last seen in (its own or the
 	 * nearest ancestor in the set), so user space can attribute threads that exited. 0 otherwise. */
 	__u64 cgroup;
+	/* SCHED_DEADLINE: slices in which its runtime ran out — throttled (dl_throttled at the switch
+	 * away) or, when its deadline had already passed, replenished at once with a later deadline
+	 * (dl.deadline moved while it ran). A reservation that misses deadlines without these is not
+	 * short of budget. */
+	__u64 dl_throttles;
+	__u64 dl_deadline; /* dl.deadline at its last switch-in (deadline threads) */
 	char comm[16];
 };
 

@@ -76,12 +76,19 @@ struct css_set {
 	struct cgroup *dfl_cgrp;
 };
 
+struct sched_dl_entity {
+	u64 deadline;
+	unsigned int dl_throttled : 1;
+};
+
 struct task_struct {
 	unsigned int __state;
 	int pid;
 	int tgid;
 	char comm[16];
 	struct css_set *cgroups;
+	unsigned int policy;
+	struct sched_dl_entity dl;
 };
 
 struct pt_regs {
