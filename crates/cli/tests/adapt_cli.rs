@@ -170,13 +170,14 @@ fn the_loop_lends_an_idle_budget_and_grows_a_starved_one() {
     let _k = KernelLock::acquire();
     let floor = host_floor();
     // A reservation amplifies the host's stalls (docs/model.md: lost supply drains at 1 − utilization),
-    // so a reserved vBS misses up to ~2× the unreserved floor; the loop acts above half the SLO.
-    let slo = (6.0 * floor).max(0.05);
+    // and its per-thread shares add their own misses: a reserved vBS at ~700 µs missed 3-14 % per
+    // 2 s interval over a 4.6 % floor. The loop acts above half the SLO, so the SLO is 10× the floor
+    // (at 6×, that noise made the loop grow the lender back every ~20 s and the test failed).
+    let slo = (10.0 * floor).clamp(0.05, 0.9);
     eprintln!("floor: the vBS alone with no reservation missed {floor:.4} of its TTIs; SLO tested {slo:.4}");
     // What the test checks still means something with a large SLO: the starved vBS misses nearly
-    // every TTI (and runs its budget full), the lending one stays under it. Above 90 % it would not
-    // (the VM missed 9.5 % unreserved at its noisiest, an SLO of 57 %).
-    assert!(slo <= 0.9, "this host misses {floor:.3} of a lone vBS's TTIs with no reservation at all: too noisy to test a closed loop");
+    // every TTI (and runs its budget full), the lending one stays under it.
+    assert!(floor <= 0.15, "this host misses {floor:.3} of a lone vBS's TTIs with no reservation at all: too noisy to test a closed loop");
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(&dir.path().join("state"), &dir.path().join("api.sock"), "deadline");
 
@@ -238,5 +239,7 @@ fn the_loop_lends_an_idle_budget_and_grows_a_starved_one() {
     eprintln!("starved's events:\n  {}", ev.join("\n  "));
     assert!(grown, "starved still holds {:?} µs", d.in_force("starved").1);
     assert!(ev.iter().any(|e| e.starts_with("adapted: grown")), "{ev:?}");
+    // The tracer counted its threads' SCHED_DEADLINE throttles and the loop saw them.
+    assert!(ev.iter().any(|e| e.starts_with("adapted: grown") && e.contains("ran out") && !e.contains("ran out 0 times")), "{ev:?}");
     assert!(d.in_force("starved").1.unwrap() <= 800.0, "above its max");
 }
