@@ -83,6 +83,7 @@ const PER_WORKLOAD: &[&str] = &[
     "kind=\"involuntary\"}",
     "rtslice_migrations_total{workload=\"{w}\",thread=",
     "rtslice_cpu_seconds_total{workload=\"{w}\",thread=",
+    "rtslice_deadline_throttles_total{workload=\"{w}\",thread=",
     "rtslice_reservation_runtime_seconds{workload=\"{w}\",mechanism=\"rt_group\"} 0.008",
     "rtslice_reservation_period_seconds{workload=\"{w}\",mechanism=\"rt_group\"} 0.02",
     "rtslice_reservation_used_seconds_total{workload=\"{w}\",mechanism=\"rt_group\"}",

@@ -371,7 +371,6 @@ impl NodeMetrics {
             *traced_dl_throttles.entry(w.clone()).or_default() += t.dl_throttles;
         }
 
-        let tracing = inner.tracer.is_some();
         let reservations = inner
             .workloads
             .iter()
@@ -388,13 +387,11 @@ impl NodeMetrics {
                     used_s: used_s
                         .or_else(|| traced_cpu_ns.get(&w.name).map(|&ns| ns as f64 / 1e9))
                         .or_else(|| live_threads_cpu_s(&w.cgroup)),
-                    // SCHED_DEADLINE budgets are per thread, outside cpu.stat: the tracer counts their
-                    // throttles (0 when it saw none of the workload's threads throttled).
-                    throttled: if w.mechanism == Mechanism::Deadline && tracing {
-                        Some(traced_dl_throttles.get(&w.name).copied().unwrap_or(0))
-                    } else {
-                        throttled
-                    },
+                    // SCHED_DEADLINE budgets are per thread, outside cpu.stat (whose count is CFS's, 0
+                    // here): the tracer counts their throttles, and where it saw none of the workload's
+                    // threads nothing counts them. Never a 0 nobody measured: the closed loop reads
+                    // 0 throttles as "the misses were not the budget's".
+                    throttled: if w.mechanism == Mechanism::Deadline { traced_dl_throttles.get(&w.name).copied() } else { throttled },
                     throttled_s,
                 }
             })

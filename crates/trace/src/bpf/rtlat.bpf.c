@@ -401,10 +401,10 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 				add_demand(st->oncpu_since, now);
 				st->oncpu_since = 0;
 			}
-			/* Preempted (or blocked with a wake-up already pending): still on the run queue. */
 			/* Also on a switch that blocks: the accounting at the dequeue may be what ran it out. */
 			if (dl_ran_out(prev, st, btf))
 				st->dl_throttles++;
+			/* Preempted (or blocked with a wake-up already pending): still on the run queue. */
 			if (preempt || task_state(prev, btf) == TASK_RUNNING) {
 				st->nivcsw++;
 				st->wait_kind = KIND_PREEMPT;
