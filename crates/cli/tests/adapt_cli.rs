@@ -17,7 +17,7 @@
 //!    it within a few intervals to cover what it uses.
 //!
 //! The SLO tested is a miss ratio of 5 %, this host's honest floor on a quiet day (slo_cli.rs: a vBS
-//! alone misses about 1 % of its TTIs on this 2-vCPU VM) — or 6× the floor the test measures first
+//! alone misses about 1 % of its TTIs on this 2-vCPU VM) — or 10× the floor the test measures first
 //! (the same vBS with no reservation, SCHED_FIFO on CPU 1), when the host is busier: the loop acts
 //! on misses above half the SLO, and misses the host makes with no reservation at all are not the
 //! budget's to fix. On 2026-11-26 the VM ran the vBS 1.35× slower than two days before, `big`

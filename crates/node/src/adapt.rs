@@ -132,6 +132,7 @@ pub fn decide(runtime: Duration, b: &Bounds, o: &Observation, st: &mut LoopState
     // Such an interval is not calm either: nothing shrinks while jobs miss.
     let excused = missing && o.throttled == Some(0) && !saturated;
     let missing = missing && !excused;
+    let above_margin = || format!("misses above {} of the target {:.1e}", MISS_MARGIN, b.target_miss_ratio.unwrap_or_default());
     let seen = format!(
         "used {} per period ({:.0} % of the budget){}{}",
         us(demand),
@@ -149,7 +150,7 @@ pub fn decide(runtime: Duration, b: &Bounds, o: &Observation, st: &mut LoopState
         st.calm = 0;
         let want = clamp(ceil_step(runtime.mul_f64(GROW_FACTOR).max(demand.div_f64(GROW_TO_USE))));
         let cause = if missing {
-            format!("misses above {} of the target {:.1e}", MISS_MARGIN, b.target_miss_ratio.unwrap_or_default())
+            above_margin()
         } else {
             "the budget runs full".into()
         };
@@ -171,11 +172,7 @@ pub fn decide(runtime: Duration, b: &Bounds, o: &Observation, st: &mut LoopState
     }
     if excused {
         return Decision::Keep {
-            why: format!(
-                "misses above {} of the target {:.1e}, but the budget never ran out (0 throttles): the host or the work, not the reservation: {seen}",
-                MISS_MARGIN,
-                b.target_miss_ratio.unwrap_or_default()
-            ),
+            why: format!("{}, but the budget never ran out (0 throttles): the host or the work, not the reservation: {seen}", above_margin()),
         };
     }
     if st.calm >= CALM_INTERVALS && use_ < IDLE_USE {
