@@ -12,7 +12,8 @@
 //! at a time (cyclictest max 4–10 ms idle); an emulated vBS alone, unreserved, misses about 1 % of
 //! its TTIs here on a quiet day, more when the host is busy. So the SLO tested is a miss ratio of
 //! 5 %, which a sized reservation can honestly be held to on this host; 1e-3 would test the host,
-//! not the sizing. The host's misses (the profiled, unreserved run's) are composed with the SLO:
+//! not the sizing. The host's misses (the larger of the profiled run's and an unreserved run's on the
+//! reservation's CPU right after) are composed with the SLO:
 //! on 2026-11-26 the VM ran the same code ~1.4x slower than two days before and a sized reservation
 //! missed 7.2 % where the model said 4.1 %.
 //!
@@ -149,7 +150,7 @@ fn a_workload_with_an_slo_is_sized_applied_and_meets_it() {
 
     let state = p("state").to_str().unwrap().to_string();
     let out = rtslice(&["apply", spec_arg, "--state-dir", &state, "--json"]);
-    let _reset = Reset(state.clone());
+    let reset = Reset(state.clone());
     assert_eq!(out.status.code(), Some(0), "apply: {}", String::from_utf8_lossy(&out.stderr));
     let applied: Value = serde_json::from_slice(&out.stdout).unwrap();
     let pid = applied["workloads"][0]["pids"][0]["pid"].as_u64().expect("the launched emulator's pid") as u32;
@@ -190,9 +191,22 @@ fn a_workload_with_an_slo_is_sized_applied_and_meets_it() {
         sizing["predicted_miss_ratio"]
     );
     assert!(ttis > 10_000.0, "{ttis} TTIs");
-    // The host's own misses come on top of the reservation's: the profiled run (the same vBS, no
-    // reservation, both CPUs) measured them minutes before. The SLO holds for what the reservation
-    // adds — misses beyond that floor, the two taken as independent, as docs/model.md composes them.
+    // The host's own misses come on top of the reservation's. Two runs measure them: the profiled
+    // one (no reservation, both CPUs) before, and right after the reserved run the same vBS, as the
+    // reserved run launched it, alone on the reservation's CPU with no reservation (what that CPU
+    // costs it, the budget aside). The floor is the larger: on this VM the host's share of misses
+    // drifts by 3x within minutes (1.9-7.2 % in six runs on 2026-11-26), each run one sample of it.
+    // The SLO holds for what the reservation adds — misses beyond that floor, the two taken as
+    // independent, as docs/model.md composes them. An undersized budget misses far more: at half the
+    // sized runtime the queue is unstable and most TTIs miss.
+    let cpu = w["cpus"][0].as_u64().expect("the placement's CPU").to_string();
+    drop(reset);
+    let pinned = rtslice_testkit::emulated_floor(
+        Path::new(BIN),
+        Some(&cpu),
+        &["--profile", "oai-lte", "--load", "20%", "--sched", "other", "--duration", "8s"],
+    );
+    let floor = floor.max(pinned);
     let allowed = 1.0 - (1.0 - SLO_MISS_RATIO) * (1.0 - floor);
     assert!(ratio <= allowed, "miss ratio {ratio} above the SLO {SLO_MISS_RATIO} on top of this host's floor {floor:.4} (at most {allowed:.4})");
 }

@@ -84,6 +84,16 @@ fn take_log() -> String {
     log.trim_end().to_string()
 }
 
+/// The demand ring's shape: `slots` buckets of `bucket_ns` each; a slice ending on a CPU is added
+/// to at most its last `span` buckets (those its reader has not read yet), the rest to the
+/// overflow count ([`BpfTracer::demand_overflow_ns`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DemandRing {
+    pub bucket_ns: u64,
+    pub slots: u32,
+    pub span: u32,
+}
+
 impl BpfTracer {
     /// Loads and attaches the tp_btf programs, or the raw_tp ones when tp_btf fails (or when
     /// `raw_only`).
@@ -91,9 +101,9 @@ impl BpfTracer {
         Self::start_with_demand(filter, raw_only, None)
     }
 
-    /// [`BpfTracer::start`], also summing the traced threads' on-CPU time into a ring of
-    /// `slots` buckets of `bucket_ns` each (`demand`, read with [`BpfTracer::demand_buckets`]).
-    pub fn start_with_demand(filter: &Filter, raw_only: bool, demand: Option<(u64, u32)>) -> Result<BpfTracer, TraceError> {
+    /// [`BpfTracer::start`], also summing the traced threads' on-CPU time into a ring of buckets
+    /// (`demand`, read with [`BpfTracer::demand_buckets`]).
+    pub fn start_with_demand(filter: &Filter, raw_only: bool, demand: Option<DemandRing>) -> Result<BpfTracer, TraceError> {
         libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Warn, capture_libbpf)));
         let mut errors = Vec::new();
         let kinds: &[bool] = if raw_only { &[true] } else { &[false, true] };
@@ -106,7 +116,7 @@ impl BpfTracer {
         Err(TraceError::Bpf(errors.join("; ")))
     }
 
-    fn try_start(filter: &Filter, raw: bool, demand: Option<(u64, u32)>) -> Result<BpfTracer, String> {
+    fn try_start(filter: &Filter, raw: bool, demand: Option<DemandRing>) -> Result<BpfTracer, String> {
         take_log();
         let mut storage = SkelStorage::new();
         let result = (|| {
@@ -131,10 +141,12 @@ impl BpfTracer {
                     rodata.cg_ctrl = *ctrl;
                 }
             }
-            if let Some((bucket_ns, slots)) = demand {
-                rodata.demand_bucket_ns = bucket_ns;
-                rodata.demand_slots = slots;
-                open.maps.demand.set_max_entries(slots).map_err(|e| format!("size the demand ring: {e}"))?;
+            if let Some(ring) = demand {
+                rodata.demand_bucket_ns = ring.bucket_ns;
+                rodata.demand_slots = ring.slots;
+                // More than the ring holds would add a slice's head to slots of later buckets.
+                rodata.demand_span = ring.span.clamp(1, ring.slots);
+                open.maps.demand.set_max_entries(ring.slots).map_err(|e| format!("size the demand ring: {e}"))?;
             }
             let p = &mut open.progs;
             for prog in [&mut p.wakeup_btf, &mut p.wakeup_new_btf, &mut p.switch_btf] {
@@ -159,6 +171,11 @@ impl BpfTracer {
             // (not permitted) run time and count are left out of the report.
             let stats_fd = rtslice_sys::bpf::enable_run_time_stats().ok();
             skel.attach().map_err(|e| format!("attach: {e}\n{}", take_log()))?;
+            if demand.is_some() {
+                if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
+                    bss.demand_since = rtslice_sys::time::monotonic_ns();
+                }
+            }
             Ok((skel, stats_fd))
         })();
         match result {
@@ -280,7 +297,8 @@ impl BpfTracer {
             .collect()
     }
 
-    /// On-CPU time of slices too long to spread over their buckets (`DEMAND_MAX_SPAN`).
+    /// On-CPU time of slices too long to spread over their buckets: the part before their last
+    /// [`DemandRing::span`] buckets.
     pub fn demand_overflow_ns(&self) -> u64 {
         let offset = std::mem::offset_of!(types::bss, demand_overflow_ns);
         match self.skel.maps.bss.lookup(&0u32.to_ne_bytes(), MapFlags::ANY) {

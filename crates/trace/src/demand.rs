@@ -13,7 +13,7 @@ use std::time::Duration;
 use rtslice_spec::{ExecutionQuantiles, HistogramBin, Profile};
 use rtslice_sys::time::monotonic_ns;
 
-use crate::bpf::BpfTracer;
+use crate::bpf::{BpfTracer, DemandRing};
 use crate::{filter_of, Target, TraceError};
 
 /// Buckets per period, finest first (the first that divides the period exactly is used).
@@ -37,7 +37,8 @@ pub struct DemandSamples {
     pub windows_ns: Vec<u64>,
     /// Buckets read after the ring had reused their slot (none unless the reader was stalled > 3 s).
     pub lost_buckets: u64,
-    /// On-CPU time of slices longer than 64 buckets beyond their first 64 (a CPU hog; 0 for a vBS).
+    /// On-CPU time of slices that kept a CPU longer than [`SETTLE`], before their last
+    /// SETTLE: buckets already read when the slice ended (a CPU hog; a vBS thread rarely).
     pub overflow_ns: u64,
 }
 
@@ -63,7 +64,11 @@ impl DemandProfiler {
         let k = BUCKETS_PER_PERIOD.iter().copied().find(|k| period_ns % k == 0).unwrap_or(1);
         let bucket_ns = period_ns / k;
         let slots = (RING_SPAN.as_nanos() as u64 / bucket_ns).clamp(1024, 1 << 20) as u32;
-        let tracer = BpfTracer::start_with_demand(&filter_of(target)?, false, Some((bucket_ns, slots)))?;
+        // A slice is spread over the buckets surely not yet read when it ends: a poll reads only
+        // buckets that ended SETTLE before it, so those that ended within the last SETTLE.
+        let span = (SETTLE.as_nanos() as u64 / bucket_ns).clamp(1, slots as u64) as u32;
+        let ring = DemandRing { bucket_ns, slots, span };
+        let tracer = BpfTracer::start_with_demand(&filter_of(target)?, false, Some(ring))?;
         // The first bucket that starts after the program is attached is the first whole one.
         let next = monotonic_ns() / bucket_ns + 1;
         Ok(DemandProfiler { tracer, period_ns, bucket_ns, slots, next, buckets: Vec::new(), lost: 0 })

@@ -33,8 +33,15 @@ __u64 lost_stats = 0;
 /* Demand buckets: off when demand_bucket_ns is 0 (the ring then has one unused slot). */
 const volatile __u64 demand_bucket_ns = 0;
 const volatile __u32 demand_slots = 1;
-/* On-CPU time of slices longer than DEMAND_MAX_SPAN buckets, beyond their first buckets. */
+/* The buckets a slice is spread over, its last ones: user space sets the buckets it has not yet
+ * read when a slice ends (those of its settling delay), so only time already read is left out. */
+const volatile __u32 demand_span = DEMAND_MAX_SPAN;
+/* On-CPU time of slices longer than demand_span buckets, before their last demand_span buckets. */
 __u64 demand_overflow_ns = 0;
+/* Set by user space right after attaching: a thread switched out without a switch-in seen has been
+ * on its CPU since before then, and its slice is counted from here (the profile's windows start
+ * later), not dropped: for a thread that keeps its CPU for hundreds of ms, up to that much. */
+__u64 demand_since = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -373,14 +380,27 @@ static long demand_step(__u32 i, struct demand_span *s)
 }
 
 /* Adds the on-CPU slice [from, to) to the buckets it spans (bpf_loop, 5.17+: the step is verified
- * once, where an unrolled loop over DEMAND_MAX_SPAN buckets exceeds the verifier's budget). */
+ * once, where an unrolled loop over many buckets exceeds the verifier's budget). A slice over more
+ * than demand_span buckets (a thread that kept its CPU for longer than user space waits before it
+ * reads a bucket: a busy thread on a vCPU its host took away, or one catching up a backlog) is
+ * spread over its last demand_span buckets; its head, whose buckets user space has already read,
+ * is counted in demand_overflow_ns. */
 static __always_inline void add_demand(__u64 from, __u64 to)
 {
 	struct demand_span s = { .from = from, .to = to };
+	__u64 w = demand_bucket_ns;
+	__u64 first;
 
-	if (!demand_bucket_ns)
+	if (!w || !demand_span || from >= to)
 		return;
-	bpf_loop(DEMAND_MAX_SPAN, demand_step, &s, 0);
+	/* The first bucket spread: the one demand_span - 1 before the slice's last. */
+	first = (to - 1) / w;
+	first = first >= demand_span - 1 ? (first - (demand_span - 1)) * w : 0;
+	if (s.from < first) {
+		__sync_fetch_and_add(&demand_overflow_ns, first - s.from);
+		s.from = first;
+	}
+	bpf_loop(demand_span, demand_step, &s, 0);
 	if (s.from < s.to)
 		__sync_fetch_and_add(&demand_overflow_ns, s.to - s.from);
 }
@@ -400,6 +420,8 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 				st->oncpu_ns += now - st->oncpu_since;
 				add_demand(st->oncpu_since, now);
 				st->oncpu_since = 0;
+			} else if (!st->slices && demand_since && demand_since < now) {
+				add_demand(demand_since, now);
 			}
 			/* Also on a switch that blocks: the accounting at the dequeue may be what ran it out. */
 			if (dl_ran_out(prev, st, btf))

@@ -39,7 +39,7 @@ struct demand_bucket {
 	__u64 index;
 	__u64 ns;
 };
-/* Buckets one off-CPU switch spreads its slice over; the rest is counted in demand_overflow_ns. */
+/* The most buckets one off-CPU switch spreads its slice over when user space sets no span. */
 #define DEMAND_MAX_SPAN 64
 
 struct hist {
