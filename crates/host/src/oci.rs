@@ -484,6 +484,8 @@ pub fn runc_start(runc: &Path, root: &Path, id: &str) -> Result<()> {
 /// Stops a container as `docker stop` does: SIGTERM to every process in it, up to `grace` for them to
 /// exit (polling `runc state`), then [`runc_delete`] (SIGKILL and removal).
 pub fn runc_stop(runc: &Path, root: &Path, id: &str, grace: std::time::Duration) -> Result<()> {
+    // Read before the container's processes go: their deadline bandwidth is released late.
+    let dl_period = runc_init_pid(runc, root, id).and_then(|pid| crate::sched::longest_deadline_period(container_pids(pid)));
     let sent = runc_cmd(runc, root).args(["kill", "--all", id, "TERM"]).output();
     if sent.is_ok_and(|o| o.status.success()) {
         let deadline = std::time::Instant::now() + grace;
@@ -498,7 +500,22 @@ pub fn runc_stop(runc: &Path, root: &Path, id: &str, grace: std::time::Duration)
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
-    runc_delete(runc, root, id)
+    let deleted = runc_delete(runc, root, id);
+    crate::sched::wait_deadline_release(dl_period);
+    deleted
+}
+
+/// The pid of a container's init process (`runc state`), None when it is not running.
+fn runc_init_pid(runc: &Path, root: &Path, id: &str) -> Option<i32> {
+    let out = runc_cmd(runc, root).args(["state", id]).output().ok().filter(|o| o.status.success())?;
+    let state: Value = serde_json::from_slice(&out.stdout).ok()?;
+    state["pid"].as_i64().filter(|&p| p > 0).and_then(|p| i32::try_from(p).ok())
+}
+
+/// A container's processes: its init and every descendant.
+pub(crate) fn container_pids(init: i32) -> Vec<i32> {
+    let Ok(init) = u32::try_from(init) else { return Vec::new() };
+    rtslice_sys::procfs::process_tree(init).into_iter().filter_map(|p| i32::try_from(p).ok()).collect()
 }
 
 pub fn runc_delete(runc: &Path, root: &Path, id: &str) -> Result<()> {

@@ -108,6 +108,8 @@ pub(crate) fn start(bin: &Path, name: &str) -> Result<()> {
 
 /// Stops the container (SIGTERM, `grace`, SIGKILL) and removes it; one that does not exist is fine.
 pub fn stop(bin: &Path, name: &str, grace: Duration) -> Result<()> {
+    // Read before the container's processes go: their deadline bandwidth is released late.
+    let dl_period = init_pid(bin, name).and_then(|pid| crate::sched::longest_deadline_period(crate::oci::container_pids(pid)));
     let secs = grace.as_secs().max(1).to_string();
     let out = podman(bin)
         .args(["rm", "--force", "--time", &secs, name])
@@ -115,10 +117,17 @@ pub fn stop(bin: &Path, name: &str, grace: Duration) -> Result<()> {
         .map_err(|e| HostError::Launch { what: format!("podman rm {name}"), reason: e.to_string() })?;
     let err = String::from_utf8_lossy(&out.stderr);
     if out.status.success() || err.contains("no such container") {
+        crate::sched::wait_deadline_release(dl_period);
         Ok(())
     } else {
         Err(HostError::Launch { what: format!("podman rm {name}"), reason: err.trim().to_string() })
     }
+}
+
+/// The pid of a running container's init process (`podman inspect`), None when it is not running.
+fn init_pid(bin: &Path, name: &str) -> Option<i32> {
+    let out = podman(bin).args(["inspect", "--format", "{{.State.Pid}}", name]).output().ok().filter(|o| o.status.success())?;
+    String::from_utf8_lossy(&out.stdout).trim().parse::<i32>().ok().filter(|&p| p > 0)
 }
 
 #[cfg(test)]

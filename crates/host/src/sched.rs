@@ -41,6 +41,31 @@ pub fn comm_of(pid: i32, tid: i32) -> Option<String> {
 pub use rtslice_sys::procfs::no_setaffinity;
 pub use rtslice_sys::thread::gettid;
 
+/// The longest period among the SCHED_DEADLINE threads of processes `pids` (None: no such thread),
+/// read before the processes are stopped: see [`wait_deadline_release`].
+pub fn longest_deadline_period(pids: impl IntoIterator<Item = i32>) -> Option<std::time::Duration> {
+    pids.into_iter()
+        .flat_map(threads_of)
+        .filter_map(|tid| match get_attr(tid) {
+            Ok(SchedAttr::Deadline { period_ns, .. }) => Some(std::time::Duration::from_nanos(period_ns)),
+            _ => None,
+        })
+        .max()
+}
+
+/// Waits, after a workload's processes are gone, for the kernel to release their deadline bandwidth.
+/// A deadline thread that dies while blocked gives its bandwidth back only at its 0-lag time (the
+/// kernel's inactive timer), up to a period after it blocked. A partition removed before then (the
+/// next undo steps) is rebuilt without the dead thread, and the late release drives the rebuilt root
+/// domain's total below zero: every later SCHED_DEADLINE admission on those CPUs fails with EBUSY
+/// (6.12-rt guests: total_bw -104860 after a removed 300 ms / 1 s thread; docs/host.md). `period`
+/// is [`longest_deadline_period`] of the processes, read before they were stopped.
+pub fn wait_deadline_release(period: Option<std::time::Duration>) {
+    if let Some(period) = period {
+        std::thread::sleep(period);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

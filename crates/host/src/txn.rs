@@ -359,19 +359,11 @@ pub fn undo(change: &Change, ctx: &mut Undo) -> Result<()> {
                 .filter_map(ProcRef::of)
                 .filter(|p| p.start >= proc.start)
                 .collect();
-            let dl_period = longest_deadline_period(std::iter::once(proc).chain(&others));
+            let dl_period = sched::longest_deadline_period(std::iter::once(proc).chain(&others).filter(|p| p.alive()).map(|p| p.pid));
             let r = rtslice_sys::proc_ref::stop_gracefully(&[*proc], &others, ctx.grace, KILL_WAIT);
             ctx.terminated += r.terminated;
             ctx.killed += r.killed;
-            if let Some(period) = dl_period {
-                // A deadline thread that dies while blocked gives its bandwidth back only at its
-                // 0-lag time (the kernel's inactive timer), up to a period after it blocked. A
-                // partition removed before then (the next undo steps) is rebuilt without the dead
-                // thread, and the late release drives the rebuilt root domain's total below zero:
-                // every later SCHED_DEADLINE admission on those CPUs fails with EBUSY (6.12-rt
-                // guests: total_bw -104860 after a removed 300 ms / 1 s thread; docs/host.md).
-                std::thread::sleep(period);
-            }
+            sched::wait_deadline_release(dl_period);
             survivors(what, &r.left)
         }
         Change::Agent { proc } => {
@@ -411,19 +403,6 @@ fn undo_subtree_control(path: &Path, old: &str) -> Result<()> {
         return Ok(());
     }
     ignore_gone(fsio::write(path, &off.join(" ")))
-}
-
-/// The longest period among the SCHED_DEADLINE threads of `procs` (none: no such thread).
-fn longest_deadline_period<'a>(procs: impl IntoIterator<Item = &'a ProcRef>) -> Option<Duration> {
-    procs
-        .into_iter()
-        .filter(|p| p.alive())
-        .flat_map(|p| sched::threads_of(p.pid))
-        .filter_map(|tid| match sched::get_attr(tid) {
-            Ok(SchedAttr::Deadline { period_ns, .. }) => Some(Duration::from_nanos(period_ns)),
-            _ => None,
-        })
-        .max()
 }
 
 fn survivors(what: &str, left: &[ProcRef]) -> Result<()> {

@@ -11,10 +11,16 @@ use rtslice_host::sched::{self, SchedAttr};
 use rtslice_host::{apply_setup, reset, status, ApplyOptions, CpuList, Launch, OciLaunch, ResetOptions, Reservation, Setup, StateDir, ThreadRule, WorkloadSetup};
 use rtslice_testkit::{root_or_skip, KernelLock};
 
-/// A runc-launched busybox spinner (SCHED_FIFO 10 by rule) on CPU 1 with a 30 ms / 100 ms
-/// reservation, in its own network namespace; `None` (with the reason printed) when this host lacks
-/// runc, a second CPU or `mechanism`.
-fn spinner_container(prefix: &str, mechanism: Mechanism, bundle: &std::path::Path) -> Option<(String, Setup, ApplyOptions)> {
+/// A runc-launched busybox shell running `script` (SCHED_FIFO 10 by rule) on CPU 1 with the
+/// reservation `(runtime_us, period_us)`, in its own network namespace; `None` (with the reason
+/// printed) when this host lacks runc, a second CPU or `mechanism`.
+fn shell_container(
+    prefix: &str,
+    mechanism: Mechanism,
+    bundle: &std::path::Path,
+    script: &str,
+    (runtime_us, period_us): (u64, u64),
+) -> Option<(String, Setup, ApplyOptions)> {
     let Some(runc) = rtslice_host::oci::find_runc() else {
         eprintln!("SKIPPED: runc not installed (make deps installs it)");
         return None;
@@ -29,11 +35,11 @@ fn spinner_container(prefix: &str, mechanism: Mechanism, bundle: &std::path::Pat
         workloads: vec![WorkloadSetup {
             name: name.clone(),
             cpus: CpuList::parse("1").unwrap(),
-            reservation: Some(Reservation::from_micros(30_000, 100_000)),
+            reservation: Some(Reservation::from_micros(runtime_us, period_us)),
             threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None }],
             launch: Launch::Oci(OciLaunch {
                 bundle: bundle.into(),
-                args: vec!["sh".into(), "-c".into(), "while :; do :; done".into()],
+                args: vec!["sh".into(), "-c".into(), script.into()],
                 netns: true,
                 seccomp: true,
                 id: None,
@@ -46,8 +52,8 @@ fn spinner_container(prefix: &str, mechanism: Mechanism, bundle: &std::path::Pat
     Some((name, setup, opts))
 }
 
-/// The spinner container applied under `mechanism` with a state directory of its own, and what the
-/// tests need to check and undo it; `None` when this host lacks what [`spinner_container`] needs.
+/// The shell container applied under `mechanism` with a state directory of its own, and what the
+/// tests need to check and undo it; `None` when this host lacks what [`shell_container`] needs.
 /// Fields drop in order: the reset first, then the directories it used.
 struct AppliedSpinner {
     _cleanup: ResetOnDrop,
@@ -61,9 +67,14 @@ struct AppliedSpinner {
     before: std::collections::BTreeMap<String, String>,
 }
 
+/// A spinner: 30 ms every 100 ms.
 fn apply_spinner(prefix: &str, mechanism: Mechanism) -> Option<AppliedSpinner> {
+    apply_shell(prefix, mechanism, "while :; do :; done", (30_000, 100_000))
+}
+
+fn apply_shell(prefix: &str, mechanism: Mechanism, script: &str, reservation: (u64, u64)) -> Option<AppliedSpinner> {
     let bundle = tempfile::tempdir().unwrap();
-    let (name, setup, opts) = spinner_container(prefix, mechanism, bundle.path())?;
+    let (name, setup, opts) = shell_container(prefix, mechanism, bundle.path(), script, reservation)?;
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
     let opts = ApplyOptions { state_dir: StateDir::new(dir.path()), ..opts };
@@ -130,4 +141,39 @@ fn runc_container_in_a_deadline_partition_is_throttled_to_its_budget() {
     reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
     assert!(!std::path::Path::new(&format!("/proc/{pid}/stat")).exists() || read(format!("/proc/{pid}/stat")).contains(") Z"));
     assert_same(&before, &snapshot());
+}
+
+/// A container whose deadline thread is asleep when it is stopped, having used part of its runtime:
+/// the kernel releases that thread's bandwidth only at its 0-lag time, `used · period / runtime`
+/// after its period began (at most a period). Removing the launched workload's partition before
+/// then corrupted the 6.12-rt root domain's accounting for every later deadline task (docs/host.md),
+/// and reset now waits the period out after runc has stopped a container too. This container did
+/// not reproduce the corruption without that wait (neither here nor in the 6.12-rt guest: the
+/// daemon's resize of a sleeping deadline thread did, `node/lifecycle`); it checks that a
+/// container's removal leaves deadline admission whole.
+#[test]
+fn stopping_a_container_whose_deadline_thread_sleeps_leaves_deadline_admission_whole() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    // The shell counts (CPU time) and then waits for its `sleep` child: blocked, under
+    // SCHED_DEADLINE 100 ms every 4 s (the longest period the spec allows). It ends on SIGTERM, as
+    // a real stack does (a container's init ignores signals it has no handler for), so runc's stop
+    // ends it at once, well inside the 0-lag window.
+    let script = "trap 'exit 0' TERM; i=0; while [ $i -lt 5000 ]; do i=$((i+1)); done; sleep 60 & wait";
+    let Some(shell) = apply_shell("dlsleep", Mechanism::Deadline, script, (100_000, 4_000_000)) else { return };
+    let AppliedSpinner { pid, before, dir, .. } = &shell;
+    let pid = *pid;
+    let attr = sched::get_attr(pid).unwrap();
+    assert!(matches!(attr, SchedAttr::Deadline { period_ns: 4_000_000_000, .. }), "{attr:?}");
+    let used = || rtslice_sys::procfs::oncpu_ns(pid as u32, pid as u32).unwrap_or(0);
+    let asleep = || rtslice_sys::procfs::process_stat(pid).is_some_and(|s| s.state == 'S');
+    let start = std::time::Instant::now();
+    while !(asleep() && used() >= 10_000_000) {
+        assert!(start.elapsed() < Duration::from_secs(30), "the shell counted and went to sleep: {} ns used", used());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    eprintln!("the container's shell used {} ms and sleeps; stopping it", used() / 1_000_000);
+    reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
+    assert_same(before, &snapshot());
+    rtslice_testkit::deadline::probe_admission().unwrap_or_else(|e| panic!("after the container was removed: {e}"));
 }

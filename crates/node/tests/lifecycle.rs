@@ -562,16 +562,5 @@ fn threads_born_after_deploy_get_their_rules_from_the_daemon() {
     // the CPUs its partition gave back. (Killing the thread while it was SCHED_DEADLINE and then
     // removing its partition drove the root domain's total below zero on the 6.12 guests, and
     // every later admission failed with EBUSY.)
-    let probe = std::process::Command::new("sleep").arg("30").spawn().unwrap();
-    let tid = probe.id() as i32;
-    let isolated = rtslice_sys::procfs::isolated_cpus().unwrap_or_default();
-    let cpus: Vec<u32> = rtslice_sys::procfs::online_cpus().unwrap().into_iter().filter(|c| !isolated.contains(c)).collect();
-    rtslice_sys::sched::set_affinity(tid, cpus.iter().copied()).unwrap();
-    let dl = rtslice_host::sched::SchedAttr::Deadline { runtime_ns: 100_000, deadline_ns: 10_000_000, period_ns: 10_000_000, reclaim: false };
-    let admitted = rtslice_sys::sched::set_attr(tid, dl);
-    let _ = rtslice_sys::sched::set_attr(tid, rtslice_host::sched::SchedAttr::Other { nice: 0 });
-    let mut probe = probe;
-    let _ = probe.kill();
-    let _ = probe.wait();
-    admitted.unwrap_or_else(|e| panic!("a 1 % deadline task on CPUs {cpus:?} after the workload was removed: {e}"));
+    rtslice_testkit::deadline::probe_admission().unwrap_or_else(|e| panic!("after the workload was removed: {e}"));
 }

@@ -7,6 +7,8 @@
 //! - [`cgroup_mount`], [`TempCgroup`]: a scratch cgroup in this host's hierarchies, removed on drop.
 //! - [`in_guest`]: true inside a test guest of the real-kernel matrix (`make test-kernels`), where
 //!   timing means nothing (qemu TCG): the few assertions on latencies or CPU shares relax there.
+//! - [`deadline`]: where a SCHED_DEADLINE task is admitted, a probe that one is, and what holds the
+//!   bandwidth when it is not.
 //! - [`resctrl`]: a plain directory shaped like resctrl (no machine here has RDT), and snapshots of it.
 //! - [`prom`]: a real Prometheus (Debian's package) scraping loopback targets, PromQL, plain HTTP GET.
 //! - [`sentinel`]: FIFO 99 threads that see the host stall a CPU, so timing tests excuse only the
@@ -17,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use rtslice_sys::lock::FileLock;
 
+pub mod deadline;
 pub mod prom;
 pub mod resctrl;
 pub mod sentinel;

@@ -129,58 +129,13 @@ impl Drop for Deadline {
 fn deadline(child: Sleeper, cg: &TempCgroup, runtime_ms: u64, period_ms: u64) -> Deadline {
     cg.enter(child.id());
     let tid = child.id() as i32;
-    // The kernel admits a deadline task only if its affinity spans its root domain: the CPUs not
-    // boot-isolated (all of them here; 0-3 in the matrix's isolcpus guest).
-    let isolated = rtslice_sys::procfs::isolated_cpus().unwrap_or_default();
-    let cpus: Vec<u32> = rtslice_sys::procfs::online_cpus().expect("online CPUs").into_iter().filter(|c| !isolated.contains(c)).collect();
+    let cpus = rtslice_testkit::deadline::admission_cpus();
     rtslice_sys::sched::set_affinity(tid, cpus.iter().copied()).expect("affinity");
     let ms = 1_000_000;
     let attr = rtslice_sys::sched::SchedAttr::Deadline { runtime_ns: runtime_ms * ms, deadline_ns: period_ms * ms, period_ns: period_ms * ms, reclaim: false };
     rtslice_sys::sched::set_attr(tid, attr)
-        .unwrap_or_else(|e| panic!("SCHED_DEADLINE {runtime_ms}/{period_ms} ms for {tid} on CPUs {cpus:?}: {e}\n{}", deadline_state()));
+        .unwrap_or_else(|e| panic!("SCHED_DEADLINE {runtime_ms}/{period_ms} ms for {tid} on CPUs {cpus:?}: {e}\n{}", rtslice_testkit::deadline::state()));
     Deadline(child)
-}
-
-/// What holds deadline bandwidth now, for a refused admission: every SCHED_DEADLINE thread, the
-/// cpuset partitions (each its own root domain), and the root domains' accounting where debugfs
-/// shows it (the matrix's guests; this host locks debugfs).
-fn deadline_state() -> String {
-    let mut out = Vec::new();
-    for p in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        for t in std::fs::read_dir(p.path().join("task")).into_iter().flatten().flatten() {
-            let Ok(tid) = t.file_name().to_string_lossy().parse::<i32>() else { continue };
-            if let Ok(a @ rtslice_sys::sched::SchedAttr::Deadline { .. }) = rtslice_sys::sched::get_attr(tid) {
-                let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-                let state = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
-                let state = state.rsplit_once(") ").map(|(_, r)| r.chars().next().unwrap_or('?')).unwrap_or('?');
-                out.push(format!("deadline thread {tid} {} ({state}): {a:?}", comm.trim()));
-            }
-        }
-    }
-    fn partitions(dir: &Path, out: &mut Vec<String>) {
-        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                let part = std::fs::read_to_string(e.path().join("cpuset.cpus.partition")).unwrap_or_default();
-                if !part.trim().is_empty() && part.trim() != "member" {
-                    let cpus = std::fs::read_to_string(e.path().join("cpuset.cpus.effective")).unwrap_or_default();
-                    out.push(format!("partition {}: {} cpus {}", e.path().display(), part.trim(), cpus.trim()));
-                }
-                partitions(&e.path(), out);
-            }
-        }
-    }
-    partitions(Path::new("/sys/fs/cgroup"), &mut out);
-    for d in ["/sys/kernel/debug/sched/debug", "/proc/sched_debug"] {
-        if let Ok(text) = std::fs::read_to_string(d) {
-            out.extend(text.lines().filter(|l| l.contains("dl_bw") || l.starts_with("cpu#")).map(|l| format!("{d}: {}", l.trim())));
-            break;
-        }
-    }
-    if out.is_empty() {
-        "no SCHED_DEADLINE thread, no cpuset partition, no readable root-domain accounting".into()
-    } else {
-        out.join("\n")
-    }
 }
 
 #[test]
