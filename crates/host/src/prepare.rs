@@ -67,6 +67,7 @@ impl HostFacts {
             hz,
             hrtick,
             no_partition_cpus: self.no_partition_cpus().iter().collect(),
+            partition_parent_holds_all: matches!(self.backend, Backend::V2 { .. }),
         }
     }
 
@@ -573,6 +574,7 @@ mod plan_agrees_with_apply {
                 hz: Some(250),
                 hrtick: false,
                 no_partition_cpus: Vec::new(),
+                partition_parent_holds_all: matches!(facts.backend, Backend::V2 { .. }),
             };
             let mut plan = rtslice_plan::plan_for_kernel(&spec, &NodeFacts::with_cpus(4), &kernel, requested);
             let k = plan.kernel.clone().expect("plan_for_kernel carries the kernel plan");

@@ -80,6 +80,12 @@ pub struct KernelFacts {
     /// kernel refuses such a partition; apply gives a workload there a plain cpuset. Empty elsewhere.
     #[serde(default)]
     pub no_partition_cpus: Vec<u32>,
+    /// cgroup v2: apply makes the partitions' parent (rtslice's slice) a `root` partition holding
+    /// every workload's CPUs (host `cgroup_ops`), so a plan with a partition must leave the root
+    /// cgroup a CPU no workload uses — the kernel refuses the parent otherwise ("Parent unable to
+    /// distribute cpu downstream"). False on cgroup v1 (exclusive cpusets, no such parent).
+    #[serde(default)]
+    pub partition_parent_holds_all: bool,
 }
 
 /// The kernel parameters `apply` writes for a plan under one mechanism.
@@ -476,11 +482,14 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
                 }
             }
         }
-        if refuse.is_none() && !kernel.no_partition_cpus.is_empty() {
-            // cgroup v2 with boot isolation, as apply lays it out (host `cgroup_ops`): the parent of
-            // the partitions is itself a `root` partition holding every workload's CPUs — unless some
-            // workload lies on isolated CPUs, when the partitions are remote and hold only their own.
-            // What the root cgroup keeps must include a housekeeping CPU (above: 6.12 oopses else).
+        if refuse.is_none() && (!kernel.no_partition_cpus.is_empty() || kernel.partition_parent_holds_all) {
+            // cgroup v2, as apply lays it out (host `cgroup_ops`): the parent of the partitions is
+            // itself a `root` partition holding every workload's CPUs — unless some workload lies on
+            // CPUs isolated at boot, when the partitions are remote and hold only their own. What the
+            // root cgroup keeps must include a housekeeping CPU: with none left the kernel refuses the
+            // parent (a dedicated workload and a best-effort one covering the other CPUs, found by
+            // host/examples' plan == apply property test in the 6.12 guest), and with only isolated
+            // ones left 6.12 oopses (above).
             let iso = &kernel.no_partition_cpus;
             let parted = |w: &crate::WorkloadPlan| {
                 w.cpus != p.node.cpus && !w.cpus.iter().any(|c| iso.contains(c)) && kernel_workload(w, mech).is_some_and(|k| k.partition)
@@ -494,6 +503,15 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
                 if let Some(w) = p.workloads.iter().rev().find(|w| held(w) && w.cpus.iter().any(|c| !iso.contains(c))) {
                     refuse = Some((
                         w.name.clone(),
+                        if iso.is_empty() {
+                            format!(
+                                "with it, the exclusive partitions' parent (a `root` partition holding every workload's CPUs) would \
+                                 take every CPU and leave none for the rest of the system (the kernel refuses such a parent: \
+                                 \"Parent unable to distribute cpu downstream\"); keep a housekeeping CPU free (node.housekeeping) \
+                                 or leave a CPU to no workload{}",
+                                if mech == Mechanism::Deadline { " or use --mechanism rt_group" } else { "" }
+                            )
+                        } else {
                         format!(
                             "with it, the exclusive partitions' parent (a `root` partition holding {}) would take every housekeeping \
                              CPU and leave the rest of the system only the CPUs isolated at boot {} (isolcpus=domain: no load \
@@ -502,7 +520,8 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
                             if remote { "the partitions' CPUs" } else { "every workload's CPUs" },
                             rtslice_spec::format_cpu_list(iso),
                             if mech == Mechanism::Deadline { " or use --mechanism rt_group" } else { "" }
-                        ),
+                        )
+                        },
                     ));
                 }
             }

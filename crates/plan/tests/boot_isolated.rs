@@ -20,6 +20,7 @@ fn guest() -> (NodeFacts, KernelFacts) {
         hz: Some(1000),
         hrtick: false,
         no_partition_cpus: (4..8).collect(),
+        partition_parent_holds_all: true,
     };
     (facts, kernel)
 }
@@ -144,4 +145,33 @@ fn a_parent_partition_holding_every_housekeeping_cpu_is_refused() {
     let p = plan_for_kernel(&rtslice_spec::parse(&three, "three.yaml").unwrap(), &facts, &kernel, None);
     assert!(p.all_admitted(), "remote partitions leave 2-3 to the system: {:?}", p.rejected);
     assert_eq!(p.workloads.iter().map(|w| w.cpus.clone()).collect::<Vec<_>>(), vec![vec![0, 1], vec![2, 3], vec![4, 5, 6, 7]]);
+}
+
+/// On cgroup v2 apply makes the partitions' parent a `root` partition holding every workload's CPUs
+/// (no boot isolation needed): a dedicated workload beside a best-effort one that covers the other
+/// CPUs left the root cgroup none, and the kernel refused the parent ("Parent unable to distribute
+/// cpu downstream") — host/examples' plan == apply property test found it in the 6.12 guest. The
+/// planner refuses the last workload holding CPUs, with that reason; on v1 (no such parent) both fit.
+#[test]
+fn a_v2_partition_parent_that_would_hold_every_cpu_is_refused() {
+    let facts = NodeFacts::with_cpus(4);
+    let text = "apiVersion: rtslice/v1\nnode: { cap: 50% }\nworkloads:\n\
+        \x20 - { name: gen0, demand: { dedicated: { count: 1 } }, threads: [{ match: ^sleep$, policy: fifo, priority: 10 }] }\n\
+        \x20 - { name: gen1, demand: { bestEffort: { weight: 50 } }, threads: [{ match: ^sleep$, policy: rr, priority: 20 }] }\n";
+    let spec = rtslice_spec::parse(text, "gen.yaml").unwrap();
+    let v2 = KernelFacts { available: vec![Mechanism::Deadline], rt_cap: Some(0.95), dl_server: 0.05, partition_parent_holds_all: true, ..Default::default() };
+    let plan = plan_for_kernel(&spec, &facts, &v2, None);
+    let admitted: Vec<&str> = plan.workloads.iter().map(|w| w.name.as_str()).collect();
+    assert_eq!(admitted, ["gen0"], "{:?}", plan.rejected);
+    assert_eq!(plan.rejected.len(), 1);
+    assert_eq!(plan.rejected[0].name, "gen1");
+    assert!(plan.rejected[0].reason.contains("Parent unable to distribute cpu downstream"), "{}", plan.rejected[0].reason);
+    // With a CPU left to no workload (a housekeeping CPU) both fit.
+    let kept = rtslice_spec::parse(&text.replace("{ cap: 50% }", "{ cap: 50%, housekeeping: 3 }"), "gen.yaml").unwrap();
+    let plan = plan_for_kernel(&kept, &facts, &v2, None);
+    assert!(plan.rejected.is_empty(), "{:?}", plan.rejected);
+    // cgroup v1 has no such parent.
+    let v1 = KernelFacts { partition_parent_holds_all: false, ..v2 };
+    let plan = plan_for_kernel(&spec, &facts, &v1, None);
+    assert!(plan.rejected.is_empty(), "{:?}", plan.rejected);
 }

@@ -18,6 +18,7 @@ fn kernel() -> KernelFacts {
         hz: Some(250),
         hrtick: false,
         no_partition_cpus: vec![],
+        partition_parent_holds_all: false,
     }
 }
 
