@@ -93,7 +93,22 @@ impl Proc {
             return Some(s);
         }
         self.signal(Signal::Kill);
-        self.wait_timeout(Duration::from_secs(2))
+        self.wait_timeout(Duration::from_secs(2)).or_else(|| self.release_stuck())
+    }
+
+    /// A killed child that is still there: release its SCHED_DEADLINE threads (one throttled for good
+    /// keeps a dying process alive; `rtslice_sys::sched::release_deadline_threads`) and wait a little
+    /// more. Never blocks for good.
+    fn release_stuck(&mut self) -> Option<ExitStatus> {
+        let n = rtslice_sys::sched::release_deadline_threads(self.child.id());
+        if n > 0 {
+            eprintln!(
+                "rtslice bench: {} (pid {}) outlived SIGKILL; switched its {n} SCHED_DEADLINE thread(s) to SCHED_OTHER so it can exit",
+                self.name,
+                self.child.id()
+            );
+        }
+        self.wait_timeout(Duration::from_secs(5))
     }
 
     pub fn stdout_text(&self) -> String {
@@ -130,7 +145,9 @@ impl Drop for Proc {
         // Never leave a workload or an interference generator behind.
         if self.poll().is_none() {
             self.signal(Signal::Kill);
-            let _ = self.child.wait();
+            if self.wait_timeout(Duration::from_secs(2)).or_else(|| self.release_stuck()).is_none() {
+                eprintln!("rtslice bench: {} (pid {}) is still alive after SIGKILL; left behind", self.name, self.child.id());
+            }
         }
     }
 }

@@ -165,7 +165,8 @@ pub fn stop_gracefully(leaders: &[ProcRef], others: &[ProcRef], grace: Duration,
     }
     report.killed = alive.len();
     signal(&alive, Signal::KILL);
-    let deadline = Instant::now() + kill_wait;
+    let mut deadline = Instant::now() + kill_wait;
+    let mut released = false;
     loop {
         let now = members();
         let new: Vec<ProcRef> = now.iter().filter(|p| !seen.contains(p)).copied().collect();
@@ -173,6 +174,14 @@ pub fn stop_gracefully(leaders: &[ProcRef], others: &[ProcRef], grace: Duration,
             report.killed += new.len();
             signal(&new, Signal::KILL);
             seen.extend(new);
+        }
+        if !now.is_empty() && Instant::now() >= deadline && !released {
+            // Killed and still there: a SCHED_DEADLINE thread throttled for good keeps a dying
+            // process alive (crate::sched::release_deadline_threads); once in SCHED_OTHER it exits.
+            released = true;
+            if now.iter().map(|p| crate::sched::release_deadline_threads(p.pid as u32)).sum::<usize>() > 0 {
+                deadline = Instant::now() + kill_wait;
+            }
         }
         if now.is_empty() || Instant::now() >= deadline {
             report.left = now;

@@ -171,6 +171,22 @@ pub fn set_attr(tid: i32, attr: SchedAttr) -> io::Result<()> {
     set_attr_raw(tid, attr)
 }
 
+/// Switches every SCHED_DEADLINE thread of process `pid` to SCHED_OTHER (each through [`set_attr`],
+/// so its bandwidth is given back first) and returns how many it switched. For a process that
+/// outlives SIGKILL: a dying process exits only when its last thread runs, and a deadline thread can
+/// be throttled for good — seen on 6.18 (docs/results.md, issue 15): a thread whose budget restore
+/// the kernel refused (EBUSY) was left in a removed partition with a negative runtime, a deadline
+/// minutes in the past and no replenishment timer, and its killed process waited 12 minutes until
+/// the thread was switched to SCHED_OTHER, when it exited at once.
+pub fn release_deadline_threads(pid: u32) -> usize {
+    crate::procfs::tasks(pid)
+        .into_iter()
+        .filter_map(|t| i32::try_from(t).ok())
+        .filter(|&tid| get_kernel_attr(tid).is_ok_and(|k| k.sched_policy == SCHED_DEADLINE))
+        .filter(|&tid| set_attr(tid, SchedAttr::Other { nice: 0 }).is_ok())
+        .count()
+}
+
 /// What a thread leaving SCHED_DEADLINE is shrunk to first: the kernel's smallest runtime (1024 ns)
 /// every 4 s, the default `sched_deadline_period_max_us` — (1024 << 20) / 4e9 rounds to 0 in the
 /// kernel's fixed-point bandwidth, so nothing is held back.
@@ -403,6 +419,24 @@ mod class_tests {
         assert_eq!(SchedClass::from_raw(SCHED_OTHER), Some(SchedClass::Other));
         assert_eq!(SchedClass::from_raw(SCHED_DEADLINE), None);
         assert!(get_attr(i32::MAX >> 2).is_err());
+    }
+
+    #[test]
+    fn a_process_s_deadline_threads_are_released_to_sched_other() {
+        rtslice_testkit::root_or_skip!();
+        let _lock = rtslice_testkit::KernelLock::acquire(); // deadline admission is host-wide
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        let dl = SchedAttr::Deadline { runtime_ns: 100_000, deadline_ns: 10_000_000, period_ns: 10_000_000, reclaim: false };
+        let set = set_attr(pid as i32, dl);
+        let released = release_deadline_threads(pid);
+        let after = get_attr(pid as i32);
+        let _ = child.kill();
+        let _ = child.wait();
+        set.expect("a 1 % deadline reservation for a sleeping child");
+        assert_eq!(released, 1, "the child's one thread was SCHED_DEADLINE");
+        assert_eq!(after.unwrap(), SchedAttr::Other { nice: 0 });
+        assert_eq!(release_deadline_threads(pid), 0, "a reaped process has no threads to release");
     }
 
     #[test]
