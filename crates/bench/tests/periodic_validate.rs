@@ -40,8 +40,8 @@ fn quick_periodic_validation_under_sched_deadline() {
     // left under SCHED_FIFO misses far less than a tight replay predicts). Measured on this VM:
     // replayed/measured 0.79-1.0 over the 18 points of docs/model.md's two noisy sweeps, 0.12-1.0
     // at the nine points with misses of five quick runs (0.12 when stalls, not the budget, made
-    // the misses). The margin is for
-    // the replay averaging over tick phases where the run saw one, and for 1500 jobs.
+    // the misses). The margin is for the replay averaging over tick phases where the run saw one,
+    // and for 1500 jobs.
     for p in &report.points {
         let (meas, replay) = (p.measured.miss_ratio, p.replayed_own_miss);
         assert!(
