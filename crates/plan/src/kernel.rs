@@ -501,27 +501,31 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
             if any_parted && !kept {
                 // The last workload holding housekeeping CPUs goes; the loop plans the rest again.
                 if let Some(w) = p.workloads.iter().rev().find(|w| held(w) && w.cpus.iter().any(|c| !iso.contains(c))) {
+                    // Without boot isolation the kernel refuses the parent; with it, 6.12 oopses (above).
+                    let (takes, why, or_else) = if iso.is_empty() {
+                        (
+                            "every CPU and leave none for the rest of the system".to_string(),
+                            "the kernel refuses such a parent: \"Parent unable to distribute cpu downstream\"",
+                            " or leave a CPU to no workload",
+                        )
+                    } else {
+                        (
+                            format!(
+                                "every housekeeping CPU and leave the rest of the system only the CPUs isolated at boot {}",
+                                rtslice_spec::format_cpu_list(iso)
+                            ),
+                            "isolcpus=domain: no load balancing there, and a 6.12 kernel oopses rebuilding its scheduling domains so",
+                            "",
+                        )
+                    };
                     refuse = Some((
                         w.name.clone(),
-                        if iso.is_empty() {
-                            format!(
-                                "with it, the exclusive partitions' parent (a `root` partition holding every workload's CPUs) would \
-                                 take every CPU and leave none for the rest of the system (the kernel refuses such a parent: \
-                                 \"Parent unable to distribute cpu downstream\"); keep a housekeeping CPU free (node.housekeeping) \
-                                 or leave a CPU to no workload{}",
-                                if mech == Mechanism::Deadline { " or use --mechanism rt_group" } else { "" }
-                            )
-                        } else {
                         format!(
-                            "with it, the exclusive partitions' parent (a `root` partition holding {}) would take every housekeeping \
-                             CPU and leave the rest of the system only the CPUs isolated at boot {} (isolcpus=domain: no load \
-                             balancing there, and a 6.12 kernel oopses rebuilding its scheduling domains so); keep a housekeeping CPU \
-                             free (node.housekeeping){}",
+                            "with it, the exclusive partitions' parent (a `root` partition holding {}) would take {takes} ({why}); keep a \
+                             housekeeping CPU free (node.housekeeping){or_else}{}",
                             if remote { "the partitions' CPUs" } else { "every workload's CPUs" },
-                            rtslice_spec::format_cpu_list(iso),
                             if mech == Mechanism::Deadline { " or use --mechanism rt_group" } else { "" }
-                        )
-                        },
+                        ),
                     ));
                 }
             }
