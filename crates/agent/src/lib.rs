@@ -336,9 +336,13 @@ fn worth_resplitting(rules: &CompiledRules, assigned: &[(i32, rtslice_host::rule
         let step = (p.runtime_ns as f64 * RESPLIT_THRESHOLD) as u64;
         p.members.iter().any(|&i| {
             let (tid, want) = &assigned[i];
-            let now = rtslice_host::rules::current_runtime(*tid);
+            // Both counted in the pool's period (members may run at periods of their own).
+            let now = match rtslice_host::sched::get_attr(*tid) {
+                Ok(rtslice_host::SchedAttr::Deadline { runtime_ns, period_ns, .. }) => p.counted(runtime_ns, period_ns),
+                _ => 0,
+            };
             let new = match want.policy {
-                Some(rtslice_host::SchedAttr::Deadline { runtime_ns, .. }) => runtime_ns,
+                Some(rtslice_host::SchedAttr::Deadline { runtime_ns, period_ns, .. }) => p.counted(runtime_ns, period_ns),
                 _ => 0,
             };
             // Not yet under its policy (runtime 0) or moved by more than the step.

@@ -82,6 +82,7 @@ fn run(poll: bool) -> (Vec<Option<f64>>, Option<rtslice_agent::AgentStats>) {
                 policy: Some(RULE),
                 cpus: Some(CpuList::parse("1").unwrap()),
                 budget_share: None,
+                period_ns: None,
             }],
             launch: Launch::Command {
                 argv: vec![exe.display().to_string(), "--exact".into(), "helper_spawner_role".into(), "--nocapture".into()],

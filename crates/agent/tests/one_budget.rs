@@ -57,7 +57,7 @@ fn run(mech: Mechanism) -> Option<(f64, usize)> {
             name: name.clone(),
             cpus: CpuList::parse("1").unwrap(),
             reservation: Some(Reservation::from_micros(20_000, 100_000)),
-            threads: vec![ThreadRule { name: ".*".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None }],
+            threads: vec![ThreadRule { name: ".*".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None, period_ns: None }],
             launch: Launch::Command { argv: vec!["sh".into(), "-c".into(), script.into()], env: vec![], cwd: None },
             ..Default::default()
         }],
@@ -126,10 +126,11 @@ fn a_forking_workload_under_an_rt_group_gets_one_budget() {
     assert!(share >= 0.10, "the workload runs: {:.1}%", share * 100.0);
 }
 
-/// The SCHED_DEADLINE runtime (ns) a thread holds now; 0 for any other policy or a gone thread.
-fn runtime_of(tid: i32) -> u64 {
+/// The SCHED_DEADLINE bandwidth a thread holds now, in ns per 100 ms (the reservation's period);
+/// 0 for any other policy or a gone thread.
+fn held_per_100ms(tid: i32) -> u64 {
     match sched::get_attr(tid) {
-        Ok(SchedAttr::Deadline { runtime_ns, .. }) => runtime_ns,
+        Ok(SchedAttr::Deadline { runtime_ns, period_ns, .. }) => (u128::from(runtime_ns) * 100_000_000).div_ceil(u128::from(period_ns.max(1))) as u64,
         _ => 0,
     }
 }
@@ -141,6 +142,18 @@ fn runtime_of(tid: i32) -> u64 {
 /// together stay within the 40 ms — never more than the one budget — and `status` shows no drift.
 #[test]
 fn a_reclaiming_workload_splits_its_one_budget_by_measured_demand() {
+    demand_split(None);
+}
+
+/// The same with the spinner under a rule of its own at a quarter of the period (`period: 25ms` on
+/// a FIFO rule): one pool in bandwidth across both periods — the spinner keeps its 25 ms period and
+/// holds most of the 40 %, and all of them together never more than the 40 %.
+#[test]
+fn a_rule_at_its_own_period_draws_on_the_same_one_budget() {
+    demand_split(Some(25_000_000));
+}
+
+fn demand_split(spinner_period_ns: Option<u64>) {
     root_or_skip!();
     let _lock = KernelLock::acquire();
     if rtslice_host::doctor::online_cpus().len() < 2 {
@@ -156,13 +169,21 @@ fn a_reclaiming_workload_splits_its_one_budget_by_measured_demand() {
     // The spinner names itself (a comm event), the sleepers keep `sleep`.
     let script = "sleep 0.3; sh -c 'echo spinner > /proc/self/comm; while :; do :; done' & sleep 60 & sleep 60 & wait";
     let budget_ns = 40_000_000u64;
+    let all = ThreadRule { name: ".*".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None, period_ns: None };
+    let threads = match spinner_period_ns {
+        None => vec![all],
+        Some(p) => vec![
+            ThreadRule { name: "^spinner$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None, period_ns: Some(p) },
+            all,
+        ],
+    };
     let setup = Setup {
         workloads: vec![WorkloadSetup {
             name: name.clone(),
             cpus: CpuList::parse("1").unwrap(),
             reservation: Some(Reservation::from_micros(40_000, 100_000)),
             reclaim: true,
-            threads: vec![ThreadRule { name: ".*".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None }],
+            threads,
             launch: Launch::Command { argv: vec!["sh".into(), "-c".into(), script.into()], env: vec![], cwd: None },
             ..Default::default()
         }],
@@ -180,9 +201,9 @@ fn a_reclaiming_workload_splits_its_one_budget_by_measured_demand() {
     let threads = || -> Vec<(i32, String)> {
         rtslice_host::rules::workload_threads(&group).into_iter().map(|(_, tid, comm)| (tid, comm)).collect()
     };
-    // Four processes (parent, spinner, two sleepers), every one under the rule.
+    // Four processes (parent, spinner, two sleepers), every one under a rule.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !(threads().len() == 4 && threads().iter().any(|(_, c)| c == "spinner") && threads().iter().all(|(t, _)| runtime_of(*t) > 0)) {
+    while !(threads().len() == 4 && threads().iter().any(|(_, c)| c == "spinner") && threads().iter().all(|(t, _)| held_per_100ms(*t) > 0)) {
         assert!(Instant::now() < deadline, "the workload never settled: {:?}", threads());
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -192,23 +213,32 @@ fn a_reclaiming_workload_splits_its_one_budget_by_measured_demand() {
         // growing another), so read until two passes agree.
         let (ts, total) = loop {
             let ts = threads();
-            let a: Vec<u64> = ts.iter().map(|(t, _)| runtime_of(*t)).collect();
-            let b: Vec<u64> = ts.iter().map(|(t, _)| runtime_of(*t)).collect();
+            let a: Vec<u64> = ts.iter().map(|(t, _)| held_per_100ms(*t)).collect();
+            let b: Vec<u64> = ts.iter().map(|(t, _)| held_per_100ms(*t)).collect();
             if a == b {
                 break (ts, a.iter().sum::<u64>());
             }
         };
-        assert!(total <= budget_ns, "the runtimes sum to {total} ns, above the one budget {budget_ns} ns: {ts:?}");
+        assert!(total <= budget_ns, "the threads hold {total} ns per 100 ms, above the one budget {budget_ns} ns: {ts:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
     let ts = threads();
-    let spinner = ts.iter().find(|(_, c)| c == "spinner").map(|(t, _)| runtime_of(*t)).unwrap();
-    let others: Vec<u64> = ts.iter().filter(|(_, c)| c != "spinner").map(|(t, _)| runtime_of(*t)).collect();
-    eprintln!("MEASURED: reclaim, 40ms/100ms, spinner holds {spinner} ns, the three idle threads {others:?} ns (an equal split: {} ns each)", budget_ns / 4);
+    let tid_of = |name: &str| ts.iter().find(|(_, c)| c == name).map(|(t, _)| *t).unwrap();
+    let spinner = held_per_100ms(tid_of("spinner"));
+    let others: Vec<u64> = ts.iter().filter(|(_, c)| c != "spinner").map(|(t, _)| held_per_100ms(*t)).collect();
+    eprintln!(
+        "MEASURED: reclaim, 40ms/100ms, spinner at period {:?} ns holds {spinner} ns per 100 ms, the three idle threads {others:?} (an equal split: {} ns each)",
+        spinner_period_ns,
+        budget_ns / 4
+    );
     assert!(spinner > budget_ns / 2, "the busy thread holds most of the budget after 3 s: {spinner} ns, others {others:?}");
     assert!(others.iter().all(|&o| o > 0 && o < spinner), "the idle ones keep a part: {others:?}");
-    for (tid, _) in &ts {
-        assert!(matches!(sched::get_attr(*tid).unwrap(), SchedAttr::Deadline { reclaim: true, .. }), "thread {tid}: SCHED_DEADLINE with reclaim");
+    for (tid, comm) in &ts {
+        let SchedAttr::Deadline { period_ns, deadline_ns, reclaim: true, .. } = sched::get_attr(*tid).unwrap() else {
+            panic!("thread {tid}: SCHED_DEADLINE with reclaim")
+        };
+        let want = if comm == "spinner" { spinner_period_ns.unwrap_or(100_000_000) } else { 100_000_000 };
+        assert_eq!((period_ns, deadline_ns), (want, want), "thread {tid} ({comm}) at its rule's period");
     }
     let st = status(&sd).unwrap();
     assert!(st.drift.is_empty(), "no drift: {:?}", st.drift);

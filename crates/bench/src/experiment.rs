@@ -198,6 +198,8 @@ struct ThreadSlotFile {
     policy: String,
     #[serde(default)]
     priority: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "rtslice_spec::units::serde_duration::option")]
+    period: Option<std::time::Duration>,
 }
 
 fn policy_other() -> String {
@@ -209,8 +211,8 @@ impl TryFrom<ThreadSlotFile> for ThreadSlot {
     fn try_from(f: ThreadSlotFile) -> Result<ThreadSlot, String> {
         let policy = match f.policy.as_str() {
             "other" => SchedPolicy::Other { nice: None },
-            "fifo" => SchedPolicy::Fifo { priority: f.priority },
-            "rr" => SchedPolicy::Rr { priority: f.priority },
+            "fifo" => SchedPolicy::Fifo { priority: f.priority, period: f.period },
+            "rr" => SchedPolicy::Rr { priority: f.priority, period: f.period },
             p => return Err(format!("thread rule `{}`: policy `{p}` is not other, fifo or rr", f.pattern)),
         };
         Ok(ThreadSlot { pattern: f.pattern, slot: f.slot, policy })
@@ -219,13 +221,13 @@ impl TryFrom<ThreadSlotFile> for ThreadSlot {
 
 impl From<ThreadSlot> for ThreadSlotFile {
     fn from(t: ThreadSlot) -> ThreadSlotFile {
-        let (policy, priority) = match t.policy {
-            SchedPolicy::Fifo { priority } => ("fifo", priority),
-            SchedPolicy::Rr { priority } => ("rr", priority),
+        let (policy, priority, period) = match t.policy {
+            SchedPolicy::Fifo { priority, period } => ("fifo", priority, period),
+            SchedPolicy::Rr { priority, period } => ("rr", priority, period),
             // Only other, fifo and rr can be read from a file; the rest never reach here.
-            _ => ("other", 0),
+            _ => ("other", 0, None),
         };
-        ThreadSlotFile { pattern: t.pattern, slot: t.slot, policy: policy.into(), priority }
+        ThreadSlotFile { pattern: t.pattern, slot: t.slot, policy: policy.into(), priority, period }
     }
 }
 
@@ -541,7 +543,7 @@ fn validate_block(b: BlockFile, at: &str, problems: &mut Vec<String>) -> Block {
                 problems.push(format!("  {wat}.threads: `{}`: {e}", t.pattern));
             }
             match t.policy {
-                SchedPolicy::Fifo { priority } | SchedPolicy::Rr { priority } if !(1..=99).contains(&priority) => {
+                SchedPolicy::Fifo { priority, .. } | SchedPolicy::Rr { priority, .. } if !(1..=99).contains(&priority) => {
                     problems.push(format!("  {wat}.threads: `{}`: priority must be 1–99", t.pattern))
                 }
                 _ => {}

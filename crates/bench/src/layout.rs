@@ -149,8 +149,8 @@ fn slot_for(pattern: String, slot: u32, t: &ThreadSpec) -> ThreadSlot {
     let priority = u32::try_from(t.priority).unwrap_or(0);
     let policy = match t.class {
         Class::Other => SchedPolicy::Other { nice: None },
-        Class::Fifo => SchedPolicy::Fifo { priority },
-        Class::Rr => SchedPolicy::Rr { priority },
+        Class::Fifo => SchedPolicy::fifo(priority),
+        Class::Rr => SchedPolicy::rr(priority),
     };
     ThreadSlot { pattern, slot, policy }
 }
@@ -450,13 +450,37 @@ mod tests {
                 }
                 assert_eq!(rules.len(), 1, "{}: {} under {} rules", profile.name(), t.name, rules.len());
                 let want = match t.class {
-                    Class::Fifo => SchedPolicy::Fifo { priority: t.priority as u32 },
-                    Class::Rr => SchedPolicy::Rr { priority: t.priority as u32 },
+                    Class::Fifo => SchedPolicy::fifo(t.priority as u32),
+                    Class::Rr => SchedPolicy::rr(t.priority as u32),
                     Class::Other => unreachable!(),
                 };
                 assert_eq!(rules[0].policy, want, "{}: {}", profile.name(), t.name);
             }
         }
+    }
+
+    /// The shipped deadline-vs-dedicated experiment's `*-clock` blocks write their thread rules out
+    /// to give the clock thread a period of its own: apart from that period they must be the
+    /// profile's rules, or the cells would compare two different layouts.
+    #[test]
+    fn the_clock_period_blocks_differ_from_the_profile_only_by_the_clock_period() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/experiments/deadline-vs-dedicated.yaml");
+        let exp = crate::experiment::Experiment::load(std::path::Path::new(path)).unwrap();
+        let mut checked = 0;
+        for b in exp.blocks.iter().filter(|b| b.name.ends_with("-clock")) {
+            for w in &b.workloads {
+                let profile = &w.emulate.as_ref().expect("an emulated vBS").profile;
+                let mut want = profile_threads(profile);
+                assert!(matches!(want[0].policy, SchedPolicy::Fifo { .. } | SchedPolicy::Rr { .. }), "{profile}: slot 0 is the clock");
+                match &mut want[0].policy {
+                    SchedPolicy::Fifo { period, .. } | SchedPolicy::Rr { period, .. } => *period = Some(std::time::Duration::from_micros(250)),
+                    _ => unreachable!(),
+                }
+                assert_eq!(w.threads, want, "block {}", b.name);
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 2, "oai-lte and nr-gnb");
     }
 
     #[test]

@@ -224,7 +224,7 @@ mod tests {
         let l = layout(Strategy::IrqThread, &[(vbs(), 1)], &host).unwrap();
         let spec = spec_for(&l, &host.cpus, &Steering::default(), &|_| Some(1)).unwrap();
         let w = &spec.workloads[0];
-        assert_eq!(w.threads[0].policy, SchedPolicy::Fifo { priority: 97 });
+        assert_eq!(w.threads[0].policy, SchedPolicy::fifo(97));
         assert_eq!(w.threads[0].slots, Slots::List(vec![0]));
         assert_eq!(w.threads[1].slots, Slots::List(vec![1]));
         assert!(!w.irqs.is_empty() && !w.net.is_empty());

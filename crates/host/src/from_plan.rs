@@ -30,8 +30,8 @@ pub(crate) fn sched_attr_of(s: &ThreadSched, reclaim: bool) -> SchedAttr {
         ThreadSched::Other { nice } => SchedAttr::Other { nice },
         ThreadSched::Batch { nice } => SchedAttr::Batch { nice },
         ThreadSched::Idle => SchedAttr::Idle,
-        ThreadSched::Fifo { priority } => SchedAttr::Fifo { priority },
-        ThreadSched::Rr { priority } => SchedAttr::Rr { priority },
+        ThreadSched::Fifo { priority, .. } => SchedAttr::Fifo { priority },
+        ThreadSched::Rr { priority, .. } => SchedAttr::Rr { priority },
         ThreadSched::Deadline { runtime, deadline, period } => SchedAttr::Deadline {
             runtime_ns: runtime.as_nanos() as u64,
             deadline_ns: deadline.as_nanos() as u64,
@@ -92,6 +92,7 @@ pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<Setup> {
                     ThreadCpus::Cpus(c) => Some(cpus(c)),
                 },
                 budget_share: None,
+                period_ns: t.sched.rt_period().map(|p| p.as_nanos() as u64),
             })
             .collect();
         ws.launch = match &w.launch {

@@ -232,12 +232,18 @@ pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec
                     let res = res.whole_micros();
                     let period_ns = res.period.as_nanos() as u64;
                     let is_rt = |r: &crate::setup::ThreadRule| matches!(r.policy, Some(SchedAttr::Fifo { .. } | SchedAttr::Rr { .. }));
-                    let shares: Vec<Option<f64>> = ws.threads.iter().filter(|r| is_rt(r)).map(|r| r.budget_share).collect();
+                    let shares: Vec<(Option<f64>, Option<std::time::Duration>)> = ws
+                        .threads
+                        .iter()
+                        .filter(|r| is_rt(r))
+                        .map(|r| (r.budget_share, r.period_ns.map(std::time::Duration::from_nanos)))
+                        .collect();
                     let mut parts = rtslice_plan::kernel::deadline_budgets(res, ws.cpus.len() as u32, &shares).into_iter();
                     for r in ws.threads.iter_mut() {
                         if is_rt(r) {
-                            let (runtime_ns, capped) = parts.next().unwrap_or((0, false));
-                            if capped {
+                            let b = parts.next().unwrap_or(rtslice_plan::kernel::DeadlineBudget { runtime_ns: 0, period_ns, capped: false });
+                            let (runtime_ns, period_ns) = (b.runtime_ns, b.period_ns);
+                            if b.capped {
                                 warnings.push(format!(
                                     "workload {} rule {:?}: its share exceeds one CPU per period; capped at the period ({} µs)",
                                     w.name,
@@ -441,7 +447,7 @@ pub(crate) mod fixtures {
             name: name.into(),
             cpus: CpuList::parse(cpus).unwrap(),
             reservation: res.map(|(r, p)| Reservation::from_micros(r, p)),
-            threads: vec![ThreadRule { name: "^rt".into(), policy: Some(SchedAttr::Fifo { priority: 50 }), cpus: None, budget_share: None }],
+            threads: vec![ThreadRule { name: "^rt".into(), policy: Some(SchedAttr::Fifo { priority: 50 }), cpus: None, budget_share: None, period_ns: None }],
             ..Default::default()
         }
     }
@@ -499,7 +505,7 @@ mod tests {
     fn deadline_splits_the_budget_over_rt_rules() {
         let f = facts(Backend::V2 { root: "/cg".into() });
         let mut w = wl("du", "2-3", Some((300, 1000)));
-        w.threads.push(ThreadRule { name: "^l1".into(), policy: Some(SchedAttr::Rr { priority: 9 }), cpus: None, budget_share: Some(0.25) });
+        w.threads.push(ThreadRule { name: "^l1".into(), policy: Some(SchedAttr::Rr { priority: 9 }), cpus: None, budget_share: Some(0.25), period_ns: None });
         let s = Setup { workloads: vec![w], ..Default::default() };
         let (p, _) = prepare(&s, &f, Mechanism::Deadline).unwrap();
         assert!(p[0].partition);
@@ -519,14 +525,16 @@ mod plan_agrees_with_apply {
     use proptest::prelude::*;
     use rtslice_plan::{KernelFacts, NodeFacts, ThreadSched};
 
-    fn spec_text(cap: u32, housekeeping: bool, ws: &[(u32, u32, u32, u32, bool)]) -> String {
+    /// Workloads as (runtime ms, period ms, count, FIFO rules, an explicit deadline rule, the first
+    /// FIFO rule at a quarter of the period under SCHED_DEADLINE).
+    fn spec_text(cap: u32, housekeeping: bool, ws: &[(u32, u32, u32, u32, bool, bool)]) -> String {
         // Every third workload reclaims (GRUB).
         let mut s = format!("apiVersion: rtslice/v1\nnode:\n  cap: {cap}%\n");
         if housekeeping {
             s.push_str("  housekeeping: 0\n");
         }
         s.push_str("workloads:\n");
-        for (i, &(runtime_ms, period_ms, count, rules, explicit_dl)) in ws.iter().enumerate() {
+        for (i, &(runtime_ms, period_ms, count, rules, explicit_dl, fast)) in ws.iter().enumerate() {
             s.push_str(&format!(
                 "  - name: w{i}\n    demand: {{ reservation: {{ runtime: {runtime_ms}ms, period: {period_ms}ms, count: {count}, reclaim: {} }} }}\n",
                 i % 3 == 0
@@ -535,7 +543,8 @@ mod plan_agrees_with_apply {
                 s.push_str("    threads:\n");
             }
             for r in 0..rules {
-                s.push_str(&format!("      - {{ match: \"^t{r}\", policy: fifo, priority: {} }}\n", 10 + r));
+                let own = if fast && r == 0 { format!(", period: {}us", period_ms * 250) } else { String::new() };
+                s.push_str(&format!("      - {{ match: \"^t{r}\", policy: fifo, priority: {}{own} }}\n", 10 + r));
             }
             if explicit_dl {
                 s.push_str("      - { match: \"^dl\", policy: deadline, runtime: 1ms, period: 20ms }\n");
@@ -560,10 +569,10 @@ mod plan_agrees_with_apply {
         fn what_plan_admits_apply_accepts_with_the_same_parameters(
             cap in prop::sample::select(vec![50u32, 90, 95, 100]),
             housekeeping in any::<bool>(),
-            ws in prop::collection::vec((1u32..=95, prop::sample::select(vec![1u32, 5, 10, 20, 100]), 1u32..=2, 0u32..=3, any::<bool>()), 1..=4),
+            ws in prop::collection::vec((1u32..=95, prop::sample::select(vec![1u32, 5, 10, 20, 100]), 1u32..=2, 0u32..=3, any::<bool>(), any::<bool>()), 1..=4),
             requested in prop::sample::select(vec![None, Some(Mechanism::Deadline), Some(Mechanism::RtGroup)]),
         ) {
-            let ws: Vec<_> = ws.into_iter().map(|(r, p, c, n, d)| (r.min(p * 95 / 100).max(1).min(p), p, c, n, d)).collect();
+            let ws: Vec<_> = ws.into_iter().map(|(r, p, c, n, d, f)| (r.min(p * 95 / 100).max(1).min(p), p, c, n, d, f)).collect();
             let text = spec_text(cap, housekeeping, &ws);
             let spec = rtslice_spec::parse(&text, "gen.yaml").map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
             let facts = host(vec![Mechanism::Deadline, Mechanism::RtGroup]);

@@ -10,10 +10,12 @@
 //! budget.
 //!
 //! Reclaiming reservations (the spec's `reclaim: true`, SCHED_FLAG_RECLAIM on their deadline rules)
-//! also follow demand across periods: their rules' budgets (per deadline/period) form one pool that
-//! the agent splits over the pool's threads by each thread's measured CPU use
+//! also follow demand across periods: their rules' budgets form one pool of bandwidth that the agent
+//! splits over the pool's threads by each thread's measured CPU use
 //! ([`CompiledRules::assign_by_demand`], [`split_by_demand`]) — still never more than the pool in
-//! total. A real stack's busy thread moves (srsENB hands each TTI to whichever worker is idle), and
+//! total. The pool is counted in bandwidth, not per (deadline, period): a rule may run at a period of
+//! its own (a stack's clock thread on a quarter of the TTI, for earlier deadlines), and its threads
+//! still draw on the one budget of the workload, each part moved to its rule's period. A real stack's busy thread moves (srsENB hands each TTI to whichever worker is idle), and
 //! an equal split starves whichever thread is busy while the idle ones hold budget they do not use.
 
 use regex::Regex;
@@ -30,15 +32,38 @@ pub struct CompiledRules {
     pub wide: Option<CpuList>,
 }
 
-/// Reclaiming SCHED_DEADLINE rules of one deadline and period: one budget split by demand.
+/// The reclaiming SCHED_DEADLINE rules of a workload: one budget of bandwidth split by demand.
+/// Budgets and parts are counted as runtime every `period_ns` (the longest period of the pool's rules);
+/// each thread's part is moved to its own rule's period when it is applied.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DemandPool {
-    pub deadline_ns: u64,
+    /// The period the pool's runtimes are counted in.
     pub period_ns: u64,
-    /// The pool's budget: the sum of its rules' runtimes.
+    /// The pool's budget every `period_ns`: the sum of its rules' runtimes, each scaled to that period
+    /// (rounded down: the pool never holds more bandwidth than its rules).
     pub runtime_ns: u64,
     /// Indices into the assignment the pool was found in.
     pub members: Vec<usize>,
+}
+
+impl DemandPool {
+    /// A runtime every `period_ns` (a member's own period) counted in the pool's period, rounded up:
+    /// what threads hold is never under-counted against the pool.
+    pub fn counted(&self, runtime_ns: u64, period_ns: u64) -> u64 {
+        let p = u128::from(period_ns.max(1));
+        u64::try_from((u128::from(runtime_ns) * u128::from(self.period_ns)).div_ceil(p)).unwrap_or(u64::MAX)
+    }
+
+    /// A part counted in the pool's period, as a runtime every `period_ns`, rounded down: a thread
+    /// never gets more bandwidth than its part.
+    pub fn at_period(&self, part_ns: u64, period_ns: u64) -> u64 {
+        rescale_down(part_ns, period_ns, self.period_ns)
+    }
+}
+
+/// `ns` every `from_period` as a time every `to_period` (the same bandwidth), rounded down.
+fn rescale_down(ns: u64, to_period: u64, from_period: u64) -> u64 {
+    u64::try_from(u128::from(ns) * u128::from(to_period) / u128::from(from_period.max(1))).unwrap_or(u64::MAX)
 }
 
 /// What a rule asks for one thread.
@@ -84,49 +109,68 @@ impl CompiledRules {
         out
     }
 
-    /// As [`CompiledRules::assign`], with the reclaiming SCHED_DEADLINE rules pooled: for each
-    /// (deadline, period), the runtimes of the reclaiming rules that have it are one budget, split
-    /// over every thread those rules match by `demand` (ns on CPU in the last window, by tid; a
-    /// thread without a measurement counts as the pool's mean) with [`split_by_demand`]. Each share
-    /// is at most the deadline (the kernel refuses runtime > deadline); the sum never exceeds the
-    /// pool. Rules without the reclaim flag keep the equal split.
+    /// As [`CompiledRules::assign`], with the reclaiming SCHED_DEADLINE rules pooled: their budgets
+    /// are one budget of bandwidth ([`CompiledRules::demand_pools`]), split over every thread those
+    /// rules match by `demand` (ns on CPU in the last window, by tid; a thread without a measurement
+    /// counts as the pool's mean) with [`split_by_demand`], each part then moved to its thread's
+    /// rule's period. Each part is at most its rule's deadline (the kernel refuses runtime >
+    /// deadline); together they never exceed the pool. Rules without the reclaim flag keep the equal
+    /// split.
     pub fn assign_by_demand(&self, threads: &[(i32, String)], demand: &std::collections::HashMap<i32, u64>) -> Vec<(i32, Wanted)> {
         let mut out = self.assign(threads);
         for pool in self.demand_pools(&out) {
             let known: Vec<u64> = pool.members.iter().filter_map(|&i| demand.get(&out[i].0).copied()).collect();
             let mean = if known.is_empty() { 0 } else { known.iter().sum::<u64>() / known.len() as u64 };
             let wants: Vec<u64> = pool.members.iter().map(|&i| demand.get(&out[i].0).copied().unwrap_or(mean)).collect();
-            for (&i, runtime_ns) in pool.members.iter().zip(split_by_demand(pool.runtime_ns, pool.deadline_ns, &wants)) {
-                out[i].1.policy =
-                    Some(SchedAttr::Deadline { runtime_ns, deadline_ns: pool.deadline_ns, period_ns: pool.period_ns, reclaim: true });
+            // Each member's rule: its deadline and period (the pool's members are reclaiming deadline rules).
+            let own: Vec<(u64, u64)> = pool.members.iter().map(|&i| self.rule_timing(out[i].1.rule).unwrap_or((pool.period_ns, pool.period_ns))).collect();
+            // Each part at most its deadline once moved back to its period (the kernel refuses
+            // runtime > deadline): the deadline counted in the pool's period, rounded down.
+            let caps: Vec<u64> = own.iter().map(|&(deadline_ns, period_ns)| rescale_down(deadline_ns, pool.period_ns, period_ns)).collect();
+            for ((&i, part), (deadline_ns, period_ns)) in pool.members.iter().zip(split_by_demand(pool.runtime_ns, &caps, &wants)).zip(own) {
+                let runtime_ns = pool.at_period(part, period_ns).min(deadline_ns);
+                out[i].1.policy = Some(SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns, reclaim: true });
             }
         }
         out
     }
 
-    /// The demand pools of an assignment (from [`CompiledRules::assign`]): per (deadline, period),
-    /// the reclaiming rules that match threads now, their runtimes summed, and the indices of their
-    /// threads in `assigned`.
+    /// The (deadline, period) of a SCHED_DEADLINE rule.
+    fn rule_timing(&self, rule: usize) -> Option<(u64, u64)> {
+        match self.rules.get(rule)?.1.policy {
+            Some(SchedAttr::Deadline { deadline_ns, period_ns, .. }) => Some((deadline_ns, period_ns)),
+            _ => None,
+        }
+    }
+
+    /// The demand pool of an assignment (from [`CompiledRules::assign`]): the reclaiming rules that
+    /// match threads now, their budgets summed in the longest of their periods, and the indices of
+    /// their threads in `assigned`. At most one pool (a workload's rules are one budget); none when no
+    /// reclaiming rule matches a thread.
     pub fn demand_pools(&self, assigned: &[(i32, Wanted)]) -> Vec<DemandPool> {
-        let mut pools: Vec<DemandPool> = Vec::new();
-        let mut counted: Vec<usize> = Vec::new();
+        let mut rules: Vec<usize> = Vec::new();
+        let mut members: Vec<usize> = Vec::new();
         for (i, (_, w)) in assigned.iter().enumerate() {
             let Some((_, r)) = self.rules.get(w.rule) else { continue };
-            let Some(SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns, reclaim: true }) = r.policy else { continue };
-            let pi = match pools.iter().position(|p| (p.deadline_ns, p.period_ns) == (deadline_ns, period_ns)) {
-                Some(pi) => pi,
-                None => {
-                    pools.push(DemandPool { deadline_ns, period_ns, runtime_ns: 0, members: Vec::new() });
-                    pools.len() - 1
-                }
-            };
-            if !counted.contains(&w.rule) {
-                counted.push(w.rule);
-                pools[pi].runtime_ns += runtime_ns;
+            if !matches!(r.policy, Some(SchedAttr::Deadline { reclaim: true, .. })) {
+                continue;
             }
-            pools[pi].members.push(i);
+            if !rules.contains(&w.rule) {
+                rules.push(w.rule);
+            }
+            members.push(i);
         }
-        pools
+        let budgets: Vec<(u64, u64)> = rules
+            .iter()
+            .filter_map(|&r| match self.rules[r].1.policy {
+                Some(SchedAttr::Deadline { runtime_ns, period_ns, .. }) => Some((runtime_ns, period_ns)),
+                _ => None,
+            })
+            .collect();
+        let Some(period_ns) = budgets.iter().map(|&(_, p)| p).max() else { return Vec::new() };
+        // Each rule's budget in the pool's period, rounded down.
+        let runtime_ns = budgets.iter().map(|&(r, p)| rescale_down(r, period_ns, p)).sum();
+        vec![DemandPool { period_ns, runtime_ns, members }]
     }
 
     /// Whether any rule pools its budget by demand (a reclaiming SCHED_DEADLINE rule).
@@ -156,29 +200,29 @@ pub const DEMAND_FLOOR: f64 = 0.25;
 
 /// Splits `total` ns of runtime over threads that used `demand` ns each in the last window:
 /// [`DEMAND_FLOOR`] of the pool in equal parts, the rest in proportion to demand (equal when nobody
-/// ran), no part above `cap` (what is left over goes to the others, water-filling). Floors every part
-/// to whole ns, so the parts never sum to more than `total`. Pure.
-pub fn split_by_demand(total: u64, cap: u64, demand: &[u64]) -> Vec<u64> {
+/// ran), no part above its `caps` entry (what is left over goes to the others, water-filling). Floors
+/// every part to whole ns, so the parts never sum to more than `total`. Pure.
+pub fn split_by_demand(total: u64, caps: &[u64], demand: &[u64]) -> Vec<u64> {
     let n = demand.len();
     if n == 0 {
         return Vec::new();
     }
+    let cap = |i: usize| caps.get(i).copied().unwrap_or(u64::MAX) as f64;
     let floor = total as f64 * DEMAND_FLOOR / n as f64;
     let sum: f64 = demand.iter().map(|&d| d as f64).sum();
     let weight: Vec<f64> = if sum > 0.0 { demand.iter().map(|&d| d as f64 / sum).collect() } else { vec![1.0 / n as f64; n] };
     let mut part: Vec<f64> = weight.iter().map(|w| floor + (total as f64 - floor * n as f64) * w).collect();
-    // Water-filling: parts above the cap are cut to it and the surplus goes to the uncapped ones in
+    // Water-filling: parts above their cap are cut to it and the surplus goes to the uncapped ones in
     // proportion to their parts; each round caps at least one more part, so n rounds suffice.
-    let cap = cap as f64;
     for _ in 0..n {
-        let surplus: f64 = part.iter().map(|p| (p - cap).max(0.0)).sum();
+        let surplus: f64 = part.iter().enumerate().map(|(i, p)| (p - cap(i)).max(0.0)).sum();
         if surplus <= 0.0 {
             break;
         }
-        let open: f64 = part.iter().filter(|&&p| p < cap).sum();
-        for p in part.iter_mut() {
-            if *p >= cap {
-                *p = cap;
+        let open: f64 = part.iter().enumerate().filter(|&(i, &p)| p < cap(i)).map(|(_, p)| p).sum();
+        for (i, p) in part.iter_mut().enumerate() {
+            if *p >= cap(i) {
+                *p = cap(i);
             } else if open > 0.0 {
                 *p += surplus * *p / open;
             }
@@ -187,7 +231,7 @@ pub fn split_by_demand(total: u64, cap: u64, demand: &[u64]) -> Vec<u64> {
             break;
         }
     }
-    let mut out: Vec<u64> = part.iter().map(|p| p.min(cap).max(0.0).floor() as u64).collect();
+    let mut out: Vec<u64> = part.iter().enumerate().map(|(i, p)| p.min(cap(i)).max(0.0).floor() as u64).collect();
     // Float rounding must never grant more than the pool.
     let mut over = out.iter().sum::<u64>().saturating_sub(total);
     for x in out.iter_mut().rev() {
@@ -232,18 +276,16 @@ pub fn workload_threads(dir: &std::path::Path) -> Vec<(i32, i32, String)> {
     out
 }
 
-/// The runtime a thread's SCHED_DEADLINE policy holds now, 0 for any other policy (or a gone thread).
-pub fn current_runtime(tid: i32) -> u64 {
-    match sched::get_attr(tid) {
-        Ok(SchedAttr::Deadline { runtime_ns, .. }) => runtime_ns,
-        _ => 0,
-    }
-}
-
 /// Whether applying `w` to `tid` gives back (or keeps) deadline bandwidth rather than taking more.
+/// Compared as bandwidth (runtime / period), since a thread's period may change with its rule.
 pub fn shrinks(tid: i32, w: &Wanted) -> bool {
     match w.policy {
-        Some(SchedAttr::Deadline { runtime_ns, .. }) => runtime_ns <= current_runtime(tid),
+        Some(SchedAttr::Deadline { runtime_ns, period_ns, .. }) => match sched::get_attr(tid) {
+            Ok(SchedAttr::Deadline { runtime_ns: now, period_ns: now_period, .. }) => {
+                u128::from(runtime_ns) * u128::from(now_period) <= u128::from(now) * u128::from(period_ns)
+            }
+            _ => false,
+        },
         _ => true,
     }
 }
@@ -303,7 +345,7 @@ mod tests {
     use super::*;
 
     fn rule(name: &str, policy: Option<SchedAttr>) -> ThreadRule {
-        ThreadRule { name: name.into(), policy, cpus: None, budget_share: None }
+        ThreadRule { name: name.into(), policy, cpus: None, budget_share: None, period_ns: None }
     }
 
     #[test]
@@ -347,29 +389,30 @@ mod tests {
     #[test]
     fn a_demand_split_follows_use_and_never_exceeds_the_pool() {
         // The busy thread gets most; the idle ones keep the floor; the sum stays within the pool.
-        let parts = split_by_demand(900_000, 1_000_000, &[10, 400, 0, 0, 20]);
+        let parts = split_by_demand(900_000, &[1_000_000; 5], &[10, 400, 0, 0, 20]);
         assert_eq!(parts.len(), 5);
         assert!(parts.iter().sum::<u64>() <= 900_000);
         let floor = (900_000.0 * DEMAND_FLOOR / 5.0) as u64;
         assert!(parts.iter().all(|&p| p >= floor - 1), "{parts:?}");
         assert!(parts[1] > 600_000, "the busy thread holds most of the pool: {parts:?}");
         // Nobody ran: equal parts.
-        assert_eq!(split_by_demand(900_000, 1_000_000, &[0, 0, 0]), vec![300_000; 3]);
+        assert_eq!(split_by_demand(900_000, &[1_000_000; 3], &[0, 0, 0]), vec![300_000; 3]);
         // A part above the cap (runtime ≤ deadline) is cut and the surplus goes to the others.
-        let capped = split_by_demand(1_800_000, 1_000_000, &[1000, 1, 1]);
+        let capped = split_by_demand(1_800_000, &[1_000_000; 3], &[1000, 1, 1]);
         assert_eq!(capped[0], 1_000_000, "{capped:?}");
         assert!(capped.iter().sum::<u64>() <= 1_800_000 && capped.iter().sum::<u64>() > 1_799_990, "{capped:?}");
-        assert!(split_by_demand(5, 1_000, &[]).is_empty());
+        assert!(split_by_demand(5, &[1_000], &[]).is_empty());
     }
 
     proptest::proptest! {
         /// Whatever the demand, the parts never sum to more than the pool and none exceeds the cap.
         #[test]
-        fn demand_split_stays_within_the_pool(total in 0u64..4_000_000, cap in 1u64..2_000_000, demand in proptest::collection::vec(0u64..10_000_000_000, 1..16)) {
-            let parts = split_by_demand(total, cap, &demand);
+        fn demand_split_stays_within_the_pool(total in 0u64..4_000_000, pairs in proptest::collection::vec((0u64..10_000_000_000, 1u64..2_000_000), 1..16)) {
+            let (demand, caps): (Vec<u64>, Vec<u64>) = pairs.into_iter().unzip();
+            let parts = split_by_demand(total, &caps, &demand);
             proptest::prop_assert_eq!(parts.len(), demand.len());
             proptest::prop_assert!(parts.iter().sum::<u64>() <= total);
-            proptest::prop_assert!(parts.iter().all(|&p| p <= cap));
+            proptest::prop_assert!(parts.iter().zip(&caps).all(|(p, c)| p <= c));
         }
     }
 
@@ -399,6 +442,57 @@ mod tests {
         let b = plain.assign_by_demand(&threads[..4], &demand);
         assert_eq!(b[1].1.policy, Some(dl(100_000, false)));
         assert!(plain.demand_pools(&b).is_empty());
+    }
+
+    #[test]
+    fn a_rule_at_its_own_period_draws_on_the_one_pool_by_bandwidth() {
+        // OAI's layout with the clock thread at a quarter of the TTI: 225 µs every 1 ms is 56.25 µs
+        // every 250 µs. One pool of 0.9 ms per 1 ms, counted in the longest period.
+        let dl = |runtime_ns, period_ns| SchedAttr::Deadline { runtime_ns, deadline_ns: period_ns, period_ns, reclaim: true };
+        let rules = CompiledRules::new(
+            &[
+                rule("^ru-thread$", Some(dl(56_250, 250_000))),
+                rule("^fep_processing$", Some(dl(225_000, 1_000_000))),
+                rule("^feptx", Some(dl(225_000, 1_000_000))),
+                rule("^lte-softmodem$", Some(dl(225_000, 1_000_000))),
+            ],
+            None,
+        )
+        .unwrap();
+        let threads: Vec<(i32, String)> =
+            [(1, "ru-thread"), (2, "fep_processing"), (3, "feptx_thread"), (4, "lte-softmodem")].iter().map(|&(t, c)| (t, c.to_string())).collect();
+        let a = rules.assign(&threads);
+        let pools = rules.demand_pools(&a);
+        assert_eq!(pools.len(), 1, "one pool across periods");
+        assert_eq!((pools[0].period_ns, pools[0].runtime_ns, pools[0].members.len()), (1_000_000, 900_000, 4));
+        for demand in [[0u64, 0, 0, 0], [300, 100, 50, 10], [1, 1_000_000, 1, 1], [1_000_000, 1, 1, 1]] {
+            let demand: std::collections::HashMap<i32, u64> = (1..=4).zip(demand).collect();
+            let b = rules.assign_by_demand(&threads, &demand);
+            let mut bandwidth = 0u128; // in parts per 10^12 of a CPU
+            for (tid, w) in &b {
+                let Some(SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns, reclaim: true }) = w.policy else { panic!("{w:?}") };
+                assert_eq!(period_ns, if *tid == 1 { 250_000 } else { 1_000_000 }, "each thread keeps its rule's period");
+                assert!(runtime_ns <= deadline_ns && runtime_ns >= 1024, "{tid}: {runtime_ns}");
+                bandwidth += u128::from(runtime_ns) * 1_000_000_000_000 / u128::from(period_ns);
+            }
+            assert!(bandwidth <= 900_000_000_000, "never more than the pool's 90 %: {bandwidth}");
+            assert!(bandwidth > 899_000_000_000, "the pool is handed out: {bandwidth}");
+            // The status check counts what they hold in the pool's period, rounded up, within the pool.
+            let held: u64 = b
+                .iter()
+                .map(|(_, w)| match w.policy {
+                    Some(SchedAttr::Deadline { runtime_ns, period_ns, .. }) => pools[0].counted(runtime_ns, period_ns),
+                    _ => 0,
+                })
+                .sum();
+            assert!(held <= pools[0].runtime_ns, "{held}");
+        }
+        // The clock thread asking for everything is capped at its own deadline (250 µs per 250 µs
+        // would be a whole CPU; the cap counts 1 ms per 1 ms), the surplus goes to the others.
+        let greedy: std::collections::HashMap<i32, u64> = [(1, 1_000_000), (2, 0), (3, 0), (4, 0)].into_iter().collect();
+        let c = rules.assign_by_demand(&threads, &greedy);
+        let Some(SchedAttr::Deadline { runtime_ns, .. }) = c[0].1.policy else { panic!() };
+        assert!(runtime_ns <= 250_000 && runtime_ns > 150_000, "{runtime_ns}");
     }
 
     #[test]

@@ -114,6 +114,11 @@ pub struct ThreadRule {
     /// SCHED_DEADLINE (each matching thread gets `share × runtime × #cpus`, `Reservation::split`).
     /// `None` = 1 / the number of the workload's real-time rules (whatever the other rules' shares).
     pub budget_share: Option<f64>,
+    /// A FIFO/RR rule's own period (ns) when the reservation is enforced by SCHED_DEADLINE: its
+    /// part of the budget is scaled to it (the same bandwidth, earlier deadlines). `None` = the
+    /// reservation's period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period_ns: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -147,11 +147,20 @@ pub fn status(dir: &StateDir) -> Result<Status> {
             let assigned = rules.as_ref().map(|r| r.assign(&names)).unwrap_or_default();
             // Demand pools (reclaiming reservations): each thread's runtime follows its use, the
             // pool's total must stay within its budget.
+            // Threads may hold their parts at different periods (a rule's own period): each is
+            // counted in the pool's period, rounded up.
             for pool in rules.as_ref().map(|r| r.demand_pools(&assigned)).unwrap_or_default() {
-                let held: u64 = pool.members.iter().map(|&i| crate::rules::current_runtime(assigned[i].0)).sum();
+                let held: u64 = pool
+                    .members
+                    .iter()
+                    .map(|&i| match sched::get_attr(assigned[i].0) {
+                        Ok(sched::SchedAttr::Deadline { runtime_ns, period_ns, .. }) => pool.counted(runtime_ns, period_ns),
+                        _ => 0,
+                    })
+                    .sum();
                 if held > pool.runtime_ns {
                     st.drift.push(Drift {
-                        what: format!("workload {} SCHED_DEADLINE budget (period {} µs)", w.name, pool.period_ns / 1000),
+                        what: format!("workload {} SCHED_DEADLINE budget (counted every {} µs)", w.name, pool.period_ns / 1000),
                         expected: format!("at most {} µs in total over its {} thread(s)", pool.runtime_ns / 1000, pool.members.len()),
                         actual: format!("{} µs", held / 1000),
                     });

@@ -49,7 +49,7 @@ fn helper_stack_role() {
 }
 
 fn rule(name: &str) -> ThreadRule {
-    ThreadRule { name: name.into(), policy: Some(SchedAttr::Fifo { priority: 50 }), cpus: None, budget_share: None }
+    ThreadRule { name: name.into(), policy: Some(SchedAttr::Fifo { priority: 50 }), cpus: None, budget_share: None, period_ns: None }
 }
 
 #[test]

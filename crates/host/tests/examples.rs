@@ -410,8 +410,8 @@ fn assert_applied_as_planned(name: &str, k: &rtslice_plan::KernelPlan, applied: 
                     period_ns: period.as_nanos() as u64,
                     reclaim: t.flags.iter().any(|f| f == "reclaim"),
                 },
-                rtslice_plan::ThreadSched::Fifo { priority } => SchedAttr::Fifo { priority },
-                rtslice_plan::ThreadSched::Rr { priority } => SchedAttr::Rr { priority },
+                rtslice_plan::ThreadSched::Fifo { priority, .. } => SchedAttr::Fifo { priority },
+                rtslice_plan::ThreadSched::Rr { priority, .. } => SchedAttr::Rr { priority },
                 rtslice_plan::ThreadSched::Other { nice } => SchedAttr::Other { nice },
                 rtslice_plan::ThreadSched::Batch { nice } => SchedAttr::Batch { nice },
                 rtslice_plan::ThreadSched::Idle => SchedAttr::Idle,
@@ -427,7 +427,8 @@ fn assert_applied_as_planned(name: &str, k: &rtslice_plan::KernelPlan, applied: 
 }
 
 /// One generated workload: (kind 0 reservation / 1 dedicated / 2 best effort, runtime in % of the
-/// period, period in ms, count, reclaim, rules: policy kind 0 fifo / 1 rr / 2 deadline / 3 other).
+/// period, period in ms, count, reclaim, rules: policy kind 0 fifo / 1 rr / 2 deadline / 3 other / 4
+/// fifo at a quarter of the workload's period under SCHED_DEADLINE).
 type GenWorkload = (u32, u32, u32, u32, bool, Vec<u32>);
 
 /// A spec for this host from generated parameters, in the documented YAML (what users write). Each
@@ -458,6 +459,7 @@ fn generated_spec(cap: u32, housekeeping: bool, ws: &[GenWorkload]) -> String {
                 0 => format!("fifo, priority: {}", 10 + r),
                 1 => format!("rr, priority: {}", 20 + r),
                 2 => "deadline".to_string(),
+                4 => format!("fifo, priority: {}, period: {}us", 30 + r, period_ms * 250),
                 _ => "other, nice: 3".to_string(),
             };
             s.push_str(&format!("      - {{ match: \"{pattern}\", policy: {policy} }}\n"));
@@ -487,7 +489,7 @@ fn plan_equals_apply_over_generated_specs() {
         prop::sample::select(vec![1u32, 10, 20, 100]),
         1u32..=2,
         any::<bool>(),
-        prop::collection::vec(0u32..4, 1..=3),
+        prop::collection::vec(0u32..5, 1..=3),
     );
     let strategy = (prop::sample::select(vec![50u32, 90, 95, 100]), any::<bool>(), prop::collection::vec(workload, 1..=2), 0usize..3);
     // In a TCG guest one apply + reset takes ~35 s on a loaded host (rt-8cpu-iso ran 8 cases in the

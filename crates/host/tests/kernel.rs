@@ -62,7 +62,7 @@ fn smoke_setup() -> Setup {
                 name: format!("rt-{}", std::process::id()),
                 cpus: cpus("1"),
                 reservation: Some(Reservation::from_micros(300_000, 1_000_000)),
-                threads: vec![ThreadRule { name: "^sleep$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None }],
+                threads: vec![ThreadRule { name: "^sleep$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None, period_ns: None }],
                 launch: Launch::Command { argv: vec!["sleep".into(), "60".into()], env: vec![], cwd: None },
                 ..Default::default()
             },
@@ -174,7 +174,7 @@ fn deadline_thread_pinned_through_a_partition_runs_and_is_admitted() {
             name: name.clone(),
             cpus: cpus("1"),
             reservation: Some(Reservation::from_micros(20_000, 100_000)),
-            threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None }],
+            threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None, period_ns: None }],
             launch: Launch::Command {
                 argv: vec!["sh".into(), "-c".into(), "while :; do :; done".into()],
                 env: vec![],
@@ -304,6 +304,7 @@ fn a_real_kernel_refusal_mid_apply_rolls_back() {
                 policy: Some(SchedAttr::Deadline { runtime_ns: 99_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000, reclaim: false }),
                 cpus: None,
                 budget_share: None,
+                period_ns: None,
             }],
             launch: Launch::Command { argv: vec!["sleep".into(), "60".into()], env: vec![], cwd: None },
             ..Default::default()
@@ -386,7 +387,7 @@ fn attach_moves_an_existing_process_and_reset_gives_it_back_alive() {
         workloads: vec![WorkloadSetup {
             name: name.clone(),
             cpus: cpus("1"),
-            threads: vec![ThreadRule { name: "^sleep$".into(), policy: Some(SchedAttr::Batch { nice: 5 }), cpus: None, budget_share: None }],
+            threads: vec![ThreadRule { name: "^sleep$".into(), policy: Some(SchedAttr::Batch { nice: 5 }), cpus: None, budget_share: None, period_ns: None }],
             launch: Launch::Attach { pids: vec![pid] },
             ..Default::default()
         }],

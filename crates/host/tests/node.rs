@@ -65,7 +65,7 @@ fn sleeper() -> Launch {
 }
 
 fn fifo_rule() -> Vec<ThreadRule> {
-    vec![ThreadRule { name: "^sleep$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None }]
+    vec![ThreadRule { name: "^sleep$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None, period_ns: None }]
 }
 
 fn name(n: &str) -> String {
@@ -604,6 +604,7 @@ fn deadline_reserved(n: &str, on: &str, runtime_ms: u64) -> Setup {
         policy: Some(SchedAttr::Deadline { runtime_ns: runtime_ms * 1_000_000, deadline_ns: 1_000_000_000, period_ns: 1_000_000_000, reclaim: false }),
         cpus: None,
         budget_share: None,
+        period_ns: None,
     }];
     s
 }

@@ -36,7 +36,7 @@ fn shell_container(
             name: name.clone(),
             cpus: CpuList::parse("1").unwrap(),
             reservation: Some(Reservation::from_micros(runtime_us, period_us)),
-            threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None }],
+            threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None, period_ns: None }],
             launch: Launch::Oci(OciLaunch {
                 bundle: bundle.into(),
                 args: vec!["sh".into(), "-c".into(), script.into()],

@@ -131,20 +131,35 @@ pub struct KernelThread {
     pub shared: bool,
 }
 
-/// The SCHED_DEADLINE runtimes (ns, every `reservation.period`) of a workload's real-time rules: the
-/// budget of `cpus` CPUs split by `shares` (`None` = an equal part, 1 / the number of rules), each
-/// capped at one period (a rule's threads may run on one CPU at a time each, but the kernel refuses
-/// runtime > period); the flag says it was capped. The one split both `plan` and `apply` use.
-pub fn deadline_budgets(reservation: Reservation, cpus: u32, shares: &[Option<f64>]) -> Vec<(u64, bool)> {
-    let n = shares.len().max(1) as f64;
-    let shares: Vec<f64> = shares.iter().map(|s| s.unwrap_or(1.0 / n)).collect();
-    let period_ns = reservation.period.as_nanos() as u64;
+/// One real-time rule's SCHED_DEADLINE parameters under a reservation: `runtime_ns` every
+/// `period_ns` (the deadline is the period), for all the threads the rule matches together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeadlineBudget {
+    pub runtime_ns: u64,
+    pub period_ns: u64,
+    /// The part was more than one period's worth and was cut to the period (the kernel refuses
+    /// runtime > period).
+    pub capped: bool,
+}
+
+/// The SCHED_DEADLINE budgets of a workload's real-time rules: the budget of `cpus` CPUs split by
+/// each rule's share (`None` = an equal part, 1 / the number of rules) at the reservation's period,
+/// then each part moved to the rule's own period if it has one (`runtime × period / reservation
+/// period`, rounded down in integers: the same bandwidth, never more), and capped at one period (a
+/// rule's threads may run on one CPU at a time each). The one split both `plan` and `apply` use.
+pub fn deadline_budgets(reservation: Reservation, cpus: u32, rules: &[(Option<f64>, Option<Duration>)]) -> Vec<DeadlineBudget> {
+    let n = rules.len().max(1) as f64;
+    let shares: Vec<f64> = rules.iter().map(|(s, _)| s.unwrap_or(1.0 / n)).collect();
+    let base_ns = reservation.period.as_nanos().max(1);
     reservation
         .split(cpus, &shares, reservation.period)
         .into_iter()
-        .map(|d| {
-            let ns = d.as_nanos() as u64;
-            (ns.min(period_ns), ns > period_ns)
+        .zip(rules)
+        .map(|(d, (_, own))| {
+            let period_ns = own.unwrap_or(reservation.period).as_nanos();
+            let ns = d.as_nanos() * period_ns / base_ns;
+            let (ns, period_ns) = (u64::try_from(ns).unwrap_or(u64::MAX), u64::try_from(period_ns).unwrap_or(u64::MAX));
+            DeadlineBudget { runtime_ns: ns.min(period_ns), period_ns, capped: ns > period_ns }
         })
         .collect()
 }
@@ -544,14 +559,19 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
     if let Some(t) = tick {
         for w in &plan.workloads {
             if let Allocation::Reservation { reservation, .. } = &w.allocation {
-                if mech == Mechanism::Deadline && reservation.period < t {
+                // Under SCHED_DEADLINE a real-time rule may run at a period of its own.
+                let shortest = match mech {
+                    Mechanism::Deadline => w.threads.iter().filter_map(|t| t.sched.rt_period()).fold(reservation.period, Duration::min),
+                    _ => reservation.period,
+                };
+                if mech == Mechanism::Deadline && shortest < t {
                     warnings.push(format!(
                         "`{}`: its period {} is shorter than the kernel's tick ({} at HZ={}, no HRTICK): SCHED_DEADLINE notices an \
                          overrun when the thread blocks, is preempted or at the tick, and repays it from the next periods, so the \
                          bandwidth holds over time and threads that block every period are held to it, but a thread running \
                          without blocking may overrun one period by up to a tick",
                         w.name,
-                        rtslice_spec::units::format_duration(reservation.period),
+                        rtslice_spec::units::format_duration(shortest),
                         rtslice_spec::units::format_duration(t),
                         kernel.hz.unwrap_or(0)
                     ));
@@ -671,11 +691,13 @@ pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<Kerne
     let budget;
     match (reservation, mech) {
         (Some(r), Mechanism::Deadline) => {
-            let shares: Vec<Option<f64>> = threads.iter().filter(|t| is_rt(&t.sched)).map(|_| None).collect();
+            let shares: Vec<(Option<f64>, Option<Duration>)> =
+                threads.iter().filter(|t| is_rt(&t.sched)).map(|t| (None, t.sched.rt_period())).collect();
             let mut parts = deadline_budgets(r, w.cpus.len() as u32, &shares).into_iter();
             for t in threads.iter_mut().filter(|t| is_rt(&t.sched)) {
-                let (ns, _) = parts.next().unwrap_or((0, false));
-                t.sched = ThreadSched::Deadline { runtime: Duration::from_nanos(ns), deadline: r.period, period: r.period };
+                let b = parts.next().unwrap_or(DeadlineBudget { runtime_ns: 0, period_ns: r.period.as_nanos() as u64, capped: false });
+                let period = Duration::from_nanos(b.period_ns);
+                t.sched = ThreadSched::Deadline { runtime: Duration::from_nanos(b.runtime_ns), deadline: period, period };
                 t.shared = true;
             }
             let explicit = threads.iter().filter(|t| matches!(t.sched, ThreadSched::Deadline { .. })).count() - shares.len();
@@ -689,12 +711,21 @@ pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<Kerne
                     rtslice_spec::units::format_duration(r.period)
                 )
             } else {
+                let own: Vec<String> = threads
+                    .iter()
+                    .zip(&w.threads)
+                    .filter_map(|(k, t)| {
+                        let p = t.sched.rt_period().filter(|p| *p != r.period)?;
+                        Some(format!("`{}` every {}", k.pattern, rtslice_spec::units::format_duration(p)))
+                    })
+                    .collect();
                 format!(
-                    "SCHED_DEADLINE: {} × {} CPU(s) every {} split over its {} real-time rule(s); each rule's runtime is shared by the threads it matches (re-split by the agent as they come and go)",
+                    "SCHED_DEADLINE: {} × {} CPU(s) every {} split over its {} real-time rule(s){}; each rule's runtime is shared by the threads it matches (re-split by the agent as they come and go)",
                     rtslice_spec::units::format_duration(r.runtime),
                     w.cpus.len(),
                     rtslice_spec::units::format_duration(r.period),
-                    shares.len()
+                    shares.len(),
+                    if own.is_empty() { String::new() } else { format!(" (at a period of their own with the same bandwidth: {})", own.join(", ")) }
                 )
             };
         }
@@ -713,8 +744,8 @@ pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<Kerne
     if w.reclaim && mech == Mechanism::Deadline && reservation.is_some() {
         budget.push_str(
             "; reclaim: SCHED_FLAG_RECLAIM (GRUB: a thread may run on bandwidth its partition leaves unused, up to the kernel's cap) \
-             and one pool per period: the agent re-splits the rules' runtimes together over their threads by each one's measured \
-             CPU use every 200 ms (a quarter of the pool in equal parts), never more than the pool in total",
+             and one pool of bandwidth: the agent re-splits the rules' budgets together over their threads by each one's measured \
+             CPU use every 200 ms (a quarter of the pool in equal parts; each thread's part at its rule's period), never more than the pool in total",
         );
     }
     for t in threads.iter_mut() {

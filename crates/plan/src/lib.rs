@@ -1126,8 +1126,8 @@ fn resolve(
             SchedPolicy::Other { nice } => ThreadSched::Other { nice: nice.unwrap_or(0) },
             SchedPolicy::Batch { nice } => ThreadSched::Batch { nice: nice.unwrap_or(0) },
             SchedPolicy::Idle => ThreadSched::Idle,
-            SchedPolicy::Fifo { priority } => ThreadSched::Fifo { priority: *priority },
-            SchedPolicy::Rr { priority } => ThreadSched::Rr { priority: *priority },
+            SchedPolicy::Fifo { priority, period } => ThreadSched::Fifo { priority: *priority, period: *period },
+            SchedPolicy::Rr { priority, period } => ThreadSched::Rr { priority: *priority, period: *period },
             SchedPolicy::Deadline { runtime, deadline, period, share } => {
                 let (rt, per) = match (runtime, budget) {
                     (Some(rt), _) => (*rt, period.or(budget.map(|b| b.1)).unwrap_or(spec.node.default_period)),

@@ -335,8 +335,19 @@ pub enum ThreadSched {
     Other { nice: i32 },
     Batch { nice: i32 },
     Idle,
-    Fifo { priority: u32 },
-    Rr { priority: u32 },
+    /// `period`: the rule's own SCHED_DEADLINE period where a reservation enforced by SCHED_DEADLINE
+    /// turns it into a deadline rule (its part of the budget scaled to that period); `None` = the
+    /// reservation's period.
+    Fifo {
+        priority: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none", rename = "period_ns", with = "serde_nanos::option")]
+        period: Option<Duration>,
+    },
+    Rr {
+        priority: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none", rename = "period_ns", with = "serde_nanos::option")]
+        period: Option<Duration>,
+    },
     /// SCHED_DEADLINE parameters per matched thread.
     Deadline {
         #[serde(rename = "runtime_ns", with = "serde_nanos")]
@@ -346,6 +357,16 @@ pub enum ThreadSched {
         #[serde(rename = "period_ns", with = "serde_nanos")]
         period: Duration,
     },
+}
+
+impl ThreadSched {
+    /// A real-time (SCHED_FIFO / SCHED_RR) rule's own period under a SCHED_DEADLINE reservation.
+    pub fn rt_period(&self) -> Option<Duration> {
+        match self {
+            ThreadSched::Fifo { period, .. } | ThreadSched::Rr { period, .. } => *period,
+            _ => None,
+        }
+    }
 }
 
 impl Default for ThreadSched {

@@ -332,6 +332,43 @@ proptest! {
     }
 }
 
+proptest! {
+    /// Rules at periods of their own: each keeps its share's bandwidth (never more, less than a
+    /// nanosecond per period lost), none above its period, and rules at the reservation's period get
+    /// exactly what the plain split gives.
+    #[test]
+    fn deadline_budgets_at_own_periods_keep_each_share(
+        runtime_us in 100u64..=1_000_000,
+        period_us in 1_000u64..=1_000_000,
+        cpus in 1u32..=8,
+        own in prop::collection::vec(prop::option::of(100u64..=2_000_000), 1..6),
+    ) {
+        let runtime_us = runtime_us.min(period_us);
+        let r = rtslice_plan::Reservation::from_micros(runtime_us, period_us);
+        let rules: Vec<(Option<f64>, Option<std::time::Duration>)> = own.iter().map(|o| (None, o.map(std::time::Duration::from_micros))).collect();
+        let budgets = rtslice_plan::kernel::deadline_budgets(r, cpus, &rules);
+        let plain = r.split(cpus, &vec![1.0 / rules.len() as f64; rules.len()], r.period);
+        let mut bw = 0f64;
+        for ((b, (_, o)), p) in budgets.iter().zip(&rules).zip(&plain) {
+            let period = o.unwrap_or(r.period).as_nanos() as u64;
+            prop_assert_eq!(b.period_ns, period);
+            prop_assert!(b.runtime_ns <= b.period_ns);
+            let want = p.as_nanos() as f64 / r.period.as_nanos() as f64;
+            let got = b.runtime_ns as f64 / b.period_ns as f64;
+            if b.capped {
+                prop_assert_eq!(b.runtime_ns, b.period_ns);
+            } else {
+                prop_assert!(got <= want + 1e-12 && got >= want - 1.0 / b.period_ns as f64, "{} vs {}", got, want);
+            }
+            if o.is_none() {
+                prop_assert_eq!(b.runtime_ns as u128, p.as_nanos().min(b.period_ns as u128));
+            }
+            bw += got;
+        }
+        prop_assert!(bw <= r.runtime.as_nanos() as f64 * cpus as f64 / r.period.as_nanos() as f64 + 1e-9);
+    }
+}
+
 #[test]
 fn budget_split_examples() {
     let r = rtslice_plan::Reservation::from_micros(300, 1000);

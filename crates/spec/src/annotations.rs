@@ -282,7 +282,7 @@ mod tests {
         assert_eq!(w.name, "ran.vbs1.du");
         assert_eq!(w.demand, Some(Demand::reservation(Duration::from_micros(400), Duration::from_millis(1), 2)));
         assert_eq!(w.threads.len(), 2);
-        assert_eq!(w.threads[0].policy, SchedPolicy::Fifo { priority: 90 });
+        assert_eq!(w.threads[0].policy, SchedPolicy::fifo(90));
         assert_eq!(w.threads[0].slots, Slots::List(vec![0]));
         assert_eq!(w.irqs[0].pattern, "^eth1-TxRx-");
         // The sidecar has none of its own and there is no pod-wide annotation.

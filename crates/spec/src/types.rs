@@ -895,9 +895,24 @@ pub enum SchedPolicy {
         nice: Option<i32>,
     },
     Idle,
-    /// Priority 1–99.
-    Fifo { priority: u32 },
-    Rr { priority: u32 },
+    /// Priority 1–99. `period`: where a SCHED_DEADLINE reservation enforces the workload's budget,
+    /// these threads run at this period (their deadline too) with their part of the budget scaled to
+    /// it — the same bandwidth, earlier deadlines (a stack's TTI clock thread). Where the threads stay
+    /// SCHED_FIFO/RR (a dedicated CPU, RT groups, HCBS) the kernel's priorities order them and it has
+    /// no effect.
+    Fifo {
+        priority: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+        #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::DurationText>"))]
+        period: Option<Duration>,
+    },
+    /// As `fifo`, round-robin among equal priorities.
+    Rr {
+        priority: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+        #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::DurationText>"))]
+        period: Option<Duration>,
+    },
     /// SCHED_DEADLINE. Either an explicit `runtime` (per thread), or a `share` of the workload's
     /// per-CPU reservation runtime; rules with neither split what is left equally.
     /// `period` defaults to the workload's period, `deadline` to the period.
@@ -914,6 +929,18 @@ pub enum SchedPolicy {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         share: Option<f64>,
     },
+}
+
+impl SchedPolicy {
+    /// SCHED_FIFO at `priority`, at the workload's period.
+    pub fn fifo(priority: u32) -> SchedPolicy {
+        SchedPolicy::Fifo { priority, period: None }
+    }
+
+    /// SCHED_RR at `priority`, at the workload's period.
+    pub fn rr(priority: u32) -> SchedPolicy {
+        SchedPolicy::Rr { priority, period: None }
+    }
 }
 
 impl Default for SchedPolicy {

@@ -214,6 +214,23 @@ pub mod serde_nanos {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         Ok(Duration::from_nanos(u64::deserialize(d)?))
     }
+
+    /// The same for an optional duration (`null` or absent = `None`).
+    pub mod option {
+        use serde::{Deserialize, Deserializer, Serializer};
+        use std::time::Duration;
+
+        pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+            match d {
+                Some(d) => super::serialize(d, s),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+            Ok(Option::<u64>::deserialize(d)?.map(Duration::from_nanos))
+        }
+    }
 }
 
 #[cfg(test)]

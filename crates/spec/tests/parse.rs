@@ -246,6 +246,8 @@ fn impossible_values() {
         ("  - name: w\n    threads: [{ match: a, policy: deadline, runtime: 1ms, deadline: 5ms, period: 4ms }]\n", "deadline 5ms exceeds the period 4ms"),
         ("  - name: w\n    threads: [{ match: a, policy: deadline, runtime: 500ns, period: 1ms }]\n", "at least 1024ns"),
         ("  - name: w\n    threads: [{ match: a, policy: deadline, share: 70% }, { match: b, policy: deadline, share: 40% }]\n", "add up to 110%"),
+        ("  - name: w\n    threads: [{ match: a, policy: fifo, priority: 9, period: 50us }]\n", "outside the kernel's range"),
+        ("  - name: w\n    threads: [{ match: a, policy: other, period: 1ms }]\n", "`period` does not apply to policy `other`"),
         ("  - name: w\n    threads: [{ match: \"a{2,1}\" }]\n", "not a valid regular expression"),
         ("  - name: w\n    irqs: [{ slots: 0 }]\n", "action-name regex"),
         ("  - name: w\n    net: [{ interface: eth0 }]\n", "give `rps`, `xps` or both"),
@@ -366,7 +368,7 @@ fn rust_built_specs_write_valid_yaml() {
             Workload::new("vbbu")
                 .with_demand(Demand::dedicated(vec![4, 5, 6, 7]))
                 .with_launch(Launch::Command { command: vec!["emu".into()], env: Default::default(), cwd: None })
-                .with_thread(ThreadRule::new("^ru$", SchedPolicy::Fifo { priority: 90 }, Slots::List(vec![0])))
+                .with_thread(ThreadRule::new("^ru$", SchedPolicy::fifo(90), Slots::List(vec![0])))
                 .with_irq("^eth1-", Slots::List(vec![3])),
             Workload::new("rt").with_demand(Demand::reservation(Duration::from_micros(500), Duration::from_millis(1), 2)),
             Workload::new("be").with_demand(Demand::best_effort(None)),

@@ -220,16 +220,37 @@ fn slo(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<SloSpec> {
 }
 
 fn thread(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<ThreadSlot> {
-    let m = r.fields(n, p, &["match", "slot", "policy", "priority"])?;
+    let m = r.fields(n, p, &["match", "slot", "policy", "priority", "period"])?;
     let pattern = m.required(r, "match", "give a regular expression on thread names", string);
     let slot = m.required(r, "slot", "give the CPU slot in the workload's set (0, 1, …)", u32_of);
     let policy = m.optional(r, "policy", |r, n, p| r.one_of(n, p, &["other", "fifo", "rr"])).unwrap_or_else(|| "other".into());
     // The 1–99 range is checked with the rest of the file in `validate`.
     let priority = m.optional(r, "priority", u32_of).unwrap_or(0);
+    // As a spec's rule: under a SCHED_DEADLINE reservation these threads' own period.
+    let period = m.optional(r, "period", |r, n, p| {
+        let text = string(r, n, p)?;
+        match rtslice_spec::units::parse_duration(&text) {
+            Ok(d) if d >= rtslice_spec::MIN_PERIOD && d <= rtslice_spec::MAX_PERIOD => Some(d),
+            Ok(_) => {
+                let (lo, hi) = (rtslice_spec::units::format_duration(rtslice_spec::MIN_PERIOD), rtslice_spec::units::format_duration(rtslice_spec::MAX_PERIOD));
+                r.err(n, p, format!("a period of {text} is outside the kernel's {lo}–{hi}"));
+                None
+            }
+            Err(e) => {
+                r.err(n, p, format!("{e}"));
+                None
+            }
+        }
+    });
     let policy = match policy.as_str() {
-        "fifo" => SchedPolicy::Fifo { priority },
-        "rr" => SchedPolicy::Rr { priority },
-        _ => SchedPolicy::Other { nice: None },
+        "fifo" => SchedPolicy::Fifo { priority, period },
+        "rr" => SchedPolicy::Rr { priority, period },
+        _ => {
+            if m.has("period") {
+                r.err(n, &format!("{p}.period"), "`period` applies to fifo and rr rules (their SCHED_DEADLINE period under a reservation)");
+            }
+            SchedPolicy::Other { nice: None }
+        }
     };
     Some(ThreadSlot { pattern: pattern?, slot: slot?, policy })
 }

@@ -261,8 +261,8 @@ pub fn render(plan: &Plan) -> String {
                 ThreadSched::Other { nice } => format!("other nice {nice}"),
                 ThreadSched::Batch { nice } => format!("batch nice {nice}"),
                 ThreadSched::Idle => "idle".into(),
-                ThreadSched::Fifo { priority } => format!("fifo {priority}"),
-                ThreadSched::Rr { priority } => format!("rr {priority}"),
+                ThreadSched::Fifo { priority, period } => format!("fifo {priority}{}", at_period(*period)),
+                ThreadSched::Rr { priority, period } => format!("rr {priority}{}", at_period(*period)),
                 ThreadSched::Deadline { runtime, deadline, period } => format!(
                     "deadline {}/{}/{}",
                     format_duration(*runtime),
@@ -344,8 +344,8 @@ pub fn render(plan: &Plan) -> String {
                         deadline.as_nanos(),
                         period.as_nanos()
                     ),
-                    ThreadSched::Fifo { priority } => format!("SCHED_FIFO priority {priority}"),
-                    ThreadSched::Rr { priority } => format!("SCHED_RR priority {priority}"),
+                    ThreadSched::Fifo { priority, .. } => format!("SCHED_FIFO priority {priority}"),
+                    ThreadSched::Rr { priority, .. } => format!("SCHED_RR priority {priority}"),
                     ThreadSched::Other { nice } => format!("SCHED_OTHER nice {nice}"),
                     ThreadSched::Batch { nice } => format!("SCHED_BATCH nice {nice}"),
                     ThreadSched::Idle => "SCHED_IDLE".into(),
@@ -423,4 +423,9 @@ fn describe_topology(t: Option<&rtslice_plan::TopologyUse>) -> String {
         rtslice_plan::TopologySource::None => "none",
     };
     format!("{source}: {}", parts.join(", "))
+}
+
+/// A real-time rule's own SCHED_DEADLINE period, as `plan` prints it next to its priority.
+fn at_period(period: Option<std::time::Duration>) -> String {
+    period.map(|p| format!(" (every {} under SCHED_DEADLINE)", format_duration(p))).unwrap_or_default()
 }

@@ -27,7 +27,7 @@ pub(super) fn thread_rule(cx: &mut Reader, n: &yaml::Node, path: &str, count: Op
     let takes: &[&str] = match policy_name.as_str() {
         "other" | "batch" => &["nice"],
         "idle" => &[],
-        "fifo" | "rr" => &["priority"],
+        "fifo" | "rr" => &["priority", "period"],
         "deadline" => &["runtime", "deadline", "period", "share"],
         _ => {
             if let Some(p) = f.get("policy") {
@@ -57,10 +57,11 @@ pub(super) fn thread_rule(cx: &mut Reader, n: &yaml::Node, path: &str, count: Op
                 }
             }
             .unwrap_or(1);
+            let period = f.optional(cx, "period", |cx, v, p| cx.period(v, p));
             if policy_name == "fifo" {
-                SchedPolicy::Fifo { priority }
+                SchedPolicy::Fifo { priority, period }
             } else {
-                SchedPolicy::Rr { priority }
+                SchedPolicy::Rr { priority, period }
             }
         }
         _ => {
