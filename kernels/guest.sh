@@ -1,8 +1,11 @@
 #!/bin/sh
 # Runs inside a test guest (chroot on the host's read-only root) or natively for row "host":
-# every test of every binary in $RESULTS/tests.list, one process per test so a hang or crash is
-# attributed to one test; results go to $RESULTS/results.txt ("<status> <binary>::<test>") and the
-# console ("rtslice-kernels: ..." lines), logs to $RESULTS/logs/.
+# every test of every binary in $RESULTS/tests.list, an integration test's each in a process of its
+# own so a hang or crash is attributed to one test, a unit-test binary's (kind `unit`: most take
+# milliseconds, and a process start costs a TCG guest ~1.3 s) in one process per binary by
+# run_unit_tests.py, still timed, timed out and reported per test; results go to
+# $RESULTS/results.txt ("<status> <binary>::<test> [Ns]") and the console ("rtslice-kernels: ..."
+# lines), logs to $RESULTS/logs/.
 # Usage: guest.sh GUEST-NAME [RESULTS-DIR]   (results default to the guest's writable 9p export)
 guest=$1
 R=${2:-/run/rtslice-results}
@@ -31,11 +34,20 @@ fi
 per_test_timeout=${RTSLICE_KERNELS_TEST_TIMEOUT:-300}
 # RTSLICE_KERNELS_TESTS on the host: only the tests whose id matches this extended regex.
 filter=$(cat "$R/tests.filter" 2>/dev/null)
-while read -r label bin; do
+here=$(dirname "$0")
+while read -r label bin kind; do
   [ -n "$bin" ] || continue
+  selected=""
   for t in $("$bin" --list 2>/dev/null | sed -n 's/: test$//p'); do
+    if [ -n "$filter" ] && ! echo "$label::$t" | grep -Eq "$filter"; then continue; fi
+    selected="$selected $t"
+  done
+  if [ "$kind" = unit ]; then
+    [ -n "$selected" ] && python3 "$here/run_unit_tests.py" "$label" "$bin" "$R/results.txt" "$R/logs" "$per_test_timeout" $selected
+    continue
+  fi
+  for t in $selected; do
     id="$label::$t"
-    if [ -n "$filter" ] && ! echo "$id" | grep -Eq "$filter"; then continue; fi
     log="$R/logs/$(echo "$id" | tr -c 'A-Za-z0-9_.-' '_').log"
     say "start $id"
     t0=$(date +%s)

@@ -157,7 +157,9 @@ for line in open(out + "/artifacts.json"):
         continue
     crate = m["manifest_path"].split("/")[-2]
     if m["profile"]["test"] and crate in ("host", "agent", "trace", "node"):
-        tests.append(crate + "/" + m["target"]["name"] + " " + m["executable"])
+        # A library's own tests (`unit`) run in one process per binary in the guests (guest.sh).
+        kind = "unit" if "lib" in m["target"]["kind"] else "test"
+        tests.append(crate + "/" + m["target"]["name"] + " " + m["executable"] + " " + kind)
     elif not m["profile"]["test"] and m["target"]["name"] == "rtslice":
         rtslice = m["executable"]
 open(out + "/tests.list", "w").write("".join(t + "\n" for t in sorted(tests)))

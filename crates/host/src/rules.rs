@@ -15,8 +15,9 @@
 //! ([`CompiledRules::assign_by_demand`], [`split_by_demand`]) — still never more than the pool in
 //! total. The pool is counted in bandwidth, not per (deadline, period): a rule may run at a period of
 //! its own (a stack's clock thread on a quarter of the TTI, for earlier deadlines), and its threads
-//! still draw on the one budget of the workload, each part moved to its rule's period. A real stack's busy thread moves (srsENB hands each TTI to whichever worker is idle), and
-//! an equal split starves whichever thread is busy while the idle ones hold budget they do not use.
+//! still draw on the one budget of the workload, each part moved to its rule's period. A real
+//! stack's busy thread moves (srsENB hands each TTI to whichever worker is idle), and an equal split
+//! starves whichever thread is busy while the idle ones hold budget they do not use.
 
 use regex::Regex;
 
@@ -123,7 +124,8 @@ impl CompiledRules {
             let mean = if known.is_empty() { 0 } else { known.iter().sum::<u64>() / known.len() as u64 };
             let wants: Vec<u64> = pool.members.iter().map(|&i| demand.get(&out[i].0).copied().unwrap_or(mean)).collect();
             // Each member's rule: its deadline and period (the pool's members are reclaiming deadline rules).
-            let own: Vec<(u64, u64)> = pool.members.iter().map(|&i| self.rule_timing(out[i].1.rule).unwrap_or((pool.period_ns, pool.period_ns))).collect();
+            let own: Vec<(u64, u64)> =
+                pool.members.iter().map(|&i| self.rule_timing(out[i].1.rule).unwrap_or((pool.period_ns, pool.period_ns))).collect();
             // Each part at most its deadline once moved back to its period (the kernel refuses
             // runtime > deadline): the deadline counted in the pool's period, rounded down.
             let caps: Vec<u64> = own.iter().map(|&(deadline_ns, period_ns)| rescale_down(deadline_ns, pool.period_ns, period_ns)).collect();
