@@ -169,6 +169,18 @@ pub fn parse_bitrate(input: &str) -> Result<f64, UnitError> {
     Ok(value * mult)
 }
 
+/// `Some` written by `inner`, `None` as a none: the `option` halves of the serde helpers below.
+fn serialize_option<S: serde::Serializer>(
+    d: &Option<Duration>,
+    s: S,
+    inner: fn(&Duration, S) -> Result<S::Ok, S::Error>,
+) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => inner(d, s),
+        None => s.serialize_none(),
+    }
+}
+
 /// serde helpers: a `Duration` written as `1400us` (read back with [`parse_duration`]).
 pub mod serde_duration {
     use serde::{de, Deserialize, Deserializer, Serializer};
@@ -188,10 +200,7 @@ pub mod serde_duration {
         use serde::{Deserialize, Deserializer, Serializer};
         use std::time::Duration;
         pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-            match d {
-                Some(d) => super::serialize(d, s),
-                None => s.serialize_none(),
-            }
+            super::super::serialize_option(d, s, super::serialize)
         }
         pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
             match Option::<String>::deserialize(d)? {
@@ -221,10 +230,7 @@ pub mod serde_nanos {
         use std::time::Duration;
 
         pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-            match d {
-                Some(d) => super::serialize(d, s),
-                None => s.serialize_none(),
-            }
+            super::super::serialize_option(d, s, super::serialize)
         }
 
         pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {

@@ -395,8 +395,11 @@ fn demand_profile_counts_long_slices_in_full() {
     assert_eq!(over_one_window, 0, "one thread was on CPU for more than a whole window");
     // In a TCG guest the two clocks drift further apart when the host is loaded: in a full matrix
     // run (three guests at once on a noisy host, 2026-11-26 23:45) the 6.1 guest's profile read
-    // 0.9729 against schedstat's 0.9844 (the other guests: gaps 0.0007 and 0.0015).
-    let bound = rtslice_testkit::timing_bound("demand share gap", 0.002 + 0.008, 0.02);
+    // 0.9729 against schedstat's 0.9844 (the other guests: gaps 0.0007 and 0.0015), and in a
+    // clean-clone `make test` (2026-11-27 09:30) the 8-vCPU guest's 0.9602 against 0.9967 (gap
+    // 0.0365; the 4-vCPU guests passed). A guest's bound of 0.05 still fails what this test is for
+    // there: a profiler that spreads only part of each slice read 0.07 against 0.99.
+    let bound = rtslice_testkit::timing_bound("demand share gap", 0.002 + 0.008, 0.05);
     assert!(
         (prof_share - sched_share).abs() <= bound,
         "the profile's share {prof_share:.4} differs from schedstat's {sched_share:.4} by more than {bound:.4}"
