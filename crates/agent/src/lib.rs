@@ -337,10 +337,7 @@ fn worth_resplitting(rules: &CompiledRules, assigned: &[(i32, rtslice_host::rule
         p.members.iter().any(|&i| {
             let (tid, want) = &assigned[i];
             // Both counted in the pool's period (members may run at periods of their own).
-            let now = match rtslice_host::sched::get_attr(*tid) {
-                Ok(rtslice_host::SchedAttr::Deadline { runtime_ns, period_ns, .. }) => p.counted(runtime_ns, period_ns),
-                _ => 0,
-            };
+            let now = p.held(*tid);
             let new = match want.policy {
                 Some(rtslice_host::SchedAttr::Deadline { runtime_ns, period_ns, .. }) => p.counted(runtime_ns, period_ns),
                 _ => 0,

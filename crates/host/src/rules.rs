@@ -55,6 +55,16 @@ impl DemandPool {
         u64::try_from((u128::from(runtime_ns) * u128::from(self.period_ns)).div_ceil(p)).unwrap_or(u64::MAX)
     }
 
+    /// What thread `tid` holds now counted in the pool's period (rounded up), 0 for a thread not
+    /// under SCHED_DEADLINE (or gone): the measure `status` checks the pool with and the agent
+    /// compares a re-split against.
+    pub fn held(&self, tid: i32) -> u64 {
+        match sched::get_attr(tid) {
+            Ok(SchedAttr::Deadline { runtime_ns, period_ns, .. }) => self.counted(runtime_ns, period_ns),
+            _ => 0,
+        }
+    }
+
     /// A part counted in the pool's period, as a runtime every `period_ns`, rounded down: a thread
     /// never gets more bandwidth than its part.
     pub fn at_period(&self, part_ns: u64, period_ns: u64) -> u64 {

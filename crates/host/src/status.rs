@@ -150,14 +150,7 @@ pub fn status(dir: &StateDir) -> Result<Status> {
             // Threads may hold their parts at different periods (a rule's own period): each is
             // counted in the pool's period, rounded up.
             for pool in rules.as_ref().map(|r| r.demand_pools(&assigned)).unwrap_or_default() {
-                let held: u64 = pool
-                    .members
-                    .iter()
-                    .map(|&i| match sched::get_attr(assigned[i].0) {
-                        Ok(sched::SchedAttr::Deadline { runtime_ns, period_ns, .. }) => pool.counted(runtime_ns, period_ns),
-                        _ => 0,
-                    })
-                    .sum();
+                let held: u64 = pool.members.iter().map(|&i| pool.held(assigned[i].0)).sum();
                 if held > pool.runtime_ns {
                     st.drift.push(Drift {
                         what: format!("workload {} SCHED_DEADLINE budget (counted every {} µs)", w.name, pool.period_ns / 1000),
