@@ -18,7 +18,7 @@ use std::time::Duration;
 use rtslice_emu::chain::{Carrier, Phy, Scratch, UlSubframe};
 use rtslice_emu::EmuError;
 use rtslice_model::periodic::{analyze, Analysis, Enforcement, ExecutionTime, PeriodicPrediction, PeriodicTask};
-use rtslice_model::replay::{replay, Charging};
+use rtslice_model::replay::{replay_pooled, Pooled};
 use rtslice_model::{ModelError, Reservation};
 use rtslice_sys::sched::{self, SchedAttr};
 use rtslice_sys::time as clock;
@@ -138,7 +138,7 @@ pub struct PointResult {
     pub job_only_miss_ratio_factor: Option<f64>,
     /// The profile's job sequence replayed through the kernel's SCHED_DEADLINE rules with tick
     /// charging (`rtslice_model::replay`), averaged over `REPLAY_PHASES` tick phases.
-    pub replayed: ReplayedPrediction,
+    pub replayed: Pooled,
     /// replayed / measured miss ratio (None when either is 0).
     pub replayed_factor: Option<f64>,
     /// This point's own measured job sequence replayed the same way: the kernel rules alone, without
@@ -146,28 +146,13 @@ pub struct PointResult {
     pub replayed_own_miss: f64,
 }
 
-/// What a replay through the kernel's rules predicts, over several tick phases.
-#[derive(Debug, Clone, Serialize)]
-pub struct ReplayedPrediction {
-    pub miss_ratio: f64,
-    pub p50_s: f64,
-    pub p99_s: f64,
-    pub p999_s: f64,
-}
-
 /// Tick phases the replays average over: the tick's phase against the releases is fixed in a run
 /// (T divides the tick) but unknown.
 const REPLAY_PHASES: usize = 8;
 
 /// `exec` replayed under `(q, p)` with tick charging at `REPLAY_PHASES` phases, pooled.
-fn replay_tick(cfg: &PeriodicValidation, exec: &[f64], r: &Reservation) -> Result<ReplayedPrediction, PeriodicValidationError> {
-    let mut resp = Vec::with_capacity(exec.len() * REPLAY_PHASES);
-    for i in 0..REPLAY_PHASES {
-        let charging = Charging::Tick { tick_s: cfg.tick_s, phase_s: cfg.tick_s * i as f64 / REPLAY_PHASES as f64 };
-        resp.extend(replay(exec, cfg.period_s, cfg.deadline_s, r, charging)?.response_s);
-    }
-    let m = measured(&resp, &[], cfg.deadline_s);
-    Ok(ReplayedPrediction { miss_ratio: m.miss_ratio, p50_s: m.p50_s, p99_s: m.p99_s, p999_s: m.p999_s })
+fn replay_tick(cfg: &PeriodicValidation, exec: &[f64], r: &Reservation) -> Result<Pooled, PeriodicValidationError> {
+    Ok(replay_pooled(exec, cfg.period_s, cfg.deadline_s, r, Some(cfg.tick_s), REPLAY_PHASES)?)
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -328,12 +313,9 @@ pub fn trace_jobs(cfg: &PeriodicValidation, attr: SchedAttr, jobs: usize) -> Res
         .collect())
 }
 
+/// The `phi`-quantile by the workspace's one definition (rtslice-stats, type 7); 0 for no samples.
 fn percentile(sorted: &[f64], phi: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((phi * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i]
+    rtslice_stats::percentile_sorted(sorted, phi * 100.0).unwrap_or(0.0)
 }
 
 fn measured(resp: &[f64], exec: &[f64], deadline_s: f64) -> Measured {
