@@ -58,23 +58,26 @@ fn quick_periodic_validation_under_sched_deadline() {
         loose.utilization,
         report.profile_mean_s * 1e6
     );
-    // Half the bandwidth of the loose reservation, nearly all of it used: jobs wait for budget, so
-    // the median response grows. Only with a light tail: when this VM stalls (profile p99 above 3x
-    // its median, 2026-11-27 in CI: 2143 against 469 µs) the tight budget is set from a mean the
-    // stalls inflate, the median job fits in it, and the stalls reach both points alike.
+    // Half the bandwidth of the loose reservation, nearly all of it used: jobs wait for budget after
+    // the long ones, so the response's tail grows. The tail, not the median: on a quiet host the
+    // median job (~240 µs) fits the tight budget (280-360 µs) and the median response moved only
+    // 1.03-1.12x (2026-11-27, 2 of 5 runs below 1.3x), while the p99 grew 4-27x in the 5 runs after
+    // (2081 against 516 µs … 13091 against 489). Only with a light tail: when this VM stalls (profile p99 above 3x its
+    // median, 2026-11-27 in CI: 2143 against 469 µs) the tight budget is set from a mean the stalls
+    // inflate, and the stalls reach both points alike.
     let light_tail = report.profile_p99_s <= 3.0 * report.profile_p50_s;
     if light_tail {
         assert!(
-            tight.measured.p50_s > loose.measured.p50_s * 1.3,
-            "median response under Q = {:.0} µs: {} s, under Q = {:.0} µs: {} s",
+            tight.measured.p99_s > loose.measured.p99_s * 1.3,
+            "p99 response under Q = {:.0} µs: {} s, under Q = {:.0} µs: {} s",
             tight.runtime_s * 1e6,
-            tight.measured.p50_s,
+            tight.measured.p99_s,
             loose.runtime_s * 1e6,
-            loose.measured.p50_s
+            loose.measured.p99_s
         );
     } else {
         eprintln!(
-            "median ordering not checked: the profile's p99 {:.0} µs is above 3x its median {:.0} µs (a stalling host); \
+            "response ordering not checked: the profile's p99 {:.0} µs is above 3x its median {:.0} µs (a stalling host); \
              the replay agreement above was checked",
             report.profile_p99_s * 1e6,
             report.profile_p50_s * 1e6
