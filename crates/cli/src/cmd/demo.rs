@@ -1,5 +1,6 @@
-//! `rtslice demo`: the showcase — a short version of study A's tables and of the efficiency
-//! frontier on this machine, the headline table in the terminal and a self-contained report.html.
+//! `rtslice demo`: the showcase — a short version of study A's tables and of the density at an SLO
+//! (with its efficiency frontier) on this machine, the headline table in the terminal and a
+//! self-contained report.html.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,7 +25,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cells = rtslice_bench::matrix::cells(&exp).len();
     // With --json stdout holds only the results; these lines go to stderr.
     let say = |line: String| if args.json.json { eprintln!("{line}") } else { println!("{line}") };
-    say(format!("rtslice demo: {} — {cells} runs of {} s each (about 2 minutes)", exp.title, (exp.warmup + exp.duration).as_secs()));
+    say(format!("rtslice demo: {} — {cells} runs of {} s each (about 2.5 minutes)", exp.title, (exp.warmup + exp.duration).as_secs()));
     if !rtslice_sys::process::is_root() {
         super::warning("not root; applying strategies and kernel interference need root (sudo make demo)");
     }
