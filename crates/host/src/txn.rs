@@ -210,9 +210,18 @@ impl Default for Undo {
 
 /// Undoes `changes[from..]` newest first, truncating the journal as it goes; errors are collected
 /// (the failed entries stay journaled so a later `reset` can retry them).
+///
+/// A thread whose policy could not be restored and that still runs SCHED_DEADLINE keeps the CPU
+/// sets it was admitted in: the cpuset changes and the cgroups older than it are kept journaled, not
+/// undone. Removing an exclusive partition under a deadline thread hands its bandwidth to a root
+/// domain that never admitted it (or moves the thread out of its group), so the kernel's accounting
+/// would no longer match what runs; kept, the next `reset` undoes them once the thread is restored
+/// or has exited.
 pub fn undo_all(changes: &mut Vec<Change>, from: usize, ctx: &mut Undo) -> Vec<String> {
     let mut errors = Vec::new();
     let mut failed = Vec::new();
+    // Threads left under SCHED_DEADLINE by a failed restore.
+    let mut still_deadline: Vec<i32> = Vec::new();
     while changes.len() > from {
         let change = changes.pop().expect("len > from");
         if let Change::Wrote { path, .. } = &change {
@@ -224,7 +233,23 @@ pub fn undo_all(changes: &mut Vec<Change>, from: usize, ctx: &mut Undo) -> Vec<S
         if crate::journal::superseded(&changes[from..], &change) {
             continue;
         }
+        if !still_deadline.is_empty() && holds_deadline_threads(&change) {
+            let tids: Vec<String> = still_deadline.iter().map(|t| t.to_string()).collect();
+            errors.push(format!(
+                "{}: kept, because thread(s) {} still run SCHED_DEADLINE in it (their restore failed, above); \
+                 `rtslice reset` again undoes it once they are restored or have exited",
+                change.describe(),
+                tids.join(", ")
+            ));
+            failed.push(change);
+            continue;
+        }
         if let Err(e) = undo(&change, ctx) {
+            if let Change::Sched { thread, .. } = &change {
+                if thread.alive() && matches!(sched::get_attr(thread.pid), Ok(SchedAttr::Deadline { .. })) {
+                    still_deadline.push(thread.pid);
+                }
+            }
             errors.push(format!("{}: {e}", change.describe()));
             failed.push(change);
         }
@@ -232,6 +257,17 @@ pub fn undo_all(changes: &mut Vec<Change>, from: usize, ctx: &mut Undo) -> Vec<S
     failed.reverse();
     changes.extend(failed);
     errors
+}
+
+/// Whether undoing `change` could take a deadline thread's CPU set from under it: a cpuset knob
+/// (`cpuset.cpu_exclusive`, `cpuset.cpus`, `cpuset.cpus.partition`, `cpuset.sched_load_balance`…)
+/// or a cgroup rtslice created (removing it moves its threads to the parent).
+fn holds_deadline_threads(change: &Change) -> bool {
+    match change {
+        Change::Wrote { path, .. } => path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("cpuset.")),
+        Change::Created { .. } => true,
+        _ => false,
+    }
 }
 
 /// Stops what `changes[from..]` launched (commands and containers, newest first) before anything
@@ -527,5 +563,62 @@ mod tests {
         assert!(!root.path().join("child").exists());
         assert!(state.changes.is_empty());
         assert!(sd.load().unwrap().unwrap().changes.is_empty(), "the saved journal is empty too");
+    }
+
+    /// A deadline thread whose restore the kernel refuses keeps the partition it runs in: undo
+    /// keeps the cpuset change journaled, says why, and undoes it on the next run once the thread
+    /// is gone. The refusal is real: on a kernel with RT-group scheduling, a thread in a cpu group
+    /// with no RT runtime cannot be given back SCHED_FIFO (EPERM), while SCHED_DEADLINE, admitted
+    /// against the root domain, is allowed there. The partition knob is a temp file (file logic).
+    #[test]
+    fn a_deadline_thread_that_could_not_be_restored_keeps_its_partition() {
+        rtslice_testkit::root_or_skip!();
+        let Some(cpu_mount) = rtslice_testkit::cgroup_mount(&["cpu"]) else {
+            eprintln!("skipped: no cgroup filesystem is mounted");
+            return;
+        };
+        if !cpu_mount.join("cpu.rt_runtime_us").exists() {
+            // The test needs a restore the kernel refuses on demand; without RT groups (cgroup v2,
+            // or no CONFIG_RT_GROUP_SCHED: the qemu guests) SCHED_FIFO is always allowed back.
+            eprintln!("skipped: no RT-group scheduling (cpu.rt_runtime_us) to make a restore fail on demand");
+            return;
+        }
+        let _lock = rtslice_testkit::KernelLock::acquire();
+        let group = rtslice_testkit::TempCgroup::new(&[cpu_mount], "undo-keeps");
+        // A new group holds no RT runtime: SCHED_FIFO is refused inside it.
+        assert_eq!(std::fs::read_to_string(group.dir().join("cpu.rt_runtime_us")).unwrap().trim(), "0");
+        struct Kill(std::process::Child);
+        impl Drop for Kill {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let child = Kill(std::process::Command::new("sleep").arg("30").spawn().unwrap());
+        let pid = child.0.id() as i32;
+        group.enter(pid as u32);
+        let dl = SchedAttr::Deadline { runtime_ns: 1_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000, reclaim: false };
+        sched::set_attr(pid, dl).unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let knob = root.path().join("cpuset.cpu_exclusive");
+        std::fs::write(&knob, "1\n").unwrap();
+        let thread = ProcRef::of(pid).unwrap();
+        let mut changes = vec![
+            Change::Wrote { path: knob.clone(), old: "0".into(), new: "1".into() },
+            Change::Sched { thread, old: SchedAttr::Fifo { priority: 1 }, new: dl },
+        ];
+        let errors = undo_all(&mut changes, 0, &mut Undo::default());
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors[1].contains("kept") && errors[1].contains(&pid.to_string()), "{errors:?}");
+        assert_eq!(std::fs::read_to_string(&knob).unwrap().trim(), "1", "the partition stays under the deadline thread");
+        assert_eq!(changes.len(), 2, "both stay journaled for the next reset");
+        assert!(matches!(sched::get_attr(pid), Ok(SchedAttr::Deadline { .. })));
+        // Once the thread has exited, the next run undoes both.
+        drop(child);
+        let errors = undo_all(&mut changes, 0, &mut Undo::default());
+        assert!(errors.is_empty(), "{errors:?}");
+        assert!(changes.is_empty());
+        assert_eq!(std::fs::read_to_string(&knob).unwrap().trim(), "0");
+        drop(group);
     }
 }
