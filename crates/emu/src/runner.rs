@@ -263,7 +263,7 @@ struct Wiring {
     l1tx_tx: Option<SyncSender<(u64, u64, usize)>>,
     /// srsENB's worker pool (TXRX gives, workers take): see `handoff` for why not a channel.
     pool: Option<Arc<handoff::Handoff<Job>>>,
-    cb_pool: Option<Arc<Mutex<Receiver<CbJob>>>>,
+    cb_pool: Option<Arc<threads::CbQueue>>,
     cb_pool_tx: Option<Sender<CbJob>>,
     stack: Option<Receiver<Vec<u8>>>,
     stack_tx: Option<Sender<Vec<u8>>>,
@@ -345,6 +345,9 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
     let workers = cfg.workers.unwrap_or(if cfg.profile == Profile::Srsenb { budget_ttis as usize } else { d.workers });
     if cfg.profile != Profile::OaiLte && workers == 0 {
         return Err(EmuError::Invalid(format!("{} needs at least one worker", cfg.profile.name())));
+    }
+    if cfg.pi_locks && cfg.profile != Profile::NrGnb {
+        return Err(EmuError::Invalid(format!("--pi-locks is for nr-gnb's Tpool queue; {} has none", cfg.profile.name())));
     }
     if !(cfg.snr_db.is_finite()) {
         return Err(EmuError::Invalid("SNR must be a finite number of dB".into()));
@@ -496,7 +499,7 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
     w.pool = Some(Arc::new(handoff::Handoff::new()));
     let (tx, rx) = mpsc::channel();
     w.cb_pool_tx = Some(tx);
-    w.cb_pool = Some(Arc::new(Mutex::new(rx)));
+    w.cb_pool = Some(Arc::new(threads::CbQueue::new(rx, cfg.pi_locks)));
     let (tx, rx) = mpsc::channel();
     w.stack_tx = Some(tx);
     w.stack = Some(rx);

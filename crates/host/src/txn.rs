@@ -220,8 +220,9 @@ impl Default for Undo {
 pub fn undo_all(changes: &mut Vec<Change>, from: usize, ctx: &mut Undo) -> Vec<String> {
     let mut errors = Vec::new();
     let mut failed = Vec::new();
-    // Threads left under SCHED_DEADLINE by a failed restore.
-    let mut still_deadline: Vec<i32> = Vec::new();
+    // Threads left under SCHED_DEADLINE by a failed restore (checked again before each cpuset
+    // change: undoing a launch older than the rules stops the workload, and its threads with it).
+    let mut still_deadline: Vec<ProcRef> = Vec::new();
     while changes.len() > from {
         let change = changes.pop().expect("len > from");
         if let Change::Wrote { path, .. } = &change {
@@ -233,8 +234,11 @@ pub fn undo_all(changes: &mut Vec<Change>, from: usize, ctx: &mut Undo) -> Vec<S
         if crate::journal::superseded(&changes[from..], &change) {
             continue;
         }
+        if holds_deadline_threads(&change) {
+            still_deadline.retain(|t| t.alive() && matches!(sched::get_attr(t.pid), Ok(SchedAttr::Deadline { .. })));
+        }
         if !still_deadline.is_empty() && holds_deadline_threads(&change) {
-            let tids: Vec<String> = still_deadline.iter().map(|t| t.to_string()).collect();
+            let tids: Vec<String> = still_deadline.iter().map(|t| t.pid.to_string()).collect();
             errors.push(format!(
                 "{}: kept, because thread(s) {} still run SCHED_DEADLINE in it (their restore failed, above); \
                  `rtslice reset` again undoes it once they are restored or have exited",
@@ -247,7 +251,7 @@ pub fn undo_all(changes: &mut Vec<Change>, from: usize, ctx: &mut Undo) -> Vec<S
         if let Err(e) = undo(&change, ctx) {
             if let Change::Sched { thread, .. } = &change {
                 if thread.alive() && matches!(sched::get_attr(thread.pid), Ok(SchedAttr::Deadline { .. })) {
-                    still_deadline.push(thread.pid);
+                    still_deadline.push(*thread);
                 }
             }
             errors.push(format!("{}: {e}", change.describe()));
@@ -613,6 +617,26 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&knob).unwrap().trim(), "1", "the partition stays under the deadline thread");
         assert_eq!(changes.len(), 2, "both stay journaled for the next reset");
         assert!(matches!(sched::get_attr(pid), Ok(SchedAttr::Deadline { .. })));
+        // A thread that exits during the same undo no longer holds its partition: a launch older
+        // than the thread rules is stopped (for real, SIGTERM) after their restore failed and
+        // before the cpuset change, which is then undone.
+        let launched = Kill(std::process::Command::new("sleep").arg("30").spawn().unwrap());
+        let launched_pid = launched.0.id() as i32;
+        group.enter(launched_pid as u32);
+        sched::set_attr(launched_pid, dl).unwrap();
+        let proc = ProcRef::of(launched_pid).unwrap();
+        let other_knob = root.path().join("cpuset.cpus");
+        std::fs::write(&other_knob, "1\n").unwrap();
+        let mut same_run = vec![
+            Change::Wrote { path: other_knob.clone(), old: "0-1".into(), new: "1".into() },
+            Change::Launched { proc, what: "a test sleep".into(), procs_files: Vec::new() },
+            Change::Sched { thread: proc, old: SchedAttr::Fifo { priority: 1 }, new: dl },
+        ];
+        let errors = undo_all(&mut same_run, 0, &mut Undo::default());
+        assert_eq!(errors.len(), 1, "only the refused restore: {errors:?}");
+        assert!(!proc.alive());
+        assert_eq!(std::fs::read_to_string(&other_knob).unwrap().trim(), "0-1", "the stopped thread holds nothing");
+        drop(launched);
         // Once the thread has exited, the next run undoes both.
         drop(child);
         let errors = undo_all(&mut changes, 0, &mut Undo::default());

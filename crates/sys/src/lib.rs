@@ -9,6 +9,7 @@
 //! - [`thread`]: the calling thread's id, name and timer slack.
 //! - [`process`]: root check, signals to process groups.
 //! - [`lock`]: advisory file locks (flock): host-wide waits and fail-fast tries.
+//! - [`pi_lock`]: a priority-inheriting lock (PI futex) for threads of one process.
 //! - [`procfs`]: /proc/PID/task/TID/{stat,status,schedstat,sched,comm,children},
 //!   /proc/PID/{stat,comm,cgroup}, /proc/stat, /proc/softirqs, /proc/interrupts,
 //!   /proc/PID/net/{dev,snmp}, the online and isolated CPUs.
@@ -36,6 +37,7 @@ pub mod net;
 pub mod netns;
 pub mod pci;
 pub mod perf;
+pub mod pi_lock;
 pub mod proc_connector;
 pub mod proc_ref;
 pub mod process;

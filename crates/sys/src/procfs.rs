@@ -106,11 +106,14 @@ pub struct TaskSched {
     pub rt_priority: u32,
     /// The CPU it last ran on (field 39).
     pub processor: u32,
+    /// The priority it runs at now (field 18): 20 + nice for SCHED_OTHER, −1 − its real-time
+    /// priority for FIFO/RR, −100 for SCHED_DEADLINE — a priority-inheritance boost included.
+    pub priority: i64,
 }
 
 pub fn task_sched(pid: u32, tid: u32) -> Option<TaskSched> {
     let stat = task(pid, tid)?.stat().ok()?;
-    Some(TaskSched { policy: stat.policy?, rt_priority: stat.rt_priority?, processor: stat.processor? as u32 })
+    Some(TaskSched { policy: stat.policy?, rt_priority: stat.rt_priority?, processor: stat.processor? as u32, priority: stat.priority })
 }
 
 /// Cumulative per-thread scheduler counters.

@@ -71,6 +71,11 @@ pub struct Args {
     /// Worker pool size (srsenb WORKERn, nr-gnb Tpool)
     #[arg(long)]
     workers: Option<usize>,
+    /// nr-gnb: the Tpool queue's lock inherits priority (a PI futex, as a PTHREAD_PRIO_INHERIT
+    /// mutex) instead of OAI's plain mutex, so a worker holding it is run with the priority (or
+    /// the SCHED_DEADLINE budget) of the workers waiting for it
+    #[arg(long)]
+    pi_locks: bool,
     /// LDPC iteration cap; a block not decoded at the cap is a NACK
     #[arg(long, default_value_t = 8)]
     ldpc_max_iter: u32,
@@ -141,6 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     cfg.budget_ttis = args.budget;
     cfg.numerology = args.numerology;
     cfg.workers = args.workers;
+    cfg.pi_locks = args.pi_locks;
     cfg.max_iterations = args.ldpc_max_iter;
     cfg.userplane.netns = args.up_netns.clone();
     cfg.userplane.bind = args.up_addr;

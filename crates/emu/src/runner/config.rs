@@ -60,6 +60,8 @@ pub struct Config {
     /// NR numerology µ (slot = 1 ms / 2^µ); ignored for LTE profiles.
     pub numerology: u8,
     pub workers: Option<usize>,
+    /// nr-gnb's Tpool queue lock inherits priority (a PI futex) instead of OAI's plain mutex.
+    pub pi_locks: bool,
     pub max_iterations: u32,
     pub userplane: UserPlane,
     /// Print one line per second on stderr.
@@ -87,6 +89,7 @@ impl Config {
             budget_ttis: None,
             numerology: 1,
             workers: None,
+            pi_locks: false,
             max_iterations: 8,
             userplane: UserPlane::default(),
             live: false,

@@ -3,6 +3,7 @@
 //! grids) without widening their visibility beyond the runner.
 
 use super::*;
+use rtslice_sys::pi_lock::PiLock;
 
 // The user-plane receiver's address, set once before the threads pass the start barrier.
 static UP_ADDR: Mutex<Option<Option<SocketAddr>>> = Mutex::new(None);
@@ -213,8 +214,35 @@ pub(super) fn l1tx_loop(cell: &Cell, rx: Receiver<(u64, u64, usize)>) {
     }
 }
 
-pub(super) fn take_job<T>(pool: &Mutex<Receiver<T>>) -> Option<T> {
-    pool.lock().ok()?.recv().ok()
+/// OAI NR's Tpool queue: the worker holding its lock waits for the next code block, the others
+/// wait for the lock, so each block goes to one worker (OAI's pool, a mutex and a condition
+/// variable, likewise wakes one). With `pi`, that lock inherits priority (a PI futex, as a
+/// `PTHREAD_PRIO_INHERIT` mutex): a worker waiting for it lends its priority, or under
+/// SCHED_DEADLINE its deadline and budget, to the holder — which a holder that has run out of its
+/// own budget needs to take the block at all (docs/results.md, issue 15).
+pub(super) struct CbQueue {
+    rx: Mutex<Receiver<CbJob>>,
+    pi: Option<PiLock>,
+}
+
+impl CbQueue {
+    pub(super) fn new(rx: Receiver<CbJob>, pi: bool) -> CbQueue {
+        CbQueue { rx: Mutex::new(rx), pi: pi.then(PiLock::new) }
+    }
+
+    /// The next code block; `None` once the pipeline has ended.
+    fn take(&self) -> Option<CbJob> {
+        // Only the PI lock is ever waited for when it is there: the std mutex is then uncontended.
+        let _pi = match self.pi.as_ref().map(PiLock::lock) {
+            Some(Ok(g)) => Some(g),
+            Some(Err(e)) => {
+                eprintln!("rtslice emulate: a Tpool worker stops: the kernel refused its PI lock ({e}); run without --pi-locks");
+                return None;
+            }
+            None => None,
+        };
+        self.rx.lock().ok()?.recv().ok()
+    }
 }
 
 /// srsENB WORKERn: the whole TTI (FFT, decode, DL build, IFFT) on one thread.
@@ -241,9 +269,9 @@ pub(super) fn worker_loop(cell: &Cell, pool: Arc<handoff::Handoff<Job>>, l2: Opt
 }
 
 /// OAI NR Tpool worker: one code block per job.
-pub(super) fn cb_worker_loop(cell: &Cell, pool: Arc<Mutex<Receiver<CbJob>>>) {
+pub(super) fn cb_worker_loop(cell: &Cell, pool: Arc<CbQueue>) {
     let mut work = DecoderWork::default();
-    while let Some(job) = take_job(&pool) {
+    while let Some(job) = pool.take() {
         let level = &cell.levels[job.lvl];
         let (d, ok) = level.phy.decode_cb(job.cb, &job.llr, &level.ul[job.buf].info[job.cb], &mut work);
         let mut bytes = Vec::new();
