@@ -124,3 +124,22 @@ fn forcing_sched_other_runs_every_thread_under_cfs() {
     assert!(s.threads.iter().all(|t| t.class == Class::Other && t.priority == 0), "{:?}", s.threads);
     assert!(s.ttis > 900);
 }
+
+/// `--pi-locks`: nr-gnb's Tpool queue on a PI futex still hands every code block to one worker and
+/// decodes them all (the lock orders the workers; it must not lose or duplicate blocks), and the
+/// option is refused for a profile without that queue.
+#[test]
+fn nr_gnb_with_a_pi_queue_lock_decodes_every_code_block() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let mut cfg = light(Profile::NrGnb, 1);
+    cfg.pi_locks = true;
+    let s = run(cfg).expect("emulator runs");
+    eprintln!("{}", line(&s));
+    assert!(s.ttis > 900, "{}", line(&s));
+    assert_eq!(s.nacks, 0, "every code block decoded: {}", line(&s));
+    assert!(s.throughput_bps > 0.5 * s.offered_bps, "{}", line(&s));
+    let mut lte = light(Profile::OaiLte, 1);
+    lte.pi_locks = true;
+    assert!(matches!(run(lte), Err(rtslice_emu::EmuError::Invalid(m)) if m.contains("--pi-locks")));
+}

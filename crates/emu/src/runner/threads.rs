@@ -218,8 +218,9 @@ pub(super) fn l1tx_loop(cell: &Cell, rx: Receiver<(u64, u64, usize)>) {
 /// wait for the lock, so each block goes to one worker (OAI's pool, a mutex and a condition
 /// variable, likewise wakes one). With `pi`, that lock inherits priority (a PI futex, as a
 /// `PTHREAD_PRIO_INHERIT` mutex): a worker waiting for it lends its priority, or under
-/// SCHED_DEADLINE its deadline and budget, to the holder — which a holder that has run out of its
-/// own budget needs to take the block at all (docs/results.md, issue 15).
+/// SCHED_DEADLINE its deadline and budget, to the holder. Measured under per-thread DEADLINE
+/// budgets it made things worse, not better (docs/results.md, issue 15, Run 6): the wait is for a
+/// block a throttled worker already has, not for the lock.
 pub(super) struct CbQueue {
     rx: Mutex<Receiver<CbJob>>,
     pi: Option<PiLock>,
