@@ -236,17 +236,17 @@ pub fn undo_all(changes: &mut Vec<Change>, from: usize, ctx: &mut Undo) -> Vec<S
         }
         if holds_deadline_threads(&change) {
             still_deadline.retain(|t| t.alive() && matches!(sched::get_attr(t.pid), Ok(SchedAttr::Deadline { .. })));
-        }
-        if !still_deadline.is_empty() && holds_deadline_threads(&change) {
-            let tids: Vec<String> = still_deadline.iter().map(|t| t.pid.to_string()).collect();
-            errors.push(format!(
-                "{}: kept, because thread(s) {} still run SCHED_DEADLINE in it (their restore failed, above); \
-                 `rtslice reset` again undoes it once they are restored or have exited",
-                change.describe(),
-                tids.join(", ")
-            ));
-            failed.push(change);
-            continue;
+            if !still_deadline.is_empty() {
+                let tids: Vec<String> = still_deadline.iter().map(|t| t.pid.to_string()).collect();
+                errors.push(format!(
+                    "{}: kept, because thread(s) {} still run SCHED_DEADLINE in it (their restore failed, above); \
+                     `rtslice reset` again undoes it once they are restored or have exited",
+                    change.describe(),
+                    tids.join(", ")
+                ));
+                failed.push(change);
+                continue;
+            }
         }
         if let Err(e) = undo(&change, ctx) {
             if let Change::Sched { thread, .. } = &change {
