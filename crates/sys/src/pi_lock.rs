@@ -28,10 +28,6 @@ pub struct PiGuard<'a> {
     tid: u32,
 }
 
-fn own_tid() -> u32 {
-    rustix::thread::gettid().as_raw_nonzero().get() as u32
-}
-
 impl PiLock {
     pub const fn new() -> PiLock {
         PiLock { word: AtomicU32::new(0) }
@@ -40,7 +36,7 @@ impl PiLock {
     /// Waits for the lock (the holder inherits this thread's priority meanwhile). Fails only with
     /// what the kernel refuses: EDEADLK when this thread already holds it, ENOSYS without PI futexes.
     pub fn lock(&self) -> io::Result<PiGuard<'_>> {
-        let tid = own_tid();
+        let tid = crate::thread::gettid() as u32;
         if self.word.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_ok() {
             return Ok(PiGuard { lock: self, tid });
         }
@@ -119,7 +115,7 @@ mod tests {
         }
         let lock = Arc::new(PiLock::new());
         let guard = lock.lock().unwrap();
-        let me = own_tid() as i32;
+        let me = crate::thread::gettid();
         let prio = || crate::procfs::task_sched(me as u32, me as u32).map(|s| s.priority);
         let before = prio();
         let waiter = {
