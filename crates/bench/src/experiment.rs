@@ -200,6 +200,8 @@ struct ThreadSlotFile {
     priority: u32,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "rtslice_spec::units::serde_duration::option")]
     period: Option<std::time::Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    share: Option<f64>,
 }
 
 fn policy_other() -> String {
@@ -210,7 +212,7 @@ impl TryFrom<ThreadSlotFile> for ThreadSlot {
     type Error = String;
     fn try_from(f: ThreadSlotFile) -> Result<ThreadSlot, String> {
         let policy = match f.policy.as_str() {
-            "other" => SchedPolicy::Other { nice: None },
+            "other" => SchedPolicy::Other { nice: None, share: f.share, period: f.period },
             "fifo" => SchedPolicy::Fifo { priority: f.priority, period: f.period },
             "rr" => SchedPolicy::Rr { priority: f.priority, period: f.period },
             p => return Err(format!("thread rule `{}`: policy `{p}` is not other, fifo or rr", f.pattern)),
@@ -221,13 +223,14 @@ impl TryFrom<ThreadSlotFile> for ThreadSlot {
 
 impl From<ThreadSlot> for ThreadSlotFile {
     fn from(t: ThreadSlot) -> ThreadSlotFile {
-        let (policy, priority, period) = match t.policy {
-            SchedPolicy::Fifo { priority, period } => ("fifo", priority, period),
-            SchedPolicy::Rr { priority, period } => ("rr", priority, period),
+        let (policy, priority, period, share) = match t.policy {
+            SchedPolicy::Fifo { priority, period } => ("fifo", priority, period, None),
+            SchedPolicy::Rr { priority, period } => ("rr", priority, period, None),
+            SchedPolicy::Other { share, period, .. } => ("other", 0, period, share),
             // Only other, fifo and rr can be read from a file; the rest never reach here.
-            _ => ("other", 0, None),
+            _ => ("other", 0, None, None),
         };
-        ThreadSlotFile { pattern: t.pattern, slot: t.slot, policy: policy.into(), priority, period }
+        ThreadSlotFile { pattern: t.pattern, slot: t.slot, policy: policy.into(), priority, period, share }
     }
 }
 

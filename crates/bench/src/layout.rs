@@ -148,7 +148,7 @@ fn ta_slot(profile: Profile, t: &ThreadSpec) -> u32 {
 fn slot_for(pattern: String, slot: u32, t: &ThreadSpec) -> ThreadSlot {
     let priority = u32::try_from(t.priority).unwrap_or(0);
     let policy = match t.class {
-        Class::Other => SchedPolicy::Other { nice: None },
+        Class::Other => SchedPolicy::Other { nice: None, share: None, period: None },
         Class::Fifo => SchedPolicy::fifo(priority),
         Class::Rr => SchedPolicy::rr(priority),
     };
@@ -274,11 +274,12 @@ pub fn layout(strategy: Strategy, workloads: &[(WorkloadSpec, u32)], host: &Host
             continue;
         }
         let set = slice.unwrap_or_default();
-        // Real-time threads run inside a reservation; the rest stays best effort.
+        // Real-time threads run inside a reservation, and so does a pool given a share of it as CFS
+        // bandwidth (an `other` rule with a `share`); the rest stays as the stack set it.
         let rt_pins = |set: &[u32]| -> Vec<ThreadPin> {
             workload_threads(w)
                 .into_iter()
-                .filter(|t| t.rt())
+                .filter(|t| t.rt() || matches!(t.policy, SchedPolicy::Other { share: Some(_), .. }))
                 .map(|t| ThreadPin { cpu: set[t.slot as usize % set.len()], pattern: t.pattern, policy: t.policy })
                 .collect()
         };
@@ -502,7 +503,7 @@ mod tests {
             assert_eq!(v.len(), 3);
             for p in v {
                 assert!(p.planner_placed(), "{s}: {p:?}");
-                assert!(!p.threads.is_empty() && p.threads.iter().all(|t| t.cpu == 0 && t.policy != SchedPolicy::Other { nice: None }));
+                assert!(!p.threads.is_empty() && p.threads.iter().all(|t| t.cpu == 0 && t.policy != SchedPolicy::Other { nice: None, share: None, period: None }));
                 match s {
                     Strategy::Peak => assert_eq!((p.reservation, p.slo.is_some()), (Some(0.45), false)),
                     _ => assert_eq!((p.reservation, p.slo.is_some()), (None, true)),
@@ -514,6 +515,22 @@ mod tests {
         bare.slo = None;
         let e = layout(Strategy::Slo, &[(bare, 1)], &host(2)).unwrap_err();
         assert!(e.to_string().contains("`slo`") && e.to_string().contains("vbs"), "{e}");
+    }
+
+    /// Under `reservation`, a rule giving a pool a share of the reservation as CFS bandwidth is part
+    /// of it (the pool's threads are forced to SCHED_OTHER and bounded by the quota); an `other` rule
+    /// without a share is not (those threads keep what the stack set).
+    #[test]
+    fn a_reservation_keeps_its_pool_rule_and_drops_plain_other_rules() {
+        let mut w = vbs("gnb", 1);
+        w.threads = vec![
+            ThreadSlot { pattern: "^ru$".into(), slot: 0, policy: SchedPolicy::fifo(97) },
+            ThreadSlot { pattern: "^Tpool".into(), slot: 0, policy: SchedPolicy::Other { nice: None, share: Some(0.25), period: None } },
+            ThreadSlot { pattern: "^TASK_".into(), slot: 0, policy: SchedPolicy::Other { nice: None, share: None, period: None } },
+        ];
+        let l = layout(Strategy::Reservation, &[(w, 1)], &host(2)).unwrap();
+        let kept: Vec<&str> = l.placements[0].threads.iter().map(|t| t.pattern.as_str()).collect();
+        assert_eq!(kept, ["^ru$", "^Tpool"]);
     }
 
     proptest! {

@@ -60,7 +60,12 @@ pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<Setup> {
         match &w.allocation {
             // Every CPU of the allocation carries the same reservation; the cgroup interfaces take
             // whole microseconds.
-            Allocation::Reservation { reservation, .. } => ws.reservation = Some(reservation.whole_micros()),
+            // A CFS pool's share of the reservation becomes the group's CFS quota; the real-time
+            // rules (or the RT group) hold the rest (`WorkloadPlan::realtime_reservation`).
+            Allocation::Reservation { .. } => {
+                ws.reservation = w.realtime_reservation();
+                ws.cfs = w.pool.map(|p| Cfs { quota_us: Some(p.quota_us()), period_us: Some(p.period_us()), weight: None, idle: false });
+            }
             Allocation::Dedicated { .. } => ws.partition = true,
             Allocation::BestEffort { weight, cap } => {
                 let period = 100_000u64;

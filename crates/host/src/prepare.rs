@@ -221,6 +221,11 @@ pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec
     let mut out = Vec::new();
     for w in &setup.workloads {
         let mut ws = w.clone();
+        if mech == Mechanism::None && ws.reservation.is_some() {
+            // A reservation's CFS quota is its pool's part of the budget (from_plan): under
+            // mechanism none nothing of the budget is enforced, as `rtslice plan` says.
+            ws.cfs = None;
+        }
         let has_deadline_rule = |ws: &WorkloadSetup| ws.threads.iter().any(|r| matches!(r.policy, Some(SchedAttr::Deadline { .. })));
         let rt_rules = ws.threads.iter().filter(|r| matches!(r.policy, Some(SchedAttr::Fifo { .. } | SchedAttr::Rr { .. }))).count();
         let mut rt_budget = None;
@@ -260,6 +265,14 @@ pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec
                              add a rule (policy fifo/rr/deadline) naming its real-time threads",
                             w.name
                         ));
+                    }
+                    if v1 && facts.available.contains(&Mechanism::RtGroup) && ws.cfs.is_some() {
+                        // The CFS pool's quota puts the workload in a cpu cgroup of its own, where RT
+                        // group scheduling refuses FIFO/RR threads without RT runtime (a stack attached
+                        // by pid, its own priorities before the rules, a FIFO priority given back on
+                        // reset): the group gets the real-time part as RT runtime, as `rtslice plan`
+                        // prints it (rtslice_plan::kernel::kernel_workload_on).
+                        rt_budget = Some(res);
                     }
                     let dl: f64 = ws
                         .threads
@@ -549,6 +562,10 @@ mod plan_agrees_with_apply {
             if explicit_dl {
                 s.push_str("      - { match: \"^dl\", policy: deadline, runtime: 1ms, period: 20ms }\n");
             }
+            // Every other workload with real-time rules gives 30 % of its budget to a CFS pool.
+            if rules > 0 && i % 2 == 1 {
+                s.push_str("      - { match: \"^pool\", share: 30% }\n");
+            }
         }
         s
     }
@@ -600,6 +617,13 @@ mod plan_agrees_with_apply {
                 prop_assert_eq!(&p.ws.name, &kw.name);
                 prop_assert_eq!(p.partition, kw.partition, "{} partition\n{}", kw.name, text);
                 prop_assert_eq!(p.rt_budget.map(|r| (r.runtime_us(), r.period_us())), kw.group_budget.map(|b| (b.runtime_us, b.period_us)));
+                prop_assert_eq!(
+                    p.ws.cfs.map(|c| (c.quota_us, c.period_us)),
+                    kw.cfs_quota.map(|b| (Some(b.runtime_us), Some(b.period_us))),
+                    "{} CFS quota\n{}",
+                    kw.name,
+                    text
+                );
                 let rules: Vec<&ThreadRule> = p.ws.threads.iter().collect();
                 prop_assert_eq!(rules.len(), kw.threads.len());
                 for (r, t) in rules.iter().zip(&kw.threads) {

@@ -388,6 +388,14 @@ fn assert_applied_as_planned(name: &str, k: &rtslice_plan::KernelPlan, applied: 
             assert_eq!(read(g.cpu.join("cpu.rt_runtime_us")), b.runtime_us.to_string(), "{name} {}", kw.name);
             assert_eq!(read(g.cpu.join("cpu.rt_period_us")), b.period_us.to_string(), "{name} {}", kw.name);
         }
+        if let Some(q) = kw.cfs_quota {
+            if is_v2() {
+                assert_eq!(read(g.cpu.join("cpu.max")), format!("{} {}", q.runtime_us, q.period_us), "{name} {} CFS pool", kw.name);
+            } else {
+                assert_eq!(read(g.cpu.join("cpu.cfs_quota_us")), q.runtime_us.to_string(), "{name} {} CFS pool", kw.name);
+                assert_eq!(read(g.cpu.join("cpu.cfs_period_us")), q.period_us.to_string(), "{name} {} CFS pool", kw.name);
+            }
+        }
         // Every thread: the first matching rule's parameters, a shared DEADLINE runtime split
         // over the threads the rule matches.
         let patterns: Vec<regex::Regex> = kw.threads.iter().map(|t| regex::Regex::new(&t.pattern).unwrap()).collect();
@@ -428,7 +436,8 @@ fn assert_applied_as_planned(name: &str, k: &rtslice_plan::KernelPlan, applied: 
 
 /// One generated workload: (kind 0 reservation / 1 dedicated / 2 best effort, runtime in % of the
 /// period, period in ms, count, reclaim, rules: policy kind 0 fifo / 1 rr / 2 deadline / 3 other / 4
-/// fifo at a quarter of the workload's period under SCHED_DEADLINE).
+/// fifo at a quarter of the workload's period under SCHED_DEADLINE / 5 other with a 30 % CFS pool
+/// share of a reservation).
 type GenWorkload = (u32, u32, u32, u32, bool, Vec<u32>);
 
 /// A spec for this host from generated parameters, in the documented YAML (what users write). Each
@@ -460,6 +469,8 @@ fn generated_spec(cap: u32, housekeeping: bool, ws: &[GenWorkload]) -> String {
                 1 => format!("rr, priority: {}", 20 + r),
                 2 => "deadline".to_string(),
                 4 => format!("fifo, priority: {}, period: {}us", 30 + r, period_ms * 250),
+                // A CFS pool's share is a part of a reservation: elsewhere a plain `other` rule.
+                5 if *kind == 0 => "other, share: 30%".to_string(),
                 _ => "other, nice: 3".to_string(),
             };
             s.push_str(&format!("      - {{ match: \"{pattern}\", policy: {policy} }}\n"));
@@ -489,7 +500,7 @@ fn plan_equals_apply_over_generated_specs() {
         prop::sample::select(vec![1u32, 10, 20, 100]),
         1u32..=2,
         any::<bool>(),
-        prop::collection::vec(0u32..5, 1..=3),
+        prop::collection::vec(0u32..6, 1..=3),
     );
     let strategy = (prop::sample::select(vec![50u32, 90, 95, 100]), any::<bool>(), prop::collection::vec(workload, 1..=2), 0usize..3);
     // In a TCG guest one apply + reset takes ~35 s on a loaded host (rt-8cpu-iso ran 8 cases in the

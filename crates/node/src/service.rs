@@ -442,12 +442,13 @@ impl Service {
     pub fn dry_run(&self, spec: &Spec) -> Vec<serde_json::Value> {
         let mut planner = self.planner(&[]);
         let mech = self.mechanism();
+        let rt_groups = self.host.facts().available.contains(&rtslice_plan::Mechanism::RtGroup);
         spec.workloads
             .iter()
             .map(|w| match planner.admit(w) {
                 Ok(p) => serde_json::json!({
                     "name": w.name, "fits": true, "cpus": p.cpus, "allocation": p.allocation,
-                    "kernel": rtslice_plan::kernel::kernel_workload(p, mech),
+                    "kernel": rtslice_plan::kernel::kernel_workload_on(p, mech, rt_groups),
                 }),
                 Err(r) => serde_json::json!({ "name": w.name, "fits": false, "reason": r.reason, "defrag": r.defrag }),
             })

@@ -106,6 +106,10 @@ pub struct KernelWorkload {
     /// The group's budget (RT group `cpu.rt_runtime_us`/`cpu.rt_period_us`, HCBS `cpu.rt.max`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group_budget: Option<GroupBudget>,
+    /// The group's CFS bandwidth (`cpu.max` / `cpu.cfs_quota_us` and `cpu.cfs_period_us`): its
+    /// reservation's CFS pool, bounding its SCHED_OTHER threads together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cfs_quota: Option<GroupBudget>,
     /// The thread rules as `sched_setattr` gets them, first match wins.
     pub threads: Vec<KernelThread>,
     /// How the workload's one budget is enforced, in words.
@@ -588,7 +592,7 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
         }
     }
     plan.warnings.extend(warnings);
-    let mut k = kernel_plan(&plan, mech, kernel.rt_cap.unwrap_or(1.0));
+    let mut k = kernel_plan(&plan, mech, kernel.rt_cap.unwrap_or(1.0), kernel.available.contains(&Mechanism::RtGroup));
     for kw in k.workloads.iter_mut() {
         // As apply: a workload on CPUs no partition may hold gets a plain cpuset.
         if plan.workloads.iter().any(|w| w.name == kw.name && w.cpus.iter().any(|c| kernel.no_partition_cpus.contains(c))) {
@@ -670,13 +674,34 @@ fn is_rt(s: &ThreadSched) -> bool {
     matches!(s, ThreadSched::Fifo { .. } | ThreadSched::Rr { .. })
 }
 
+/// [`kernel_workload`] on a host whose kernel has RT group scheduling (`rt_groups`: cgroup v1 with
+/// RT_GROUP_SCHED, where RT groups are among the available mechanisms). There a workload with a CFS
+/// pool sits in a cpu cgroup of its own (for the quota) under SCHED_DEADLINE too, and the kernel
+/// refuses SCHED_FIFO/RR threads in a cpu cgroup without RT runtime: a stack attached by pid, or
+/// setting its own priorities before the rules convert them, could not enter it, nor a thread be
+/// given back its FIFO priority on reset. So the group also gets the real-time part as RT runtime
+/// (what host `prepare` does); the SCHED_DEADLINE budgets still bound the ruled threads.
+pub fn kernel_workload_on(w: &crate::WorkloadPlan, mech: Mechanism, rt_groups: bool) -> Option<KernelWorkload> {
+    let mut k = kernel_workload(w, mech)?;
+    if mech == Mechanism::Deadline && rt_groups && k.cfs_quota.is_some() {
+        if let Some(r) = w.realtime_reservation() {
+            k.group_budget = Some(GroupBudget { runtime_us: r.runtime_us(), period_us: r.period_us() });
+            k.budget.push_str(&format!(
+                "; its cpu cgroup (for the CFS quota) also gets RT runtime {} every {}, so that FIFO/RR threads may enter it \
+                 before the rules make them SCHED_DEADLINE (RT group scheduling refuses them in a group without runtime)",
+                rtslice_spec::units::format_duration(r.runtime),
+                rtslice_spec::units::format_duration(r.period)
+            ));
+        }
+    }
+    Some(k)
+}
+
 /// The kernel parameters of one admitted workload under `mech` (what host `prepare` computes).
 pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<KernelWorkload> {
-    // Always Some today; an Option keeps room for workloads apply would not touch.
-    let reservation = match &w.allocation {
-        Allocation::Reservation { reservation, .. } => Some(reservation.whole_micros()),
-        _ => None,
-    };
+    // Always Some today; an Option keeps room for workloads apply would not touch. A CFS pool's
+    // share is not the real-time rules' to split.
+    let reservation = w.realtime_reservation();
     let mut threads: Vec<KernelThread> = w
         .threads
         .iter()
@@ -741,6 +766,24 @@ pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<Kerne
         (None, _) => budget = String::new(),
     }
     let mut budget = budget;
+    // Under mechanism none nothing of the budget is enforced, the pool included (as apply).
+    let cfs_quota = w.pool.filter(|_| reservation.is_some() && mech != Mechanism::None).map(|p| {
+        let rules: Vec<String> = w
+            .threads
+            .iter()
+            .filter(|t| matches!(t.sched, ThreadSched::Other { .. }))
+            .map(|t| format!("`{}`", t.pattern))
+            .collect();
+        budget.push_str(&format!(
+            "{}its SCHED_OTHER threads ({}, and any no rule names) share a CFS bound of {} every {} over its CPUs ({:.0}% of its budget)",
+            if budget.is_empty() { "" } else { "; " },
+            if rules.is_empty() { "none named".to_string() } else { rules.join(", ") },
+            rtslice_spec::units::format_duration(p.quota),
+            rtslice_spec::units::format_duration(p.period),
+            p.share * 100.0
+        ));
+        GroupBudget { runtime_us: p.quota_us(), period_us: p.period_us() }
+    });
     if w.reclaim && mech == Mechanism::Deadline && reservation.is_some() {
         budget.push_str(
             "; reclaim: SCHED_FLAG_RECLAIM (GRUB: a thread may run on bandwidth its partition leaves unused, up to the kernel's cap) \
@@ -761,19 +804,20 @@ pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<Kerne
     // must span a root domain), get an exclusive partition — unless they span every CPU (kernel_plan).
     let has_dl = threads.iter().any(|t| matches!(t.sched, ThreadSched::Deadline { .. }));
     let partition = matches!(w.allocation, Allocation::Dedicated { .. }) || w.isolation.shield || has_dl;
-    Some(KernelWorkload { name: w.name.clone(), partition, group_budget, threads, budget })
+    Some(KernelWorkload { name: w.name.clone(), partition, group_budget, cfs_quota, threads, budget })
 }
 
-/// The parameters apply writes for `plan` under `mech`.
-pub fn kernel_plan(plan: &Plan, mech: Mechanism, rt_cap: f64) -> KernelPlan {
-    let mut workloads: Vec<KernelWorkload> = plan.workloads.iter().filter_map(|w| kernel_workload(w, mech)).collect();
+/// The parameters apply writes for `plan` under `mech` (`rt_groups`: the host has RT group
+/// scheduling, [`kernel_workload_on`]).
+pub fn kernel_plan(plan: &Plan, mech: Mechanism, rt_cap: f64, rt_groups: bool) -> KernelPlan {
+    let mut workloads: Vec<KernelWorkload> = plan.workloads.iter().filter_map(|w| kernel_workload_on(w, mech, rt_groups)).collect();
     for k in workloads.iter_mut() {
         // A workload spanning every CPU of the node needs no partition (apply leaves it balanced).
         if plan.workloads.iter().any(|w| w.name == k.name && w.cpus == plan.node.cpus) {
             k.partition = false;
         }
     }
-    let parent_runtime_us = if mech == Mechanism::RtGroup || mech == Mechanism::Hcbs {
+    let parent_runtime_us = if mech == Mechanism::RtGroup || mech == Mechanism::Hcbs || workloads.iter().any(|k| k.group_budget.is_some()) {
         let total: f64 = workloads.iter().filter_map(|k| k.group_budget.map(|b| b.runtime_us as f64 / b.period_us as f64)).sum();
         (total > 0.0).then(|| ((total * 1e6).ceil() as u64).min(if mech == Mechanism::Hcbs { 1_000_000 } else { (rt_cap * 1e6) as u64 }))
     } else {

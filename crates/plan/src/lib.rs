@@ -1113,17 +1113,36 @@ fn resolve(
             _ => None,
         })
         .sum();
+    // `other` rules with a share take theirs as CFS bandwidth (one pool for them all).
+    let pool_share = rtslice_spec::pool_share(&w.threads);
+    let share_total = share_total + pool_share.unwrap_or(0.0);
     let unsplit = w
         .threads
         .iter()
         .filter(|r| matches!(r.policy, SchedPolicy::Deadline { runtime: None, share: None, .. }))
         .count();
+    let pool = match (pool_share, &allocation) {
+        (None, _) => None,
+        (Some(share), Allocation::Reservation { reservation, .. }) => {
+            let period = w.threads.iter().find_map(|r| match r.policy {
+                SchedPolicy::Other { share: Some(_), period, .. } => period,
+                _ => None,
+            });
+            Some(CfsPool::of(*reservation, cpus.len() as u32, share, period)?)
+        }
+        (Some(_), _) => {
+            return Err(
+                "its `other` rules give a share of a reservation as CFS bandwidth, but it has no reservation; give it one, or drop the shares"
+                    .into(),
+            )
+        }
+    };
     let mut threads = Vec::new();
     let mut dl_bw_total = 0.0;
     for (ri, r) in w.threads.iter().enumerate() {
         let what = format!("thread rule {ri} (`{}`)", r.pattern);
         let sched = match &r.policy {
-            SchedPolicy::Other { nice } => ThreadSched::Other { nice: nice.unwrap_or(0) },
+            SchedPolicy::Other { nice, .. } => ThreadSched::Other { nice: nice.unwrap_or(0) },
             SchedPolicy::Batch { nice } => ThreadSched::Batch { nice: nice.unwrap_or(0) },
             SchedPolicy::Idle => ThreadSched::Idle,
             SchedPolicy::Fifo { priority, period } => ThreadSched::Fifo { priority: *priority, period: *period },
@@ -1226,5 +1245,6 @@ fn resolve(
         },
         sizing: None,
         cache: None,
+        pool,
     })
 }

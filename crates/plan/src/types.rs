@@ -199,9 +199,88 @@ pub struct WorkloadPlan {
     /// Its resctrl group: exclusive L3 ways and a memory-bandwidth ceiling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<crate::WorkloadCache>,
+    /// The part of its reservation its SCHED_OTHER threads get as CFS bandwidth (`other` rules with a
+    /// `share`); the real-time rules split the rest ([`WorkloadPlan::realtime_reservation`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<CfsPool>,
+}
+
+/// A reservation's CFS part: `quota` of CPU time every `period` for all the workload's SCHED_OTHER
+/// threads together, over all its CPUs (the cgroup's `cpu.max` / `cpu.cfs_quota_us`), whole
+/// microseconds as the kernel takes them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CfsPool {
+    /// Fraction of the reservation's runtime on each CPU (the `other` rules' shares together).
+    pub share: f64,
+    #[serde(rename = "quota_ns", with = "serde_nanos")]
+    pub quota: Duration,
+    #[serde(rename = "period_ns", with = "serde_nanos")]
+    pub period: Duration,
+}
+
+impl CfsPool {
+    /// The pool of `share` of `reservation` on `cpus` CPUs. Its period is `period` when given, else
+    /// the reservation's period lengthened by whole multiples until the quota reaches the kernel's
+    /// 1 ms minimum (a 1 ms TTI's pool of 0.45 ms gets 0.45 × 3 = 1.35 ms every 3 ms). The quota is
+    /// rounded down to the microsecond, so the pool and the real-time part never add up to more
+    /// than the reservation. Refused (with the fix) where the kernel would refuse the quota.
+    pub fn of(reservation: Reservation, cpus: u32, share: f64, period: Option<Duration>) -> Result<CfsPool, String> {
+        use rtslice_spec::units::format_duration;
+        let (min, max) = (rtslice_spec::CFS_MIN_PERIOD, rtslice_spec::CFS_MAX_PERIOD);
+        let bw = reservation.whole_micros().bandwidth() * share * f64::from(cpus.max(1));
+        let quota_at = |p: Duration| Duration::from_micros((bw * p.as_micros() as f64 + 1e-6).floor() as u64);
+        let period = match period {
+            Some(p) => p,
+            None => {
+                let base = reservation.whole_micros().period.max(Duration::from_micros(1));
+                let mut p = base;
+                while (p < min || quota_at(p) < min) && p + base <= max {
+                    p += base;
+                }
+                p
+            }
+        };
+        let period = Duration::from_micros(period.as_micros() as u64);
+        let quota = quota_at(period);
+        if quota < min || period < min || period > max {
+            return Err(format!(
+                "its `other` rules' share {:.0}% of {} every {} on {} CPU(s) is {} of CFS bandwidth every {}, but the kernel takes a \
+                 quota and period of {} to {}; give the rule a longer `period` or a larger `share`",
+                share * 100.0,
+                format_duration(reservation.runtime),
+                format_duration(reservation.period),
+                cpus,
+                format_duration(quota),
+                format_duration(period),
+                format_duration(min),
+                format_duration(max)
+            ));
+        }
+        Ok(CfsPool { share, quota, period })
+    }
+
+    /// The quota in whole microseconds, as `cpu.max` takes it.
+    pub fn quota_us(&self) -> u64 {
+        self.quota.as_micros() as u64
+    }
+
+    pub fn period_us(&self) -> u64 {
+        self.period.as_micros() as u64
+    }
 }
 
 impl WorkloadPlan {
+    /// The reservation its real-time rules (or its RT group) hold: the whole reservation in whole
+    /// microseconds, less its CFS pool's share rounded up (`None`: no reservation).
+    pub fn realtime_reservation(&self) -> Option<Reservation> {
+        let Allocation::Reservation { reservation, .. } = &self.allocation else { return None };
+        let r = reservation.whole_micros();
+        Some(match &self.pool {
+            None => r,
+            Some(p) => Reservation::from_micros(r.runtime_us() - ((r.runtime_us() as f64 * p.share - 1e-9).ceil() as u64).min(r.runtime_us()), r.period_us()),
+        })
+    }
+
     /// The per-CPU reservation bandwidth (runtime/period), 0 for best-effort and 1 for dedicated.
     pub fn bandwidth(&self) -> f64 {
         match &self.allocation {

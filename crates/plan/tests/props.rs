@@ -369,6 +369,72 @@ proptest! {
     }
 }
 
+proptest! {
+    /// A reservation's CFS pool: the kernel takes its quota and period (both 1 ms–1 s), its
+    /// bandwidth is never more than its share of the reservation (less than a microsecond of quota
+    /// lost), a default period is a whole multiple of the reservation's, and the pool and the
+    /// real-time part the rules split never add up to more than the reservation.
+    #[test]
+    fn a_cfs_pool_is_what_the_kernel_takes_and_never_more_than_its_share(
+        runtime_us in 100u64..=1_000_000,
+        period_us in 100u64..=1_000_000,
+        cpus in 1u32..=8,
+        share_pct in 1u32..=99,
+        own in prop::option::of(1_000u64..=1_000_000),
+    ) {
+        let runtime_us = runtime_us.min(period_us);
+        let r = rtslice_plan::Reservation::from_micros(runtime_us, period_us);
+        let share = f64::from(share_pct) / 100.0;
+        let bw = r.bandwidth() * share * f64::from(cpus);
+        match rtslice_plan::CfsPool::of(r, cpus, share, own.map(Duration::from_micros)) {
+            Ok(p) => {
+                let (q, per) = (p.quota.as_micros() as f64, p.period.as_micros() as f64);
+                prop_assert!(p.quota >= Duration::from_millis(1) && p.period >= Duration::from_millis(1) && p.period <= Duration::from_secs(1));
+                prop_assert!(q <= bw * per + 1e-6 && q >= bw * per - 1.0, "quota {} every {} for {}", q, per, bw);
+                match own {
+                    Some(o) => prop_assert_eq!(p.period.as_micros() as u64, o),
+                    None => prop_assert_eq!(p.period.as_micros() as u64 % period_us, 0),
+                }
+                let w = rtslice_plan::WorkloadPlan {
+                    allocation: Allocation::Reservation { reservation: r, per_cpu: Vec::new() },
+                    pool: Some(p),
+                    ..Default::default()
+                };
+                let rt = w.realtime_reservation().unwrap();
+                prop_assert_eq!(rt.period, r.period);
+                // Per CPU per reservation period: the real-time part plus the pool's bandwidth.
+                prop_assert!(rt.runtime_us() as f64 + q / per * period_us as f64 / f64::from(cpus) <= runtime_us as f64 + 1e-6);
+            }
+            Err(e) => {
+                // Only a quota below the kernel's 1 ms at the longest period that may be chosen.
+                let longest = own.map_or(((1_000_000 / period_us) * period_us) as f64, |o| o as f64);
+                prop_assert!((bw * longest).floor() < 1000.0 + 1e-6, "{}", e);
+                prop_assert!(e.contains("longer `period` or a larger `share`"), "{}", e);
+            }
+        }
+    }
+}
+
+#[test]
+fn cfs_pool_examples() {
+    // A 1 ms TTI's 900 µs, a quarter of it as CFS bandwidth: 225 µs per ms, so 5 ms gives 1125 µs.
+    let r = rtslice_plan::Reservation::from_micros(900, 1000);
+    let p = rtslice_plan::CfsPool::of(r, 1, 0.25, None).unwrap();
+    assert_eq!((p.quota_us(), p.period_us()), (1125, 5000));
+    // Two CPUs: the quota covers both.
+    let p = rtslice_plan::CfsPool::of(r, 2, 0.25, Some(Duration::from_millis(10))).unwrap();
+    assert_eq!((p.quota_us(), p.period_us()), (4500, 10_000));
+    let w = rtslice_plan::WorkloadPlan {
+        allocation: Allocation::Reservation { reservation: r, per_cpu: Vec::new() },
+        pool: Some(p),
+        ..Default::default()
+    };
+    assert_eq!(w.realtime_reservation(), Some(rtslice_plan::Reservation::from_micros(675, 1000)));
+    // 0.1 % of a CPU cannot reach the kernel's 1 ms quota within 1 s.
+    let tiny = rtslice_plan::Reservation::from_micros(100, 100_000);
+    assert!(rtslice_plan::CfsPool::of(tiny, 1, 0.01, None).is_err());
+}
+
 #[test]
 fn budget_split_examples() {
     let r = rtslice_plan::Reservation::from_micros(300, 1000);

@@ -18,6 +18,10 @@ pub const DEFAULT_PERIOD: Duration = Duration::from_millis(100);
 /// The kernel accepts RT/deadline periods between these bounds (sched_rt_period_us / dl checks).
 pub const MIN_PERIOD: Duration = Duration::from_micros(100);
 pub const MAX_PERIOD: Duration = Duration::from_micros(4_194_304);
+/// The kernel's range for a CFS bandwidth period and quota (`min_cfs_quota_period`,
+/// `max_cfs_quota_period`): 1 ms to 1 s.
+pub const CFS_MIN_PERIOD: Duration = Duration::from_millis(1);
+pub const CFS_MAX_PERIOD: Duration = Duration::from_secs(1);
 
 /// A whole spec file: one node and the workloads that should share it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -886,9 +890,22 @@ impl<'de> Deserialize<'de> for Slots {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "policy", rename_all = "lowercase")]
 pub enum SchedPolicy {
+    /// SCHED_OTHER (CFS). `share`: under a reservation, these threads' part of the workload's budget
+    /// as CFS bandwidth — the workload's cgroup gets `share` of its runtime on every CPU as its CFS
+    /// quota (`cpu.max` / `cpu.cfs_quota_us`), which bounds all its SCHED_OTHER threads together,
+    /// and its real-time rules split the rest. For a worker pool that hands each job to whichever
+    /// thread is free: one CFS bound follows the work where per-thread SCHED_DEADLINE budgets strand
+    /// it (docs/results.md, Runs 5–8). `period`: the quota's period (1 ms–1 s; default the
+    /// reservation's period, lengthened until the quota reaches the kernel's 1 ms minimum).
     Other {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         nice: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::FractionText>"))]
+        share: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_duration::option")]
+        #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::DurationText>"))]
+        period: Option<Duration>,
     },
     Batch {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -927,6 +944,7 @@ pub enum SchedPolicy {
         #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::DurationText>"))]
         period: Option<Duration>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::FractionText>"))]
         share: Option<f64>,
     },
 }
@@ -945,7 +963,7 @@ impl SchedPolicy {
 
 impl Default for SchedPolicy {
     fn default() -> Self {
-        SchedPolicy::Other { nice: None }
+        SchedPolicy::Other { nice: None, share: None, period: None }
     }
 }
 
@@ -1151,4 +1169,17 @@ impl ThreadRule {
     pub fn new(pattern: impl Into<String>, policy: SchedPolicy, slots: Slots) -> Self {
         ThreadRule { pattern: pattern.into(), policy, slots }
     }
+}
+
+/// The part of a workload's budget its `other` rules take together as CFS bandwidth (`None`: no
+/// rule has a share).
+pub fn pool_share(rules: &[ThreadRule]) -> Option<f64> {
+    let shares: Vec<f64> = rules
+        .iter()
+        .filter_map(|r| match r.policy {
+            SchedPolicy::Other { share, .. } => share,
+            _ => None,
+        })
+        .collect();
+    (!shares.is_empty()).then(|| shares.iter().sum())
 }

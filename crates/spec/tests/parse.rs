@@ -247,7 +247,13 @@ fn impossible_values() {
         ("  - name: w\n    threads: [{ match: a, policy: deadline, runtime: 500ns, period: 1ms }]\n", "at least 1024ns"),
         ("  - name: w\n    threads: [{ match: a, policy: deadline, share: 70% }, { match: b, policy: deadline, share: 40% }]\n", "add up to 110%"),
         ("  - name: w\n    threads: [{ match: a, policy: fifo, priority: 9, period: 50us }]\n", "outside the kernel's range"),
-        ("  - name: w\n    threads: [{ match: a, policy: other, period: 1ms }]\n", "`period` does not apply to policy `other`"),
+        ("  - name: w\n    demand: { reservation: { runtime: 1ms } }\n    threads: [{ match: a, policy: other, period: 1ms }]\n", "give the rule a `share` too"),
+        ("  - name: w\n    demand: { reservation: { runtime: 1ms } }\n    threads: [{ match: a, share: 30%, period: 500us }]\n", "outside the kernel's range 1ms–1s"),
+        ("  - name: w\n    demand: { reservation: { runtime: 1ms } }\n    threads: [{ match: a, share: 0 }]\n", "a share must be above 0"),
+        ("  - name: w\n    demand: { reservation: { runtime: 1ms } }\n    threads: [{ match: a, share: 100% }]\n", "leave its real-time threads nothing"),
+        ("  - name: w\n    demand: { reservation: { runtime: 1ms } }\n    threads: [{ match: a, policy: deadline, share: 70% }, { match: b, share: 40% }]\n", "deadline and `other` shares add up to 110%"),
+        ("  - name: w\n    demand: { bestEffort: {} }\n    threads: [{ match: a, share: 40% }]\n", "this workload has none"),
+        ("  - name: w\n    threads: [{ match: a, policy: batch, share: 40% }]\n", "`share` does not apply to policy `batch`"),
         ("  - name: w\n    threads: [{ match: \"a{2,1}\" }]\n", "not a valid regular expression"),
         ("  - name: w\n    irqs: [{ slots: 0 }]\n", "action-name regex"),
         ("  - name: w\n    net: [{ interface: eth0 }]\n", "give `rps`, `xps` or both"),
@@ -498,4 +504,20 @@ fn a_podman_launch_with_its_arguments_and_options() {
         s.workloads[0].launch,
         Some(Launch::Podman { image: "oci:/srv/images/vbs".into(), args: vec!["--profile".into(), "oai-lte".into()], options: vec!["--env".into(), "A=b".into()] })
     );
+}
+
+/// An `other` rule's `share` (and its CFS period) is read as given and located when wrong
+/// (`impossible_values` has the refusals).
+#[test]
+fn an_other_rule_with_a_share_is_a_cfs_pool() {
+    let s = parse(
+        "apiVersion: rtslice/v1\nnode: { cpus: 0-3, housekeeping: 0 }\nworkloads:\n  - name: gnb\n    demand: { reservation: { runtime: 900us, period: 1ms } }\n    threads:\n      - { match: ^ru$, policy: fifo, priority: 90 }\n      - { match: ^Tpool, share: 25%, period: 5ms }\n",
+        "pool.yaml",
+    )
+    .unwrap();
+    let w = &s.workloads[0];
+    assert_eq!(w.threads[1].policy, SchedPolicy::Other { nice: None, share: Some(0.25), period: Some(std::time::Duration::from_millis(5)) });
+    assert_eq!(rtslice_spec::pool_share(&w.threads), Some(0.25));
+    let e = errors("apiVersion: rtslice/v1\nnode: { cpus: 0-3, housekeeping: 0 }\nworkloads:\n  - name: w\n    threads:\n      - { match: a, share: 40% }\n");
+    has(&e, "workloads[0].threads[0].share");
 }

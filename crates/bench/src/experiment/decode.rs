@@ -220,7 +220,7 @@ fn slo(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<SloSpec> {
 }
 
 fn thread(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<ThreadSlot> {
-    let m = r.fields(n, p, &["match", "slot", "policy", "priority", "period"])?;
+    let m = r.fields(n, p, &["match", "slot", "policy", "priority", "period", "share"])?;
     let pattern = m.required(r, "match", "give a regular expression on thread names", string);
     let slot = m.required(r, "slot", "give the CPU slot in the workload's set (0, 1, …)", u32_of);
     let policy = m.optional(r, "policy", |r, n, p| r.one_of(n, p, &["other", "fifo", "rr"])).unwrap_or_else(|| "other".into());
@@ -242,16 +242,25 @@ fn thread(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<ThreadSlot> {
             }
         }
     });
+    let policy_is_rt = policy != "other";
     let policy = match policy.as_str() {
         "fifo" => SchedPolicy::Fifo { priority, period },
         "rr" => SchedPolicy::Rr { priority, period },
         _ => {
-            if m.has("period") {
-                r.err(n, &format!("{p}.period"), "`period` applies to fifo and rr rules (their SCHED_DEADLINE period under a reservation)");
+            // As a spec's `other` rule: a share of the reservation as CFS bandwidth, at `period`.
+            let share = m.optional(r, "share", float);
+            if let Some(s) = share.filter(|s| !(*s > 0.0 && *s < 1.0)) {
+                r.err(n, &format!("{p}.share"), format!("{s} is not a share of the reservation in (0, 1)"));
             }
-            SchedPolicy::Other { nice: None }
+            if m.has("period") && share.is_none() {
+                r.err(n, &format!("{p}.period"), "`period` applies to fifo and rr rules, and to an `other` rule with a `share` (its CFS bandwidth period)");
+            }
+            SchedPolicy::Other { nice: None, share, period }
         }
     };
+    if m.has("share") && policy_is_rt {
+        r.err(n, &format!("{p}.share"), "`share` applies to an `other` rule (its part of the reservation as CFS bandwidth)");
+    }
     Some(ThreadSlot { pattern: pattern?, slot: slot?, policy })
 }
 

@@ -208,11 +208,19 @@ pub fn render(plan: &Plan) -> String {
     for w in &plan.workloads {
         let alloc = match &w.allocation {
             Allocation::Reservation { reservation, per_cpu } => format!(
-                "reservation {} / {} ({:.1}%) on CPUs {}",
+                "reservation {} / {} ({:.1}%) on CPUs {}{}",
                 format_duration(reservation.runtime),
                 format_duration(reservation.period),
                 w.bandwidth() * 100.0,
-                per_cpu.iter().map(|r| r.cpu.to_string()).collect::<Vec<_>>().join(",")
+                per_cpu.iter().map(|r| r.cpu.to_string()).collect::<Vec<_>>().join(","),
+                w.pool
+                    .map(|p| format!(
+                        " ({:.0}% of it CFS bandwidth: {} every {})",
+                        p.share * 100.0,
+                        format_duration(p.quota),
+                        format_duration(p.period)
+                    ))
+                    .unwrap_or_default()
             ),
             Allocation::Dedicated { cpus } => format!("dedicated CPUs {}", format_cpu_list(cpus)),
             Allocation::BestEffort { weight, cap } => format!(
@@ -335,6 +343,13 @@ pub fn render(plan: &Plan) -> String {
             }
             if let Some(b) = w.group_budget {
                 let _ = writeln!(out, "      group: cpu.rt_runtime_us={} cpu.rt_period_us={}", b.runtime_us, b.period_us);
+            }
+            if let Some(q) = w.cfs_quota {
+                let _ = writeln!(
+                    out,
+                    "      group CFS bandwidth: quota {} µs every {} µs (cgroup v2 cpu.max; v1 cpu.cfs_quota_us, cpu.cfs_period_us)",
+                    q.runtime_us, q.period_us
+                );
             }
             for t in &w.threads {
                 let sched = match &t.sched {

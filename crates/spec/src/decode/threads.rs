@@ -25,7 +25,8 @@ pub(super) fn thread_rule(cx: &mut Reader, n: &yaml::Node, path: &str, count: Op
     };
     // Which fields each policy takes; the others are reported so nothing is silently ignored.
     let takes: &[&str] = match policy_name.as_str() {
-        "other" | "batch" => &["nice"],
+        "other" => &["nice", "share", "period"],
+        "batch" => &["nice"],
         "idle" => &[],
         "fifo" | "rr" => &["priority", "period"],
         "deadline" => &["runtime", "deadline", "period", "share"],
@@ -45,7 +46,32 @@ pub(super) fn thread_rule(cx: &mut Reader, n: &yaml::Node, path: &str, count: Op
     }
     let nice = f.optional(cx, "nice", |cx, v, p| cx.int(v, p, -20, 19)).map(|v| v as i32);
     let policy = match policy_name.as_str() {
-        "other" => SchedPolicy::Other { nice },
+        "other" => {
+            let share = f.optional(cx, "share", |cx, v, p| cx.fraction(v, p));
+            if let (Some(v), Some(s)) = (f.get("share"), share) {
+                if s <= 0.0 {
+                    cx.err(v, &join(path, "share"), "a share must be above 0");
+                }
+            }
+            let period = f.optional(cx, "period", |cx, v, p| cx.duration(v, p));
+            if let (Some(v), Some(p)) = (f.get("period"), period) {
+                if share.is_none() {
+                    cx.err(v, &join(path, "period"), "`period` of an `other` rule is the period of its CFS bandwidth: give the rule a `share` too");
+                } else if p < CFS_MIN_PERIOD || p > CFS_MAX_PERIOD {
+                    cx.err(
+                        v,
+                        &join(path, "period"),
+                        format!(
+                            "CFS bandwidth period {} is outside the kernel's range {}–{}",
+                            format_duration(p),
+                            format_duration(CFS_MIN_PERIOD),
+                            format_duration(CFS_MAX_PERIOD)
+                        ),
+                    );
+                }
+            }
+            SchedPolicy::Other { nice, share, period }
+        }
         "batch" => SchedPolicy::Batch { nice },
         "idle" => SchedPolicy::Idle,
         "fifo" | "rr" => {
@@ -105,16 +131,26 @@ pub(super) fn thread_rule(cx: &mut Reader, n: &yaml::Node, path: &str, count: Op
     (cx.error_count() == before).then(|| ThreadRule { pattern: pattern.unwrap_or_default(), policy, slots })
 }
 
-/// Shares of deadline rules divide one workload budget: together they cannot pass 100%.
+/// Shares of deadline rules and of `other` rules (the CFS pool) divide one workload budget: together
+/// they cannot pass 100%, and a pool leaves the real-time rules something.
 pub(super) fn check_deadline_shares(cx: &mut Reader, at: &yaml::Node, path: &str, rules: &[ThreadRule]) {
-    let total: f64 = rules
+    let deadline: f64 = rules
         .iter()
         .filter_map(|r| match r.policy {
             SchedPolicy::Deadline { share, .. } => share,
             _ => None,
         })
         .sum();
-    if total > 1.0 + 1e-9 {
-        cx.err(at, path, format!("deadline shares add up to {:.0}% of the workload's budget; at most 100%", total * 100.0));
+    let pool = pool_share(rules).unwrap_or(0.0);
+    if deadline + pool > 1.0 + 1e-9 {
+        let what = if pool > 0.0 { "deadline and `other` shares" } else { "deadline shares" };
+        cx.err(at, path, format!("{what} add up to {:.0}% of the workload's budget; at most 100%", (deadline + pool) * 100.0));
+    } else if pool >= 1.0 - 1e-9 {
+        cx.err(
+            at,
+            path,
+            "`other` shares take the whole budget as CFS bandwidth and leave its real-time threads nothing; give the real-time rules a part \
+             (or use `bestEffort` with a cap for a workload with no real-time thread)",
+        );
     }
 }

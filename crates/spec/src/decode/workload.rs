@@ -149,6 +149,21 @@ pub(super) fn workload(
                 }
             }
             check_deadline_shares(cx, v, &p, &w.threads);
+            // An `other` rule's share is a part of a reservation; nothing else has a budget to split.
+            // (A flavor's demand is the node's to resolve; the planner refuses a share there if need be.)
+            let reserved = matches!(w.demand, Some(Demand::Reservation(_))) || (w.demand.is_none() && (f.has("slo") || w.flavor.is_some()));
+            if !reserved {
+                for (i, item) in items.iter().enumerate() {
+                    if let (Some(sv), Some("other") | None) = (item.get("share"), item.get("policy").and_then(|p| p.scalar_text()).as_deref()) {
+                        cx.err(
+                            sv,
+                            &join(&index(&p, i), "share"),
+                            "an `other` rule's share is a part of the workload's reservation, and this workload has none; give it a \
+                             `reservation` (or an `slo`), or cap a best-effort workload with `bestEffort: { cap: ... }`",
+                        );
+                    }
+                }
+            }
         } else {
             cx.err(v, &p, format!("must be a list of thread rules, found {}", v.kind()));
         }
