@@ -10,7 +10,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{self_as_agent, ResetOnDrop};
+use common::{cpu_ticks, self_as_agent, ResetOnDrop};
 use rtslice_host::sched::{self, SchedAttr};
 use rtslice_host::{
     apply_setup, status, ApplyOptions, CpuList, Launch, Mechanism, Reservation, Setup, StateDir, ThreadRule, WorkloadSetup,
@@ -21,19 +21,7 @@ const ROLE: &str = "RTSLICE_ONE_BUDGET_ROLE";
 
 #[test]
 fn helper_agent_role() {
-    if std::env::var(ROLE).as_deref() != Ok("agent") {
-        return;
-    }
-    let dir = StateDir::new(std::env::var("RTSLICE_STATE_DIR").unwrap());
-    rtslice_agent::run(&dir, &rtslice_agent::AgentOptions::default()).unwrap();
-}
-
-/// utime + stime of a process in clock ticks (its own, not its children's).
-fn cpu_ticks(pid: i32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let Some(i) = s.rfind(')') else { return 0 };
-    let f: Vec<&str> = s[i + 2..].split_whitespace().collect();
-    f.get(11).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0) + f.get(12).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0)
+    common::run_as_agent(ROLE);
 }
 
 /// Runs the forking workload under `mech` and returns (CPU share of all its processes together,

@@ -27,3 +27,23 @@ impl Drop for ResetOnDrop {
         }
     }
 }
+
+/// The helper role's body: when this binary runs as the agent (`role_var=agent`, set by
+/// [`self_as_agent`]), the agent on the state directory apply named; otherwise nothing.
+#[allow(dead_code)] // late_threads.rs runs its agent with options of its own
+pub fn run_as_agent(role_var: &str) {
+    if std::env::var(role_var).as_deref() != Ok("agent") {
+        return;
+    }
+    let dir = StateDir::new(std::env::var("RTSLICE_STATE_DIR").unwrap());
+    rtslice_agent::run(&dir, &rtslice_agent::AgentOptions::default()).unwrap();
+}
+
+/// utime + stime of a process in clock ticks (its own, not its children's).
+#[allow(dead_code)] // not every test binary measures CPU time
+pub fn cpu_ticks(pid: i32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let Some(i) = s.rfind(')') else { return 0 };
+    let f: Vec<&str> = s[i + 2..].split_whitespace().collect();
+    f.get(11).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0) + f.get(12).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0)
+}
