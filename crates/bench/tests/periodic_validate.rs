@@ -65,15 +65,32 @@ fn quick_periodic_validation_under_sched_deadline() {
     // (2081 against 516 µs … 13091 against 489). Only with a light tail: when this VM stalls (profile p99 above 3x its
     // median, 2026-11-27 in CI: 2143 against 469 µs) the tight budget is set from a mean the stalls
     // inflate, and the stalls reach both points alike.
+    //
+    // The margin is against the floor (the same jobs under SCHED_FIFO with no reservation,
+    // interleaved), and against the loose point only the order: the loose budget (twice the mean)
+    // sits near the profile's p99 job, so its own p99 response falls on either side of the cliff
+    // where a job overruns into the next period — 1113 µs against a 665 µs floor in a clean-clone CI
+    // run (2026-11-27, tight 1398 µs, failing the old 1.3x-the-loose margin); in the 14 runs after,
+    // 1111–2276 µs in 9 and 595–679 µs in the others, the floor 589–688 µs, and the tight point's
+    // p99 4086–19112 µs in the last 8.
     let light_tail = report.profile_p99_s <= 3.0 * report.profile_p50_s;
+    eprintln!(
+        "p99 response: floor {:.0} µs, Q = {:.0} µs {:.0} µs, Q = {:.0} µs {:.0} µs",
+        report.floor.p99_s * 1e6,
+        tight.runtime_s * 1e6,
+        tight.measured.p99_s * 1e6,
+        loose.runtime_s * 1e6,
+        loose.measured.p99_s * 1e6
+    );
     if light_tail {
         assert!(
-            tight.measured.p99_s > loose.measured.p99_s * 1.3,
-            "p99 response under Q = {:.0} µs: {} s, under Q = {:.0} µs: {} s",
+            tight.measured.p99_s > report.floor.p99_s * 1.3 && tight.measured.p99_s >= loose.measured.p99_s,
+            "p99 response under Q = {:.0} µs: {} s, under Q = {:.0} µs: {} s, with no reservation: {} s",
             tight.runtime_s * 1e6,
             tight.measured.p99_s,
             loose.runtime_s * 1e6,
-            loose.measured.p99_s
+            loose.measured.p99_s,
+            report.floor.p99_s
         );
     } else {
         eprintln!(
