@@ -59,8 +59,9 @@ pub fn cgroup_ops(prepared: &[Prepared], facts: &HostFacts, mech: Mechanism) -> 
                 let evac = root.cpu.join("cgroup.procs");
                 ops.push(Op::Mkdir { path: parent.cpu.clone(), evacuate_to: evac.clone() });
                 let total: f64 = prepared.iter().filter_map(|p| p.rt_budget.map(|r| r.bandwidth())).sum();
-                // Under SCHED_DEADLINE a CFS pool's group holds RT runtime too (prepare).
-                if matches!(mech, Mechanism::RtGroup | Mechanism::Deadline) && total > 0.0 {
+                // Whatever groups hold RT runtime (RT groups; a CFS pool's group under SCHED_DEADLINE,
+                // prepare), the parent holds their sum.
+                if total > 0.0 {
                     let runtime = ((total * 1e6).ceil() as u64).min((facts.rt_ratio * 1e6) as u64);
                     w(&mut ops, b.rt_budget_writes(&parent, runtime, 1_000_000));
                 }

@@ -817,11 +817,10 @@ pub fn kernel_plan(plan: &Plan, mech: Mechanism, rt_cap: f64, rt_groups: bool) -
             k.partition = false;
         }
     }
-    let parent_runtime_us = if mech == Mechanism::RtGroup || mech == Mechanism::Hcbs || workloads.iter().any(|k| k.group_budget.is_some()) {
-        let total: f64 = workloads.iter().filter_map(|k| k.group_budget.map(|b| b.runtime_us as f64 / b.period_us as f64)).sum();
-        (total > 0.0).then(|| ((total * 1e6).ceil() as u64).min(if mech == Mechanism::Hcbs { 1_000_000 } else { (rt_cap * 1e6) as u64 }))
-    } else {
-        None
-    };
+    // The parent holds the sum of whatever group budgets there are (RT groups, HCBS, a CFS pool's
+    // group under SCHED_DEADLINE with RT groups): no group budget, no parent budget.
+    let total: f64 = workloads.iter().filter_map(|k| k.group_budget.map(|b| b.runtime_us as f64 / b.period_us as f64)).sum();
+    let parent_runtime_us =
+        (total > 0.0).then(|| ((total * 1e6).ceil() as u64).min(if mech == Mechanism::Hcbs { 1_000_000 } else { (rt_cap * 1e6) as u64 }));
     KernelPlan { mechanism: mech, parent_runtime_us, workloads }
 }

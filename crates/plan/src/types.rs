@@ -227,12 +227,13 @@ impl CfsPool {
     pub fn of(reservation: Reservation, cpus: u32, share: f64, period: Option<Duration>) -> Result<CfsPool, String> {
         use rtslice_spec::units::format_duration;
         let (min, max) = (rtslice_spec::CFS_MIN_PERIOD, rtslice_spec::CFS_MAX_PERIOD);
-        let bw = reservation.whole_micros().bandwidth() * share * f64::from(cpus.max(1));
+        let whole = reservation.whole_micros();
+        let bw = whole.bandwidth() * share * f64::from(cpus.max(1));
         let quota_at = |p: Duration| Duration::from_micros((bw * p.as_micros() as f64 + 1e-6).floor() as u64);
         let period = match period {
             Some(p) => p,
             None => {
-                let base = reservation.whole_micros().period.max(Duration::from_micros(1));
+                let base = whole.period.max(Duration::from_micros(1));
                 let mut p = base;
                 while (p < min || quota_at(p) < min) && p + base <= max {
                     p += base;
