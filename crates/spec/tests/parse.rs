@@ -250,6 +250,10 @@ fn impossible_values() {
         ("  - name: w\n    demand: { reservation: { runtime: 1ms } }\n    threads: [{ match: a, policy: other, period: 1ms }]\n", "give the rule a `share` too"),
         ("  - name: w\n    demand: { reservation: { runtime: 1ms } }\n    threads: [{ match: a, share: 30%, period: 500us }]\n", "outside the kernel's range 1ms–1s"),
         ("  - name: w\n    demand: { reservation: { runtime: 1ms } }\n    threads: [{ match: a, share: 0 }]\n", "a share must be above 0"),
+        (
+            "  - name: w\n    demand: { reservation: { runtime: 1ms } }\n    threads: [{ match: a, share: 20%, period: 5ms }, { match: b, share: 20%, period: 10ms }]\n",
+            "workloads[0].threads[1].period: the workload's `other` rules share one CFS pool with one period, and workloads[0].threads[0] gives it 5ms",
+        ),
         ("  - name: w\n    demand: { reservation: { runtime: 1ms } }\n    threads: [{ match: a, share: 100% }]\n", "leave its real-time threads nothing"),
         ("  - name: w\n    demand: { reservation: { runtime: 1ms } }\n    threads: [{ match: a, policy: deadline, share: 70% }, { match: b, share: 40% }]\n", "deadline and `other` shares add up to 110%"),
         ("  - name: w\n    demand: { bestEffort: {} }\n    threads: [{ match: a, share: 40% }]\n", "this workload has none"),
@@ -518,6 +522,11 @@ fn an_other_rule_with_a_share_is_a_cfs_pool() {
     let w = &s.workloads[0];
     assert_eq!(w.threads[1].policy, SchedPolicy::Other { nice: None, share: Some(0.25), period: Some(std::time::Duration::from_millis(5)) });
     assert_eq!(rtslice_spec::pool_share(&w.threads), Some(0.25));
+    // Two pool rules may name its one period alike, or only one of them name it.
+    for rules in ["[{ match: a, share: 20%, period: 5ms }, { match: b, share: 20%, period: 5ms }]", "[{ match: a, share: 20% }, { match: b, share: 20%, period: 5ms }]"] {
+        let s = parse(&format!("apiVersion: rtslice/v1\nnode: {{ cpus: 0-3, housekeeping: 0 }}\nworkloads:\n  - name: w\n    demand: {{ reservation: {{ runtime: 1ms }} }}\n    threads: {rules}\n"), "pool.yaml");
+        assert!(s.is_ok(), "{rules}: {:?}", s.err());
+    }
     let e = errors("apiVersion: rtslice/v1\nnode: { cpus: 0-3, housekeeping: 0 }\nworkloads:\n  - name: w\n    threads:\n      - { match: a, share: 40% }\n");
     has(&e, "workloads[0].threads[0].share");
 }

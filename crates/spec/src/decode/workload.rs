@@ -143,8 +143,26 @@ pub(super) fn workload(
     if let Some(v) = f.get("threads") {
         let p = join(path, "threads");
         if let Val::Seq(items) = &v.val {
+            // The CFS pool is one cgroup quota with one period: two `other` rules may both name it,
+            // but not differently (the plan would have to pick one without a word).
+            let mut pool_period: Option<(Duration, String)> = None;
             for (i, item) in items.iter().enumerate() {
-                if let Some(r) = thread_rule(cx, item, &index(&p, i), count) {
+                let at = index(&p, i);
+                if let Some(r) = thread_rule(cx, item, &at, count) {
+                    if let SchedPolicy::Other { share: Some(_), period: Some(period), .. } = r.policy {
+                        match &pool_period {
+                            None => pool_period = Some((period, at.clone())),
+                            Some((first, first_at)) if *first != period => cx.err(
+                                item.get("period").unwrap_or(item),
+                                &join(&at, "period"),
+                                format!(
+                                    "the workload's `other` rules share one CFS pool with one period, and {first_at} gives it {}; give both the same `period` (or only one of them a `period`)",
+                                    format_duration(*first)
+                                ),
+                            ),
+                            Some(_) => {}
+                        }
+                    }
                     w.threads.push(r);
                 }
             }
