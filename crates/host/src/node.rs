@@ -932,6 +932,11 @@ impl Node {
             step("take the CPUs out of the system cpuset".into(), self.set_system(&p.ws.cpus))?;
         }
         let mut ops = self.workload_ops(p);
+        // CFS settings the workload no longer asks for (a pool's quota dropped with its share) are
+        // taken back; its group exists already, as resize keeps it.
+        if p.group.cpu.exists() {
+            ops.extend(crate::ops::cfs_clear_ops(&self.facts.backend, p, old.cfs));
+        }
         order_budget_writes(&mut ops, old.reservation.map(|r| r.whole_micros()), p.rt_budget);
         // Threads first when CPUs shrink (a thread's affinity must stay inside its cpuset), the cpuset
         // first when they grow: rules after a shrink would be refused by the kernel.

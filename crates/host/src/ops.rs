@@ -179,6 +179,26 @@ fn cfs_ops(ops: &mut Vec<Op>, b: &Backend, p: &Prepared) {
     ops.extend(v.into_iter().map(|(path, value)| Op::Write { path, value }));
 }
 
+/// What a resize must write to take back the CFS settings a workload's group had (`old`) and no
+/// longer asks for: a fresh group starts with them unset, so [`cfs_ops`] writes only what is asked,
+/// and a pool (or weight, or idle flag) dropped by a resize would otherwise stay on the group.
+pub(crate) fn cfs_clear_ops(b: &Backend, p: &Prepared, old: Option<crate::setup::Cfs>) -> Vec<Op> {
+    let Some(old) = old else { return Vec::new() };
+    let new = p.ws.cfs.unwrap_or(crate::setup::Cfs { quota_us: None, period_us: None, weight: None, idle: false });
+    let mut v = Vec::new();
+    if old.quota_us.is_some() && new.quota_us.is_none() {
+        // The kernel's default period with no quota: what the group had before any was written.
+        v.extend(b.cfs_writes(&p.group, None, 100_000));
+    }
+    if old.weight.is_some() && new.weight.is_none() {
+        v.extend(b.weight_writes(&p.group, 100));
+    }
+    if old.idle && !new.idle {
+        v.push((p.group.cpu.join("cpu.idle"), "0".into()));
+    }
+    v.into_iter().map(|(path, value)| Op::Write { path, value }).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -259,6 +259,67 @@ fn apply_touches_only_the_difference() {
     common::assert_same(&before, &common::snapshot());
 }
 
+/// A workload's CFS quota and period in µs as its cgroup holds them (`None`: no quota).
+fn cfs_quota_us(svc: &Service, n: &str) -> Option<(u64, u64)> {
+    let rec = svc.host().record(&name(n)).unwrap().unwrap_or_else(|| panic!("{n} is deployed"));
+    let dir = &rec.workloads[0].group.cpu;
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_else(|e| panic!("{}: {e}", dir.join(f).display())).trim().to_string();
+    let (quota, period) = if is_v2() {
+        let max = read("cpu.max");
+        let (q, p) = max.split_once(' ').unwrap_or_else(|| panic!("cpu.max: {max}"));
+        (q.to_string(), p.to_string())
+    } else {
+        (read("cpu.cfs_quota_us"), read("cpu.cfs_period_us"))
+    };
+    match quota.as_str() {
+        "max" | "-1" => None,
+        q => Some((q.parse().unwrap(), period.parse().unwrap())),
+    }
+}
+
+/// A worker pool's CFS bandwidth is a part of the workload's reservation (docs/spec.md), so it
+/// follows the reservation through the node service: deployed with it, moved in place when the
+/// reservation is resized (the same processes), dropped when the rule no longer gives a share, and
+/// gone with the workload.
+#[test]
+fn a_worker_pool_s_cfs_quota_follows_its_reservation_through_resizes() {
+    root_or_skip!();
+    if !usable() {
+        return;
+    }
+    let _lock = KernelLock::acquire();
+    let before = common::snapshot();
+    let state = tempfile::tempdir().unwrap();
+    let _cleanup = ResetOnDrop(state.path().into());
+    let mut svc = Service::open(options(state.path())).unwrap();
+    let pool = |share: &str| format!("      - {{ match: \"^pool-worker$\", policy: other{share} }}\n");
+
+    // 200 ms every second, a quarter of it the pool's: 50 ms every second as CFS quota.
+    svc.apply(&spec_of(&[workload("p", 200, None, &pool(", share: 25%"))])).unwrap();
+    assert_eq!(phase_of(&svc, "p"), "running");
+    assert_eq!(cfs_quota_us(&svc, "p"), Some((50_000, 1_000_000)), "the pool's quota");
+    let p0 = seen(&svc, "p");
+
+    // The reservation doubles: so does the pool, in place.
+    let changes = svc.apply(&spec_of(&[workload("p", 400, None, &pool(", share: 25%"))])).unwrap();
+    assert_eq!(action_of(&changes, "p"), Action::Resize, "{changes:?}");
+    assert_eq!(cfs_quota_us(&svc, "p"), Some((100_000, 1_000_000)), "the pool grew with the reservation");
+    let p1 = seen(&svc, "p");
+    assert_eq!((&p1.pids, &p1.threads), (&p0.pids, &p0.threads), "resized in place: same processes, same rules");
+
+    // A share of 40 % at its own period of 100 ms: 40 % of 400 ms per second is 16 ms every 100 ms.
+    svc.apply(&spec_of(&[workload("p", 400, None, &pool(", share: 40%, period: 100ms"))])).unwrap();
+    assert_eq!(cfs_quota_us(&svc, "p"), Some((16_000, 100_000)), "the pool's own period");
+
+    // The rule no longer gives a share: no quota is left on the workload's group.
+    svc.apply(&spec_of(&[workload("p", 400, None, &pool(""))])).unwrap();
+    assert_eq!(cfs_quota_us(&svc, "p"), None, "no pool, no quota");
+
+    svc.apply(&spec_of(&[])).unwrap();
+    svc.reset().unwrap();
+    common::assert_same(&before, &common::snapshot());
+}
+
 #[test]
 fn study_b_through_apply_three_run_and_container4_waits_for_the_proposed_move() {
     root_or_skip!();
