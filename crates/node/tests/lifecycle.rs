@@ -117,6 +117,33 @@ impl Drop for ResetOnDrop {
     }
 }
 
+/// What a service test starts from: the kernel lock held, the host's values before the test, and a
+/// state directory that is reset on drop (also when the test panics). Fields drop in order: the
+/// reset, the directory, the lock; a test's service, opened after its fixture, is dropped before it.
+struct Fixture {
+    _cleanup: ResetOnDrop,
+    state: tempfile::TempDir,
+    before: BTreeMap<String, String>,
+    _lock: KernelLock,
+}
+
+/// `None` (having said why) where the tests cannot run.
+fn fixture() -> Option<Fixture> {
+    if !usable() {
+        return None;
+    }
+    let lock = KernelLock::acquire();
+    let before = common::snapshot();
+    let state = tempfile::tempdir().unwrap();
+    Some(Fixture { _cleanup: ResetOnDrop(state.path().into()), state, before, _lock: lock })
+}
+
+impl Fixture {
+    fn service(&self) -> Service {
+        Service::open(options(self.state.path())).unwrap()
+    }
+}
+
 /// Everything another workload could notice of one: its PIDs, the files of its cgroups (values that
 /// count time or pressure excluded), and every thread's policy, priority and affinity.
 #[derive(Debug, PartialEq)]
@@ -175,14 +202,8 @@ fn phase_of(svc: &Service, n: &str) -> String {
 #[test]
 fn apply_touches_only_the_difference() {
     root_or_skip!();
-    if !usable() {
-        return;
-    }
-    let _lock = KernelLock::acquire();
-    let before = common::snapshot();
-    let state = tempfile::tempdir().unwrap();
-    let _cleanup = ResetOnDrop(state.path().into());
-    let mut svc = Service::open(options(state.path())).unwrap();
+    let Some(f) = fixture() else { return };
+    let mut svc = f.service();
 
     // Three workloads of 25% (RT groups account 75% of the node's 95%).
     let first = spec_of(&[workload("a", 250, None, ""), workload("b", 250, None, ""), workload("c", 250, None, "")]);
@@ -256,7 +277,7 @@ fn apply_touches_only_the_difference() {
     let changes = svc.apply(&spec_of(&[])).unwrap();
     assert!(changes.iter().all(|c| c.action == Action::Remove), "{changes:?}");
     svc.reset().unwrap();
-    common::assert_same(&before, &common::snapshot());
+    common::assert_same(&f.before, &common::snapshot());
 }
 
 /// A workload's CFS quota and period in µs as its cgroup holds them (`None`: no quota).
@@ -284,14 +305,8 @@ fn cfs_quota_us(svc: &Service, n: &str) -> Option<(u64, u64)> {
 #[test]
 fn a_worker_pool_s_cfs_quota_follows_its_reservation_through_resizes() {
     root_or_skip!();
-    if !usable() {
-        return;
-    }
-    let _lock = KernelLock::acquire();
-    let before = common::snapshot();
-    let state = tempfile::tempdir().unwrap();
-    let _cleanup = ResetOnDrop(state.path().into());
-    let mut svc = Service::open(options(state.path())).unwrap();
+    let Some(f) = fixture() else { return };
+    let mut svc = f.service();
     let pool = |share: &str| format!("      - {{ match: \"^pool-worker$\", policy: other{share} }}\n");
 
     // 200 ms every second, a quarter of it the pool's: 50 ms every second as CFS quota.
@@ -317,7 +332,7 @@ fn a_worker_pool_s_cfs_quota_follows_its_reservation_through_resizes() {
 
     svc.apply(&spec_of(&[])).unwrap();
     svc.reset().unwrap();
-    common::assert_same(&before, &common::snapshot());
+    common::assert_same(&f.before, &common::snapshot());
 }
 
 #[test]
