@@ -14,7 +14,9 @@
 //! Reclaiming reservations (`reclaim: true`) follow demand: every 200 ms the agent measures each of
 //! their deadline threads' CPU time since the last time (schedstat) and re-splits the workload's pool
 //! by it (`CompiledRules::assign_by_demand`), so the thread that is busy now holds the budget the
-//! idle ones do not use; the pool's total never grows.
+//! idle ones do not use; the pool's total never grows. At its start it splits by each thread's CPU
+//! time so far when the threads have run before (a stack attached by pid), instead of keeping
+//! apply's equal split for the first window.
 //!
 //! `apply` starts it detached and journals it; `reset` stops it; `status` reports it. It writes
 //! `agent.ready` (its pid) into the state directory once it is subscribed and has done a first scan,
@@ -92,6 +94,11 @@ struct Workload {
     oncpu: HashMap<i32, u64>,
     demand: HashMap<i32, u64>,
 }
+
+/// How much CPU time a workload's threads must have used together before the agent started for
+/// the agent's first split by demand to follow it (less is start-up, not demand): a quarter of the
+/// default demand window of a whole CPU.
+pub const FIRST_SPLIT_HISTORY: Duration = Duration::from_millis(50);
 
 /// A demand pool is re-split only when some thread's share would change by more than this fraction
 /// of the pool: sched_setattr on every thread every rescan for noise would buy nothing.
@@ -272,17 +279,43 @@ impl Agent {
         }
     }
 
-    /// Measures the demand pools' threads and re-splits the pools by it (every `demand_interval`;
-    /// the first call only takes the baseline).
+    /// Measures the demand pools' threads and re-splits the pools by it (every `demand_interval`).
+    /// A workload's first measurement takes the baseline ([`Agent::start_demand`]).
     pub fn follow_demand(&mut self) {
         for wi in 0..self.workloads.len() {
             if self.workloads[wi].rules.has_demand_pool() {
-                let first = self.workloads[wi].oncpu.is_empty();
-                self.measure_demand(wi);
-                if !first {
-                    let _ = self.resplit(wi, None);
-                }
+                self.demand_step(wi);
             }
+        }
+    }
+
+    /// Takes the demand baseline of the workloads that have none yet: their threads appeared since
+    /// the last measurement (the agent starts before apply launches or attaches anything). When
+    /// those threads have run for a while already ([`FIRST_SPLIT_HISTORY`]: a stack attached by
+    /// pid, or started a while before), it splits the pool by their CPU time since they started.
+    pub fn start_demand(&mut self) {
+        for wi in 0..self.workloads.len() {
+            if self.workloads[wi].rules.has_demand_pool() && self.workloads[wi].oncpu.is_empty() {
+                self.demand_step(wi);
+            }
+        }
+    }
+
+    fn demand_step(&mut self, wi: usize) {
+        let first = self.workloads[wi].oncpu.is_empty();
+        self.measure_demand(wi);
+        if !first {
+            let _ = self.resplit(wi, None);
+            return;
+        }
+        // The threads' CPU time since they started is the best first estimate of their demand;
+        // waiting one interval for a window keeps apply's equal split, which starves the busy
+        // thread, for that long (docs/results.md, Run 11). A stack launched just now has only its
+        // start-up to show, which says nothing yet: it waits for the window.
+        let w = &mut self.workloads[wi];
+        if w.oncpu.values().sum::<u64>() >= FIRST_SPLIT_HISTORY.as_nanos() as u64 {
+            w.demand = w.oncpu.clone();
+            let _ = self.resplit(wi, None);
         }
     }
 
@@ -416,7 +449,8 @@ fn drive(
         a.stats.pid = std::process::id();
         a.stats.mode = if connector.is_some() { "netlink".into() } else { "polling".into() };
         a.scan(false);
-        // The demand baseline now, so the first re-split by demand comes one interval after start.
+        // The demand baseline now (and a first split by the threads' use so far, when they have
+        // a history), so the next re-split by demand comes one interval after start.
         a.follow_demand();
     }
     ready()?;
@@ -453,6 +487,8 @@ fn drive(
         if last_demand.elapsed() >= opts.demand_interval {
             lock().follow_demand();
             last_demand = Instant::now();
+        } else {
+            lock().start_demand();
         }
         if last_rescan.elapsed() >= opts.rescan_interval {
             let mut a = lock();

@@ -19,9 +19,26 @@ use rtslice_testkit::{root_or_skip, KernelLock};
 
 const ROLE: &str = "RTSLICE_ONE_BUDGET_ROLE";
 
+/// The agent's demand interval, when a test sets one (in ms) for its helper.
+const DEMAND_INTERVAL_MS: &str = "RTSLICE_ONE_BUDGET_DEMAND_INTERVAL_MS";
+
 #[test]
 fn helper_agent_role() {
-    common::run_as_agent(ROLE);
+    if std::env::var(ROLE).as_deref() == Ok("stack") {
+        // A stack for the agent to split: one thread spins, two sleep, until killed.
+        for _ in 0..2 {
+            std::thread::Builder::new().name("sleeper".into()).spawn(|| std::thread::sleep(Duration::from_secs(600))).unwrap();
+        }
+        std::thread::Builder::new().name("spinner".into()).spawn(|| loop { std::hint::spin_loop() }).unwrap().join().unwrap();
+    }
+    match std::env::var(DEMAND_INTERVAL_MS).ok().and_then(|v| v.parse().ok()) {
+        Some(ms) if std::env::var(ROLE).as_deref() == Ok("agent") => {
+            let dir = StateDir::new(std::env::var("RTSLICE_STATE_DIR").unwrap());
+            let opts = rtslice_agent::AgentOptions { demand_interval: Duration::from_millis(ms), ..Default::default() };
+            rtslice_agent::run(&dir, &opts).unwrap();
+        }
+        _ => common::run_as_agent(ROLE),
+    }
 }
 
 /// Runs the forking workload under `mech` and returns (CPU share of all its processes together,
@@ -230,4 +247,81 @@ fn demand_split(spinner_period_ns: Option<u64>) {
     }
     let st = status(&sd).unwrap();
     assert!(st.drift.is_empty(), "no drift: {:?}", st.drift);
+}
+
+/// Kills the process a test started itself when dropped (an attached workload is not rtslice's to
+/// stop: reset leaves it running).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A stack that ran before apply (attached by pid) gets its first split by demand as soon as the
+/// agent sees its threads, from each thread's CPU time so far, not one demand interval later: with
+/// the agent's interval at a minute, the spinning thread of a process that has run for a second
+/// holds most of the 40 ms / 100 ms within two seconds of apply (apply's equal split gives it a
+/// fifth: the process has the test harness's two threads too), and the threads together never more
+/// than the budget.
+#[test]
+fn a_stack_with_a_history_is_split_by_its_use_as_soon_as_the_agent_sees_it() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    if rtslice_host::doctor::online_cpus().len() < 2 || !rtslice_host::doctor().mechanisms.contains(&Mechanism::Deadline) {
+        eprintln!("SKIPPED: needs 2 CPUs and SCHED_DEADLINE (see `rtslice doctor`)");
+        return;
+    }
+    let stack = KillOnDrop(
+        // On CPU 1 from its start: the kernel admits a sleeping thread (the harness's, the
+        // sleepers) to SCHED_DEADLINE only where it last ran, and CPU 1 is the partition.
+        std::process::Command::new("taskset")
+            .args(["-c", "1"])
+            .arg(std::env::current_exe().unwrap())
+            .args(["--exact", "helper_agent_role", "--nocapture"])
+            .env(ROLE, "stack")
+            .spawn()
+            .unwrap(),
+    );
+    let pid = stack.0.id() as i32;
+    std::thread::sleep(Duration::from_secs(1));
+    let dir = tempfile::tempdir().unwrap();
+    let budget_ns = 40_000_000u64;
+    let setup = Setup {
+        workloads: vec![WorkloadSetup {
+            name: format!("history-{}", std::process::id()),
+            cpus: CpuList::parse("1").unwrap(),
+            reservation: Some(Reservation::from_micros(40_000, 100_000)),
+            reclaim: true,
+            threads: vec![ThreadRule { name: ".*".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None, period_ns: None }],
+            launch: Launch::Attach { pids: vec![pid] },
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let opts = ApplyOptions {
+        mechanism: Some(Mechanism::Deadline),
+        agent: Some(self_as_agent(ROLE, vec![(DEMAND_INTERVAL_MS.into(), "60000".into())])),
+        ..ApplyOptions::with_state_dir(dir.path())
+    };
+    let applied = apply_setup(&setup, &opts).expect("apply");
+    let _cleanup = ResetOnDrop(StateDir::new(dir.path()));
+    let group = applied.workloads[0].group.cpuset.clone();
+    let t0 = Instant::now();
+    let held = || -> Vec<(String, u64)> {
+        rtslice_host::rules::workload_threads(&group).into_iter().map(|(_, tid, comm)| (comm, held_per_100ms(tid))).collect()
+    };
+    let spinner = |h: &[(String, u64)]| h.iter().find(|(c, _)| c == "spinner").map_or(0, |(_, n)| *n);
+    let mut now = held();
+    while spinner(&now) <= budget_ns / 2 {
+        assert!(now.iter().map(|(_, n)| n).sum::<u64>() <= budget_ns, "never more than the one budget: {now:?}");
+        assert!(t0.elapsed() < Duration::from_secs(2), "after 2 s the threads hold {now:?} ns per 100 ms: the agent kept apply's equal split");
+        std::thread::sleep(Duration::from_millis(20));
+        now = held();
+    }
+    eprintln!("MEASURED: {} ms after apply returned the threads hold {now:?} ns per 100 ms", t0.elapsed().as_millis());
+    assert!(now.iter().map(|(_, n)| n).sum::<u64>() <= budget_ns, "never more than the one budget: {now:?}");
+    assert!(now.iter().all(|(_, n)| *n > 0), "the idle ones keep a part: {now:?}");
 }
