@@ -293,12 +293,16 @@ impl Agent {
     /// the last measurement (the agent starts before apply launches or attaches anything). When
     /// those threads have run for a while already ([`FIRST_SPLIT_HISTORY`]: a stack attached by
     /// pid, or started a while before), it splits the pool by their CPU time since they started.
-    pub fn start_demand(&mut self) {
+    /// Returns whether it took one, so the caller can start the next window from it.
+    pub fn start_demand(&mut self) -> bool {
+        let mut took = false;
         for wi in 0..self.workloads.len() {
             if self.workloads[wi].rules.has_demand_pool() && self.workloads[wi].oncpu.is_empty() {
                 self.demand_step(wi);
+                took |= !self.workloads[wi].oncpu.is_empty();
             }
         }
+        took
     }
 
     fn demand_step(&mut self, wi: usize) {
@@ -487,8 +491,10 @@ fn drive(
         if last_demand.elapsed() >= opts.demand_interval {
             lock().follow_demand();
             last_demand = Instant::now();
-        } else {
-            lock().start_demand();
+        } else if lock().start_demand() {
+            // A window that starts at a baseline just taken is a whole interval long: a window of
+            // a few ms would split by noise until the next one.
+            last_demand = Instant::now();
         }
         if last_rescan.elapsed() >= opts.rescan_interval {
             let mut a = lock();
