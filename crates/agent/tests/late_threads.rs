@@ -26,12 +26,10 @@ const RULE: SchedAttr = SchedAttr::Batch { nice: 3 };
 /// Helper role: the agent (polling when RTSLICE_AGENT_TEST_POLL is set).
 #[test]
 fn helper_agent_role() {
-    if std::env::var(ROLE).as_deref() != Ok("agent") {
-        return;
-    }
-    let dir = StateDir::new(std::env::var("RTSLICE_STATE_DIR").unwrap());
-    let opts = rtslice_agent::AgentOptions { force_polling: std::env::var("RTSLICE_AGENT_TEST_POLL").is_ok(), ..Default::default() };
-    rtslice_agent::run(&dir, &opts).unwrap();
+    common::run_as_agent_with(ROLE, || rtslice_agent::AgentOptions {
+        force_polling: std::env::var("RTSLICE_AGENT_TEST_POLL").is_ok(),
+        ..Default::default()
+    });
 }
 
 /// Helper role: the workload. After 1 s it starts THREADS threads named "late-worker", one after the

@@ -31,14 +31,13 @@ fn helper_agent_role() {
         }
         std::thread::Builder::new().name("spinner".into()).spawn(|| loop { std::hint::spin_loop() }).unwrap().join().unwrap();
     }
-    match std::env::var(DEMAND_INTERVAL_MS).ok().and_then(|v| v.parse().ok()) {
-        Some(ms) if std::env::var(ROLE).as_deref() == Ok("agent") => {
-            let dir = StateDir::new(std::env::var("RTSLICE_STATE_DIR").unwrap());
-            let opts = rtslice_agent::AgentOptions { demand_interval: Duration::from_millis(ms), ..Default::default() };
-            rtslice_agent::run(&dir, &opts).unwrap();
+    common::run_as_agent_with(ROLE, || {
+        let defaults = rtslice_agent::AgentOptions::default();
+        match std::env::var(DEMAND_INTERVAL_MS).ok().and_then(|v| v.parse().ok()) {
+            Some(ms) => rtslice_agent::AgentOptions { demand_interval: Duration::from_millis(ms), ..defaults },
+            None => defaults,
         }
-        _ => common::run_as_agent(ROLE),
-    }
+    });
 }
 
 /// Runs the forking workload under `mech` and returns (CPU share of all its processes together,
@@ -249,17 +248,6 @@ fn demand_split(spinner_period_ns: Option<u64>) {
     assert!(st.drift.is_empty(), "no drift: {:?}", st.drift);
 }
 
-/// Kills the process a test started itself when dropped (an attached workload is not rtslice's to
-/// stop: reset leaves it running).
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// A stack that ran before apply (attached by pid) gets its first split by demand as soon as the
 /// agent sees its threads, from each thread's CPU time so far, not one demand interval later: with
 /// the agent's interval at a minute, the spinning thread of a process that has run for a second
@@ -274,7 +262,8 @@ fn a_stack_with_a_history_is_split_by_its_use_as_soon_as_the_agent_sees_it() {
         eprintln!("SKIPPED: needs 2 CPUs and SCHED_DEADLINE (see `rtslice doctor`)");
         return;
     }
-    let stack = KillOnDrop(
+    // Killed when dropped: an attached workload is not rtslice's to stop (reset leaves it running).
+    let stack = rtslice_testkit::prom::Proc(
         // On CPU 1 from its start: the kernel admits a sleeping thread (the harness's, the
         // sleepers) to SCHED_DEADLINE only where it last ran, and CPU 1 is the partition.
         std::process::Command::new("taskset")

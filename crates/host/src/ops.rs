@@ -184,7 +184,7 @@ fn cfs_ops(ops: &mut Vec<Op>, b: &Backend, p: &Prepared) {
 /// and a pool (or weight, or idle flag) dropped by a resize would otherwise stay on the group.
 pub(crate) fn cfs_clear_ops(b: &Backend, p: &Prepared, old: Option<crate::setup::Cfs>) -> Vec<Op> {
     let Some(old) = old else { return Vec::new() };
-    let new = p.ws.cfs.unwrap_or(crate::setup::Cfs { quota_us: None, period_us: None, weight: None, idle: false });
+    let new = p.ws.cfs.unwrap_or_default();
     let mut v = Vec::new();
     if old.quota_us.is_some() && new.quota_us.is_none() {
         // The kernel's default period with no quota: what the group had before any was written.

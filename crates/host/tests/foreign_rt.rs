@@ -2,20 +2,13 @@
 //! time over the window), a SCHED_DEADLINE process is counted by its declared runtime/period, and
 //! excluded processes (rtslice's own workloads) are not listed.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use rtslice_plan::ForeignBasis;
+// Killed on drop: a failing assertion must not leave FIFO spinners behind.
+use rtslice_testkit::prom::Proc as Killed;
 use rtslice_testkit::{root_or_skip, KernelLock};
-
-/// Kills the child on drop (a failing assertion must not leave FIFO spinners behind).
-struct Killed(Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn rt_app(dir: &std::path::Path) -> Option<Killed> {
     if rtslice_host::oci::find_in_path("rt-app").is_none() {

@@ -30,13 +30,19 @@ impl Drop for ResetOnDrop {
 
 /// The helper role's body: when this binary runs as the agent (`role_var=agent`, set by
 /// [`self_as_agent`]), the agent on the state directory apply named; otherwise nothing.
-#[allow(dead_code)] // late_threads.rs runs its agent with options of its own
+#[allow(dead_code)] // not every test binary runs its agent with the default options
 pub fn run_as_agent(role_var: &str) {
+    run_as_agent_with(role_var, rtslice_agent::AgentOptions::default);
+}
+
+/// As [`run_as_agent`], with the options `opts` gives (read in the agent's own process: from the
+/// environment [`self_as_agent`] handed down).
+pub fn run_as_agent_with(role_var: &str, opts: impl FnOnce() -> rtslice_agent::AgentOptions) {
     if std::env::var(role_var).as_deref() != Ok("agent") {
         return;
     }
     let dir = StateDir::new(std::env::var("RTSLICE_STATE_DIR").unwrap());
-    rtslice_agent::run(&dir, &rtslice_agent::AgentOptions::default()).unwrap();
+    rtslice_agent::run(&dir, &opts()).unwrap();
 }
 
 /// utime + stime of a process in clock ticks (its own, not its children's).
