@@ -263,7 +263,7 @@ fn a_stack_with_a_history_is_split_by_its_use_as_soon_as_the_agent_sees_it() {
         return;
     }
     // Killed when dropped: an attached workload is not rtslice's to stop (reset leaves it running).
-    let stack = rtslice_testkit::prom::Proc(
+    let stack = rtslice_testkit::KillOnDrop(
         // On CPU 1 from its start: the kernel admits a sleeping thread (the harness's, the
         // sleepers) to SCHED_DEADLINE only where it last ran, and CPU 1 is the partition.
         std::process::Command::new("taskset")

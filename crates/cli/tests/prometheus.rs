@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use rtslice_testkit::prom::{free_port, http_get, now_unix, promql_quantile_band_ns, trace_quantile_ns, trace_wakeup_buckets, value_of, wait_for, Proc, Prometheus};
+use rtslice_testkit::prom::{free_port, http_get, now_unix, promql_quantile_band_ns, trace_quantile_ns, trace_wakeup_buckets, value_of, wait_for, Prometheus};
+use rtslice_testkit::KillOnDrop;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rtslice");
@@ -66,7 +67,7 @@ workloads:
 
     let metrics_port = free_port();
     // The metrics server first, so the report socket exists when the emulator starts.
-    let server = Proc(
+    let server = KillOnDrop(
         Command::new(BIN)
             .args(["metrics", "serve", "--listen", &format!("127.0.0.1:{metrics_port}"), "--refresh", "500ms", "--state-dir"])
             .arg(&state)

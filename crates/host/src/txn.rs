@@ -591,7 +591,7 @@ mod tests {
         let group = rtslice_testkit::TempCgroup::new(&[cpu_mount], "undo-keeps");
         // A new group holds no RT runtime: SCHED_FIFO is refused inside it.
         assert_eq!(std::fs::read_to_string(group.dir().join("cpu.rt_runtime_us")).unwrap().trim(), "0");
-        let child = rtslice_testkit::prom::Proc(std::process::Command::new("sleep").arg("30").spawn().unwrap());
+        let child = rtslice_testkit::KillOnDrop(std::process::Command::new("sleep").arg("30").spawn().unwrap());
         let pid = child.0.id() as i32;
         group.enter(pid as u32);
         let dl = SchedAttr::Deadline { runtime_ns: 1_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000, reclaim: false };
@@ -613,7 +613,7 @@ mod tests {
         // A thread that exits during the same undo no longer holds its partition: a launch older
         // than the thread rules is stopped (for real, SIGTERM) after their restore failed and
         // before the cpuset change, which is then undone.
-        let launched = rtslice_testkit::prom::Proc(std::process::Command::new("sleep").arg("30").spawn().unwrap());
+        let launched = rtslice_testkit::KillOnDrop(std::process::Command::new("sleep").arg("30").spawn().unwrap());
         let launched_pid = launched.0.id() as i32;
         group.enter(launched_pid as u32);
         sched::set_attr(launched_pid, dl).unwrap();

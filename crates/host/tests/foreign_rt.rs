@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use rtslice_plan::ForeignBasis;
 // Killed on drop: a failing assertion must not leave FIFO spinners behind.
-use rtslice_testkit::prom::Proc as Killed;
-use rtslice_testkit::{root_or_skip, KernelLock};
+use rtslice_testkit::{root_or_skip, KernelLock, KillOnDrop};
 
-fn rt_app(dir: &std::path::Path) -> Option<Killed> {
+fn rt_app(dir: &std::path::Path) -> Option<KillOnDrop> {
     if rtslice_host::oci::find_in_path("rt-app").is_none() {
         eprintln!("SKIPPED: rt-app not installed (make deps installs it)");
         return None;
@@ -26,7 +25,7 @@ fn rt_app(dir: &std::path::Path) -> Option<Killed> {
     let file = dir.join("rt-app.json");
     std::fs::write(&file, json.to_string()).unwrap();
     let child = Command::new("rt-app").arg(&file).current_dir(dir).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    Some(Killed(child))
+    Some(KillOnDrop(child))
 }
 
 #[test]
@@ -36,7 +35,7 @@ fn fifo_threads_are_measured_and_deadline_threads_declared() {
     let dir = tempfile::tempdir().unwrap();
     let Some(rt) = rt_app(dir.path()) else { return };
     // 5 ms every 100 ms under SCHED_DEADLINE, over the CPUs of its affinity (its root domain).
-    let dl = Killed(
+    let dl = KillOnDrop(
         Command::new("chrt")
             .args(["-d", "--sched-runtime", "5000000", "--sched-deadline", "100000000", "--sched-period", "100000000", "0", "sleep", "60"])
             .spawn()

@@ -3,11 +3,11 @@
 //! sender's cgroup, and the exposition over HTTP.
 
 use std::path::Path;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rtslice_testkit::{cgroup_mount, TempCgroup};
+use rtslice_testkit::{cgroup_mount, KillOnDrop as Sleeper, TempCgroup};
 use rtslice_metrics::{encode, NodeMetrics, Options, ReportChannel, Workload};
 use rtslice_plan::{Mechanism, Reservation};
 
@@ -17,22 +17,13 @@ fn workload_cgroup(name: &str) -> TempCgroup {
     TempCgroup::new(&mounts, &format!("metrics-{name}"))
 }
 
-/// A shell in the cgroup(s) that forks a `sleep` every 10 ms, started inside before it forks;
-/// killed when dropped (also when an assertion fails).
-struct Sleeper(Child);
-
-impl Drop for Sleeper {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Shell commands that move the shell itself into every directory of `cg`.
 fn enter_script(cg: &TempCgroup) -> String {
     cg.dirs().iter().map(|d| format!("echo $$ > {}/cgroup.procs; ", d.display())).collect()
 }
 
+/// A shell in the cgroup(s) that forks a `sleep` every 10 ms, started inside before it forks;
+/// killed when dropped (also when an assertion fails).
 fn sleeper_in(cg: &TempCgroup) -> Sleeper {
     let enter = enter_script(cg);
     Sleeper(Command::new("sh").args(["-c", &format!("{enter}while :; do sleep 0.01; done")]).spawn().expect("spawn sh"))

@@ -11,6 +11,7 @@
 //!   bandwidth when it is not.
 //! - [`resctrl`]: a plain directory shaped like resctrl (no machine here has RDT), and snapshots of it.
 //! - [`prom`]: a real Prometheus (Debian's package) scraping loopback targets, PromQL, plain HTTP GET.
+//! - [`KillOnDrop`]: a child process killed and reaped when dropped (also when an assertion fails).
 //! - [`sentinel`]: FIFO 99 threads that see the host stall a CPU, so timing tests excuse only the
 //!   deadline misses the host caused.
 
@@ -23,6 +24,23 @@ pub mod deadline;
 pub mod prom;
 pub mod resctrl;
 pub mod sentinel;
+
+/// A child process killed and reaped when dropped (also when an assertion fails), so a test that
+/// panics leaves no process behind.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl KillOnDrop {
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
 
 /// True when the test runs as root (CI does).
 pub fn is_root() -> bool {

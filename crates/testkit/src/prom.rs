@@ -4,20 +4,12 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-/// A child process killed when dropped (also when an assertion fails).
-pub struct Proc(pub Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::KillOnDrop;
 
 /// A TCP port free on loopback now.
 pub fn free_port() -> u16 {
@@ -68,7 +60,7 @@ pub fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
 /// A Prometheus server scraping `targets` (host:port) every second, killed on drop.
 pub struct Prometheus {
     pub port: u16,
-    _proc: Proc,
+    _proc: KillOnDrop,
 }
 
 impl Prometheus {
@@ -88,7 +80,7 @@ impl Prometheus {
             ),
         )
         .unwrap();
-        let proc = Proc(
+        let proc = KillOnDrop(
             Command::new(bin)
                 .arg(format!("--config.file={}", config.display()))
                 .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))

@@ -3,29 +3,14 @@
 //! once and then forgotten.
 
 use std::path::Path;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::Duration;
 
-use rtslice_testkit::{cgroup_mount, TempCgroup};
+use rtslice_testkit::{cgroup_mount, KillOnDrop as Sleeper, TempCgroup};
 use rtslice_trace::{ContinuousTrace, ThreadCounts};
 
 /// A shell that forks a `sleep` every 10 ms: wake-ups in a parent and in processes born later.
 /// Killed when dropped (also when an assertion fails).
-struct Sleeper(Child);
-
-impl Sleeper {
-    fn id(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for Sleeper {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn sleeper_loop() -> Sleeper {
     Sleeper(Command::new("sh").args(["-c", "while :; do sleep 0.01; done"]).spawn().expect("spawn sh"))
 }
