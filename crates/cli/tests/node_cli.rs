@@ -555,7 +555,8 @@ fn three_emulated_vbs_a_fourth_added_one_resized_one_removed_the_others_unaffect
         table += &if st.count == 0 {
             "   none\n".to_string()
         } else {
-            format!("   {} ({:.1} ms; explain ≤{} misses each)\n", st.count, st.total_ms, st.explained_misses)
+            let handoffs = if st.handoffs_only > 0 { format!("; {} only in its hand-offs", st.handoffs_only) } else { String::new() };
+            format!("   {} ({:.1} ms; explain ≤{} misses each{handoffs})\n", st.count, st.total_ms, st.explained_misses)
         };
     }
     eprintln!("LIVE OPERATIONS (misses/TTIs per {} s window, from /metrics; dispersion φ̂ = {phi:.2} over {dof} dof):\n{table}", WINDOW.as_secs());
