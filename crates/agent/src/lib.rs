@@ -93,12 +93,20 @@ struct Workload {
     /// Demand pools: each thread's on-CPU ns at the last rescan, and its use over the window before.
     oncpu: HashMap<i32, u64>,
     demand: HashMap<i32, u64>,
+    /// When the split by history was first put off because apply had not given every thread its
+    /// budget yet ([`FIRST_SPLIT_WAIT`]).
+    put_off: Option<Instant>,
 }
 
 /// How much CPU time a workload's threads must have used together before the agent started for
 /// the agent's first split by demand to follow it (less is start-up, not demand): a quarter of the
 /// default demand window of a whole CPU.
 pub const FIRST_SPLIT_HISTORY: Duration = Duration::from_millis(50);
+
+/// How long the split by history waits for apply to give every thread a deadline rule matches its
+/// budget (apply rules a stack's threads within milliseconds; a thread it could not rule must not
+/// hold the pool's demand split back longer).
+pub const FIRST_SPLIT_WAIT: Duration = Duration::from_secs(1);
 
 /// A demand pool is re-split only when some thread's share would change by more than this fraction
 /// of the pool: sched_setattr on every thread every rescan for noise would buy nothing.
@@ -142,7 +150,7 @@ impl Agent {
             let wide = rec.setup.workloads.iter().find(|s| s.name == w.name).filter(|s| s.wide_affinity).map(|_| w.cpus.clone());
             let rules = CompiledRules::new(&w.rules, wide).map_err(rtslice_host::HostError::Invalid)?;
             if !rules.is_empty() {
-                self.workloads.push(Workload { name: w.name.clone(), dir: w.group.cpuset.clone(), rules, oncpu: HashMap::new(), demand: HashMap::new() });
+                self.workloads.push(Workload { name: w.name.clone(), dir: w.group.cpuset.clone(), rules, oncpu: HashMap::new(), demand: HashMap::new(), put_off: None });
             }
         }
         // Threads of a re-added workload are enforced again under its (possibly new) rules.
@@ -318,6 +326,23 @@ impl Agent {
         // start-up to show, which says nothing yet: it waits for the window.
         let w = &mut self.workloads[wi];
         if w.oncpu.values().sum::<u64>() >= FIRST_SPLIT_HISTORY.as_nanos() as u64 {
+            // Apply gives each thread its equal part one thread at a time, and leaves alone a
+            // thread that already holds a pool budget when it comes to it. A split written while
+            // it is still on its way would be overwritten, for the threads it has not reached yet,
+            // by their equal parts: more than the one budget in force until the next split (the
+            // rt-8cpu-iso guest showed such a state on 28 Nov: one thread at apply's 8 ms, the
+            // others at their split, 45.9 ms of a 40 ms budget). So the split by
+            // history waits until every thread a deadline rule matches holds a deadline budget;
+            // until then the baseline is dropped and taken again on the next pass — for at most
+            // FIRST_SPLIT_WAIT: a thread apply could not rule must not stop the pool from
+            // following demand, which it then does from the next window on.
+            if !deadline_rules_in_force(w) {
+                let since = *w.put_off.get_or_insert_with(Instant::now);
+                if since.elapsed() < FIRST_SPLIT_WAIT {
+                    w.oncpu.clear();
+                }
+                return;
+            }
             w.demand = w.oncpu.clone();
             let _ = self.resplit(wi, None);
         }
@@ -356,6 +381,16 @@ impl Agent {
         }
         s
     }
+}
+
+/// Whether every thread of `w` that a SCHED_DEADLINE rule matches holds a deadline budget now.
+fn deadline_rules_in_force(w: &Workload) -> bool {
+    let names: Vec<(i32, String)> =
+        rtslice_host::rules::workload_threads(&w.dir).into_iter().map(|(_, tid, comm)| (tid, comm)).collect();
+    w.rules.assign(&names).iter().all(|(tid, want)| {
+        !matches!(want.policy, Some(rtslice_host::SchedAttr::Deadline { .. }))
+            || matches!(rtslice_host::sched::get_attr(*tid), Ok(rtslice_host::SchedAttr::Deadline { .. }) | Err(_))
+    })
 }
 
 /// Whether applying `assigned` would move some demand-pool share by more than

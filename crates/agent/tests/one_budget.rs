@@ -299,8 +299,20 @@ fn a_stack_with_a_history_is_split_by_its_use_as_soon_as_the_agent_sees_it() {
     let _cleanup = ResetOnDrop(StateDir::new(dir.path()));
     let group = applied.workloads[0].group.cpuset.clone();
     let t0 = Instant::now();
-    let held = || -> Vec<(String, u64)> {
+    // Thread by thread, the agent may re-split between two reads: the sum is the budget in force
+    // only when two reads in a row agree.
+    let read = || -> Vec<(String, u64)> {
         rtslice_host::rules::workload_threads(&group).into_iter().map(|(_, tid, comm)| (comm, held_per_100ms(tid))).collect()
+    };
+    let held = || -> Vec<(String, u64)> {
+        let mut last = read();
+        loop {
+            let now = read();
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
     };
     let spinner = |h: &[(String, u64)]| h.iter().find(|(c, _)| c == "spinner").map_or(0, |(_, n)| *n);
     let mut now = held();
