@@ -103,8 +103,7 @@ fn run(mech: Mechanism) -> Option<(f64, f64)> {
     for &p in &spin {
         assert_eq!(sched::get_attr(p).unwrap(), SchedAttr::Other { nice: 0 }, "pid {p}: the pool's threads stay SCHED_OTHER");
     }
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let hz = rtslice_sys::procfs::ticks_per_second() as f64;
     let t0 = Instant::now();
     let (s0, r0): (u64, u64) = (spin.iter().map(|&p| cpu_ticks(p)).sum(), cpu_ticks(rt));
     std::thread::sleep(Duration::from_secs(3));

@@ -150,6 +150,27 @@ pub struct RunRecord {
     pub interference: Option<serde_json::Value>,
     /// Steps and warnings worth keeping (e.g. a reset that needed a retry).
     pub notes: Vec<String>,
+    /// What the hypervisor took from each CPU during the run (see [`Stolen`]).
+    #[serde(default)]
+    pub stolen: Vec<Stolen>,
+}
+
+/// Time the hypervisor ran something else while one of the run's CPUs had work: the guest's
+/// paravirtual steal time, from the run's start (before its workloads start) to the end of its
+/// window, in /proc/stat's ticks (so to within 1/USER_HZ, 10 ms). A vBS on that CPU lost that time
+/// whatever its priority or reservation — its clocks ran on while it did not — and the scheduler
+/// does not charge it to a SCHED_DEADLINE budget (paravirtual steal accounting), so it is a cause
+/// of misses outside every mechanism the bench compares. 0 on bare metal, and in a guest whose
+/// hypervisor does not report steal.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Stolen {
+    pub cpu: u32,
+    pub ms: f64,
+}
+
+/// The most the hypervisor took from any one CPU in a run, in ms (`None` when not recorded).
+pub fn most_stolen_ms(r: &RunRecord) -> Option<f64> {
+    r.stolen.iter().map(|s| s.ms).reduce(f64::max)
 }
 
 impl RunRecord {
@@ -171,6 +192,7 @@ impl RunRecord {
             counters: Counters::default(),
             interference: None,
             notes: vec![],
+            stolen: vec![],
         }
     }
 
@@ -229,7 +251,7 @@ impl Results {
         let mut runs = std::fs::File::create(dir.join("runs.csv"))?;
         writeln!(
             runs,
-            "seq,cell,block,variant,scenario,strategy,repetition,status,error,instance,role,ttis,deadline_misses,nacks,throughput_bps,proc_p99_us,bogo_ops_per_s,cpu_mean,switches_per_ms,latency_samples,latency_median_us,latency_p99_us"
+            "seq,cell,block,variant,scenario,strategy,repetition,status,error,instance,role,ttis,deadline_misses,nacks,throughput_bps,proc_p99_us,bogo_ops_per_s,cpu_mean,switches_per_ms,latency_samples,latency_median_us,latency_p99_us,most_stolen_ms"
         )?;
         for r in &self.runs {
             let error = match &r.status {
@@ -249,14 +271,15 @@ impl Results {
                 r.status.label(),
                 csv_field(&error)
             );
+            let stolen = opt(most_stolen_ms(r));
             if r.instances.is_empty() {
-                writeln!(runs, "{base},,,,,,,,,,,,,,")?;
+                writeln!(runs, "{base},,,,,,,,,,,,,,{stolen}")?;
             }
             for i in &r.instances {
                 let e = i.emu.as_ref();
                 writeln!(
                     runs,
-                    "{base},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                    "{base},{},{},{},{},{},{},{},{},{},{},{},{},{},{stolen}",
                     csv_field(&i.name),
                     if i.role == Role::Measured { "measured" } else { "neighbour" },
                     e.map(|e| e.ttis.to_string()).unwrap_or_default(),

@@ -194,6 +194,9 @@ pub struct CpuTicks {
     /// idle + iowait.
     pub idle: u64,
     pub softirq: u64,
+    /// Time the hypervisor ran something else while this CPU had work (a guest's paravirtual
+    /// steal time; 0 on bare metal and where the hypervisor does not report it).
+    pub steal: u64,
 }
 
 impl CpuTicks {
@@ -227,13 +230,19 @@ pub fn parse_cpu_stat(text: &str) -> CpuStat {
         if v.len() < 7 {
             continue;
         }
-        let ticks = CpuTicks { total: v.iter().take(8).sum(), idle: v[3] + v[4], softirq: v[6] };
+        let ticks = CpuTicks { total: v.iter().take(8).sum(), idle: v[3] + v[4], softirq: v[6], steal: v.get(7).copied().unwrap_or(0) };
         match id {
             Some(id) => out.cpus.push((id, ticks)),
             None => out.all = ticks,
         }
     }
     out
+}
+
+/// How many of /proc/stat's (and /proc/<pid>/stat's) ticks make a second: USER_HZ, whatever the
+/// kernel's own HZ.
+pub fn ticks_per_second() -> u64 {
+    rustix::param::clock_ticks_per_second()
 }
 
 /// /proc/stat now.
@@ -510,10 +519,12 @@ mod tests {
     fn proc_stat_rows() {
         let text = "cpu  10 1 5 100 4 1 2 3 7 0\ncpu0 5 0 2 50 2 1 1 1 0 0\ncpu3 5 1 3 50 2 0 1 2 7 0\nintr 1 2\nctxt 9\n";
         let s = parse_cpu_stat(text);
-        assert_eq!(s.all, CpuTicks { total: 126, idle: 104, softirq: 2 });
+        assert_eq!(s.all, CpuTicks { total: 126, idle: 104, softirq: 2, steal: 3 });
         assert_eq!(s.all.busy(), 22);
         assert_eq!(s.cpus.iter().map(|c| c.0).collect::<Vec<_>>(), vec![0, 3]);
-        assert_eq!(s.cpus[1].1, CpuTicks { total: 64, idle: 52, softirq: 1 });
+        assert_eq!(s.cpus[1].1, CpuTicks { total: 64, idle: 52, softirq: 1, steal: 2 });
+        // A row without the steal column (kernels before 2.6.11) reads as none stolen.
+        assert_eq!(parse_cpu_stat("cpu0 5 0 2 50 2 1 1\n").cpus[0].1.steal, 0);
         let live = cpu_stat().unwrap();
         assert!(live.all.total > 0);
         let online = online_cpus().unwrap();

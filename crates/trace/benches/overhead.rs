@@ -94,7 +94,7 @@ fn proc_cpu_ns(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let f: Vec<u64> = stat.rsplit_once(") ").map(|(_, r)| r.split_whitespace().filter_map(|x| x.parse().ok()).collect()).unwrap_or_default();
     // utime, stime are fields 14, 15 (index 11, 12 after the state field is dropped by parse)
-    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    let tick = rtslice_sys::procfs::ticks_per_second();
     if f.len() < 13 {
         return 0;
     }

@@ -6,7 +6,8 @@
 //! - this file: what a report is made of ([`Section`], [`Table`], [`Item`]), which sections an
 //!   experiment's results give ([`sections`]) and writing them ([`write`]);
 //! - `sections`: each section from the results (overview, latency tables, emulator, samples,
-//!   density, context switches, frontier, counters, failed runs, machine);
+//!   density, context switches, frontier, the host's steal time per run, counters, failed runs,
+//!   machine);
 //! - `render`: Markdown, HTML and the terminal's plain-text table.
 
 mod render;
@@ -17,7 +18,7 @@ use std::path::Path;
 use crate::matrix::Cell;
 use crate::results::Results;
 
-use self::sections::{counters, density, emulator, frontier, latency_samples, latency_tables, machine, overview, problems, slo_density, switches};
+use self::sections::{counters, density, emulator, frontier, host_steal, latency_samples, latency_tables, machine, overview, problems, slo_density, switches};
 pub use self::render::{html, markdown, terminal_table};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -65,6 +66,7 @@ pub fn sections(r: &Results) -> Vec<Section> {
         }
         out.push(s);
     }
+    out.extend(host_steal(r));
     out.push(counters(r));
     out.push(problems(r));
     out.push(machine(r));
@@ -94,7 +96,7 @@ mod tests {
     use crate::results::{RunRecord, RunStatus};
     use crate::strategy::Strategy;
     use crate::matrix;
-    use crate::results::{EmuSummary, InstanceResult, Machine, ThreadLatency};
+    use crate::results::{EmuSummary, InstanceResult, Machine, Stolen, ThreadLatency};
 
     const EXP: &str = r#"
 apiVersion: rtslice/v1
@@ -208,6 +210,41 @@ blocks:
         let p = table(&secs, "Runs that did not complete");
         assert_eq!(p.rows.len(), 1);
         assert!(p.rows[0][3].contains("rolled back"));
+    }
+
+    #[test]
+    fn steal_per_run_and_cells_over_the_runs_the_host_left_alone() {
+        let mut r = synth();
+        // Older results (no steal recorded): no section.
+        assert!(!sections(&r).iter().any(|s| s.id == "host-steal"));
+        // The host takes 20 ms from CPU 1 in the first repetition of `lat/user/none`, whose misses
+        // and throughput then differ from its second.
+        for x in &mut r.runs {
+            let hit = x.cell == "lat/user/none" && x.repetition == 0;
+            x.stolen = vec![Stolen { cpu: 0, ms: 0.0 }, Stolen { cpu: 1, ms: if hit { 20.0 } else { 0.0 } }];
+            if hit {
+                x.instances[0].emu.as_mut().unwrap().deadline_misses = 300;
+            }
+        }
+        let secs = sections(&r);
+        let ids: Vec<&str> = secs.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, vec!["overview", "lat", "dens", "host-steal", "counters", "problems", "machine"]);
+        // Every completed run is listed, the failed one is not.
+        let per_run = table(&secs, "What the hypervisor took");
+        assert_eq!(per_run.rows.len(), r.runs.iter().filter(|x| x.status == RunStatus::Ok).count());
+        let hit = per_run.rows.iter().find(|row| row[2] == "0: 0, 1: 20").unwrap();
+        assert_eq!((hit[1].as_str(), hit[3].as_str()), ("lat/user/none", "3.00e-1"));
+        let steal = secs.iter().find(|s| s.id == "host-steal").unwrap();
+        let ok = r.runs.iter().filter(|x| x.status == RunStatus::Ok).count();
+        assert!(matches!(&steal.items[0], Item::Para(p) if p.contains(&format!("{} of {ok} completed runs", ok - 1))), "{:?}", steal.items[0]);
+        // The cell: 350 misses in 2,000 TTIs over both runs, 50 in 1,000 over the one left alone;
+        // throughput 8 and 9 Mbit/s, 9 left alone.
+        let by_cell = table(&secs, "Each cell over all its runs");
+        let row = by_cell.rows.iter().find(|row| row[0] == "lat/user/none").unwrap();
+        assert_eq!(row[1..], ["1 of 2", "1.75e-1", "5.00e-2", "8.50", "9.00"].map(String::from));
+        // A failed run counts in neither view.
+        let dedicated = by_cell.rows.iter().find(|row| row[0] == "lat/user/dedicated").unwrap();
+        assert_eq!(dedicated[1], "1 of 1");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::aggregate::{self as agg, BUCKETS};
 use crate::experiment::Role;
 use crate::matrix::Cell;
 use crate::plots::{self, Bar};
-use crate::results::{Results, RunRecord, RunStatus};
+use crate::results::{most_stolen_ms, Results, RunRecord, RunStatus};
 use crate::stats::{self, Summary};
 use crate::strategy::Strategy;
 
@@ -540,6 +540,79 @@ pub(super) fn slo_density(r: &Results, bi: usize, cells: &[&Cell], s: &mut Secti
     if let Ok(svg) = plots::bars_iqr("Density at an SLO: vBS hosted with every one meeting the target", "vBS", &bars) {
         s.items.push(Item::Plot(format!("{}-slo-density", s.id), svg));
     }
+}
+
+/// Per run, what the hypervisor took from each CPU (steal time), beside what the measured vBS got;
+/// then each cell over the runs it took nothing from. A stolen millisecond is lost to every
+/// mechanism alike, so runs the host disturbed compare the host, not the mechanisms: the report
+/// keeps every run and shows both views rather than dropping any. None when no run recorded it.
+pub(super) fn host_steal(r: &Results) -> Option<Section> {
+    let runs: Vec<&RunRecord> = r.runs.iter().filter(|x| x.status == RunStatus::Ok && !x.stolen.is_empty()).collect();
+    if runs.is_empty() {
+        return None;
+    }
+    let left_alone = |x: &RunRecord| most_stolen_ms(x).is_some_and(|ms| ms == 0.0);
+    let alone = runs.iter().filter(|x| left_alone(x)).count();
+    let mut items = vec![Item::Para(format!(
+        "Steal time: how long the hypervisor ran something else while a CPU of this guest had work, \
+         from each run's start to the end of its window, to within one tick (/proc/stat, 10 ms). \
+         Stolen time is lost to a vBS under every strategy alike (and is not charged to a \
+         SCHED_DEADLINE budget), so runs with it measure the host as much as the strategy. \
+         The host took nothing from any CPU in {alone} of {} completed runs.",
+        runs.len()
+    ))];
+    let mut per_run = Table {
+        caption: "What the hypervisor took from each CPU, per run, and what the measured vBS got".into(),
+        headers: vec!["run".into(), "cell".into(), "stolen ms per CPU".into(), "miss ratio".into(), "Mbit/s".into(), "worst RT thread p99 µs".into()],
+        rows: vec![],
+    };
+    for x in &runs {
+        let emus: Vec<&crate::results::EmuSummary> = x.measured().filter_map(|i| i.emu.as_ref()).collect();
+        let (ttis, misses) = emus.iter().fold((0, 0), |(t, m), e| (t + e.ttis, m + e.deadline_misses));
+        let worst_p99 = x.measured().flat_map(|i| i.threads.iter().filter_map(|t| t.p99_us)).reduce(f64::max);
+        per_run.rows.push(vec![
+            x.seq.to_string(),
+            x.cell.clone(),
+            x.stolen.iter().map(|st| format!("{}: {:.0}", st.cpu, st.ms)).collect::<Vec<_>>().join(", "),
+            if ttis > 0 { format!("{:.2e}", misses as f64 / ttis as f64) } else { "–".into() },
+            if emus.is_empty() { "–".into() } else { format!("{:.2}", mbps(emus.iter().map(|e| e.throughput_bps).sum())) },
+            f(worst_p99, 0),
+        ]);
+    }
+    let mut by_cell = Table {
+        caption: "Each cell over all its runs and over the runs the host took nothing from".into(),
+        headers: vec![
+            "cell".into(),
+            "runs left alone".into(),
+            "miss ratio, all runs".into(),
+            "left alone".into(),
+            "Mbit/s median, all runs".into(),
+            "left alone".into(),
+        ],
+        rows: vec![],
+    };
+    for c in &r.cells {
+        let all: Vec<&RunRecord> = runs.iter().copied().filter(|x| x.cell == c.id).collect();
+        let quiet: Vec<&RunRecord> = all.iter().copied().filter(|x| left_alone(x)).collect();
+        let (Some(e_all), e_quiet) = (agg::emu(&all, None), agg::emu(&quiet, None)) else { continue };
+        let per_run_mbps = |rs: &[&RunRecord]| -> Vec<f64> {
+            rs.iter().map(|x| mbps(x.measured().filter_map(|i| i.emu.as_ref()).map(|e| e.throughput_bps).sum())).collect()
+        };
+        let ratio = |e: Option<&agg::EmuAgg>| e.and_then(|e| e.miss_ratio()).map(|m| format!("{m:.2e}")).unwrap_or("–".into());
+        by_cell.rows.push(vec![
+            c.id.clone(),
+            format!("{} of {}", quiet.len(), all.len()),
+            ratio(Some(&e_all)),
+            ratio(e_quiet.as_ref()),
+            f(stats::median(&per_run_mbps(&all)), 2),
+            f(stats::median(&per_run_mbps(&quiet)), 2),
+        ]);
+    }
+    items.push(Item::Table(per_run));
+    if !by_cell.rows.is_empty() {
+        items.push(Item::Table(by_cell));
+    }
+    Some(Section { id: "host-steal".into(), title: "What the host took (steal time)".into(), items })
 }
 
 pub(super) fn counters(r: &Results) -> Section {

@@ -240,8 +240,7 @@ pub fn cpu_ticks(pid: i32) -> u64 {
 
 /// Fraction of one CPU a process used over `window` (from /proc ticks, so resolution is 1/HZ).
 pub fn measure_share(pid: i32, window: Duration) -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let hz = rtslice_sys::procfs::ticks_per_second() as f64;
     let t0 = Instant::now();
     let c0 = cpu_ticks(pid);
     std::thread::sleep(window);
