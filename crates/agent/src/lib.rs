@@ -228,8 +228,7 @@ impl Agent {
     /// error; other threads' refusals are counted here.
     fn resplit(&mut self, wi: usize, newcomer: Option<i32>) -> rtslice_host::Result<bool> {
         let w = &self.workloads[wi];
-        let names: Vec<(i32, String)> =
-            rtslice_host::rules::workload_threads(&w.dir).into_iter().map(|(_, tid, comm)| (tid, comm)).collect();
+        let names = thread_names(w);
         let assigned = if w.rules.has_demand_pool() { w.rules.assign_by_demand(&names, &w.demand) } else { w.rules.assign(&names) };
         if newcomer.is_none() && !worth_resplitting(&w.rules, &assigned) {
             return Ok(false);
@@ -383,11 +382,14 @@ impl Agent {
     }
 }
 
+/// The threads of `w`'s cgroup now, with their names: what its rules match.
+fn thread_names(w: &Workload) -> Vec<(i32, String)> {
+    rtslice_host::rules::workload_threads(&w.dir).into_iter().map(|(_, tid, comm)| (tid, comm)).collect()
+}
+
 /// Whether every thread of `w` that a SCHED_DEADLINE rule matches holds a deadline budget now.
 fn deadline_rules_in_force(w: &Workload) -> bool {
-    let names: Vec<(i32, String)> =
-        rtslice_host::rules::workload_threads(&w.dir).into_iter().map(|(_, tid, comm)| (tid, comm)).collect();
-    w.rules.assign(&names).iter().all(|(tid, want)| {
+    w.rules.assign(&thread_names(w)).iter().all(|(tid, want)| {
         !matches!(want.policy, Some(rtslice_host::SchedAttr::Deadline { .. }))
             || matches!(rtslice_host::sched::get_attr(*tid), Ok(rtslice_host::SchedAttr::Deadline { .. }) | Err(_))
     })

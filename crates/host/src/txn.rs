@@ -228,13 +228,7 @@ pub fn undo_all(changes: &mut Vec<Change>, from: usize, ctx: &mut Undo) -> Vec<S
     // restored after it (EBUSY: a reset in the rt-8cpu-iso guest, 28 Nov, kept its journal and
     // broke the next twelve tests). It stops before anything else is undone; if it cannot be
     // stopped, it stays in its place below and says so there.
-    let mut i = changes.len();
-    while i > from {
-        i -= 1;
-        if matches!(changes[i], Change::Agent { .. }) && undo(&changes[i], ctx).is_ok() {
-            changes.remove(i);
-        }
-    }
+    let _ = undo_first(changes, from, ctx, |c| matches!(c, Change::Agent { .. }));
     while changes.len() > from {
         let change = changes.pop().expect("len > from");
         if let Change::Wrote { path, .. } = &change {
@@ -293,11 +287,17 @@ fn holds_deadline_threads(change: &Change) -> bool {
 /// and a resize later re-ruled is journaled with the agent's SCHED_DEADLINE budget as its "old"
 /// policy, which the budgets its siblings hold now may no longer leave room for (EBUSY).
 pub fn stop_launched_first(changes: &mut Vec<Change>, from: usize, ctx: &mut Undo) -> Vec<String> {
+    undo_first(changes, from, ctx, Change::is_a_launch)
+}
+
+/// Undoes the entries of `changes[from..]` that `which` picks, newest first, and drops them; the
+/// ones that could not be undone stay in their place, and their errors are returned.
+fn undo_first(changes: &mut Vec<Change>, from: usize, ctx: &mut Undo, which: impl Fn(&Change) -> bool) -> Vec<String> {
     let mut errors = Vec::new();
     let mut i = changes.len();
     while i > from {
         i -= 1;
-        if changes[i].is_a_launch() {
+        if which(&changes[i]) {
             match undo(&changes[i], ctx) {
                 Ok(()) => {
                     changes.remove(i);
