@@ -59,7 +59,10 @@ fn reset_lets_a_workload_that_traps_sigterm_shut_down() {
     assert_eq!((r.stopped, r.killed), (1, 0), "it exited on SIGTERM, no SIGKILL: {r:?}");
     assert!(r.terminated >= 2, "{r:?}");
     assert!(took >= Duration::from_millis(900), "reset waited for the 1 s shutdown: {took:?}");
-    assert!(took < Duration::from_secs(4), "and not for the whole grace period: {took:?}");
+    // The grace period is 5 s; natively this takes ~2 s. The 6.1 TCG guest on a host stealing 5-9 %
+    // of its vCPUs took 4.13 s (CI, 2026-11-28), still with no SIGKILL.
+    let within = rtslice_testkit::timing_bound("reset of a trapping workload (s)", 4.0, 4.9);
+    assert!(took < Duration::from_secs_f64(within), "and not for the whole grace period: {took:?}");
     assert_same(&before, &snapshot());
 }
 
