@@ -566,19 +566,19 @@ pub(super) fn host_steal(r: &Results) -> Option<Section> {
         headers: vec!["run".into(), "cell".into(), "stolen ms per CPU".into(), "miss ratio".into(), "Mbit/s".into(), "worst RT thread p99 µs".into()],
         rows: vec![],
     };
+    let ratio = |e: Option<&agg::EmuAgg>| e.and_then(|e| e.miss_ratio()).map(|m| format!("{m:.2e}")).unwrap_or("–".into());
     // The measured emulators' throughput together in one run, Mbit/s (None without an emulator).
     let run_mbps = |x: &RunRecord| {
         let mut emus = x.measured().filter_map(|i| i.emu.as_ref()).peekable();
         emus.peek().is_some().then(|| mbps(emus.map(|e| e.throughput_bps).sum()))
     };
     for x in &runs {
-        let (ttis, misses) = x.measured().filter_map(|i| i.emu.as_ref()).fold((0, 0), |(t, m), e| (t + e.ttis, m + e.deadline_misses));
         let worst_p99 = x.measured().flat_map(|i| i.threads.iter().filter_map(|t| t.p99_us)).reduce(f64::max);
         per_run.rows.push(vec![
             x.seq.to_string(),
             x.cell.clone(),
             x.stolen.iter().map(|st| format!("{}: {:.0}", st.cpu, st.ms)).collect::<Vec<_>>().join(", "),
-            if ttis > 0 { format!("{:.2e}", misses as f64 / ttis as f64) } else { "–".into() },
+            ratio(agg::emu(&[*x], None).as_ref()),
             f(run_mbps(x), 2),
             f(worst_p99, 0),
         ]);
@@ -600,7 +600,6 @@ pub(super) fn host_steal(r: &Results) -> Option<Section> {
         let quiet: Vec<&RunRecord> = all.iter().copied().filter(|x| left_alone(x)).collect();
         let (Some(e_all), e_quiet) = (agg::emu(&all, None), agg::emu(&quiet, None)) else { continue };
         let per_run_mbps = |rs: &[&RunRecord]| -> Vec<f64> { rs.iter().filter_map(|x| run_mbps(x)).collect() };
-        let ratio = |e: Option<&agg::EmuAgg>| e.and_then(|e| e.miss_ratio()).map(|m| format!("{m:.2e}")).unwrap_or("–".into());
         by_cell.rows.push(vec![
             c.id.clone(),
             format!("{} of {}", quiet.len(), all.len()),
