@@ -74,10 +74,7 @@ pub fn host_ticks() -> Option<(u64, u64)> {
     (all.total > 0).then_some((all.busy(), all.total))
 }
 
-/// Each online CPU's steal time so far, in USER_HZ ticks (empty when /proc/stat is unreadable).
-pub fn steal_ticks() -> Vec<(u32, u64)> {
-    sys::cpu_stat().map(|s| s.cpus.iter().map(|(cpu, t)| (*cpu, t.steal)).collect()).unwrap_or_default()
-}
+pub use sys::steal_ticks;
 
 /// What the hypervisor took from each CPU between two [`steal_ticks`] readings, in ms. A CPU in
 /// only one of them (taken offline or brought online meanwhile) is left out: its time is unknown.

@@ -245,6 +245,11 @@ pub fn ticks_per_second() -> u64 {
     rustix::param::clock_ticks_per_second()
 }
 
+/// Each online CPU's steal time so far, in USER_HZ ticks (empty when /proc/stat is unreadable).
+pub fn steal_ticks() -> Vec<(u32, u64)> {
+    cpu_stat().map(|s| s.cpus.iter().map(|(cpu, t)| (*cpu, t.steal)).collect()).unwrap_or_default()
+}
+
 /// /proc/stat now.
 pub fn cpu_stat() -> Result<CpuStat> {
     std::fs::read_to_string("/proc/stat").map(|t| parse_cpu_stat(&t)).map_err(SysError::read("/proc/stat"))

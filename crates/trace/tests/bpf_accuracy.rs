@@ -359,10 +359,7 @@ fn demand_profile_counts_long_slices_in_full() {
     let sched = move |tid: u32| {
         let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).unwrap_or_default();
         let v: Vec<u64> = s.split_whitespace().filter_map(|x| x.parse().ok()).collect();
-        let steal = rtslice_sys::procfs::cpu_stat()
-            .ok()
-            .and_then(|st| st.cpus.iter().find(|(c, _)| *c as usize == cpu).map(|(_, t)| t.steal))
-            .unwrap_or(0);
+        let steal = rtslice_sys::procfs::steal_ticks().into_iter().find(|(c, _)| *c as usize == cpu).map_or(0, |(_, t)| t);
         (v.first().copied().unwrap_or(0), v.get(2).copied().unwrap_or(0), steal, now_ns())
     };
     std::thread::sleep(Duration::from_millis(100));
