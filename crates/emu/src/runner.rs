@@ -604,7 +604,10 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
             None
         }
     };
-    let start_cpu = clock::process_cpu_ns();
+    // The emulator's CPU is its own threads' (this collector and the pipeline), not the process's:
+    // a library caller's other threads (a test's FIFO 99 host-stall sentinel, a daemon's workers)
+    // would otherwise count as the cell's need.
+    let start_cpu = clock::thread_cpu_ns();
     let start = clock::monotonic_ns();
     let mut col = Collector::new(budget_ns, tbs_levels.clone(), trace.clone());
     let mut next_line = start + 1_000_000_000;
@@ -644,7 +647,7 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
         r.send(&col.total.sli());
     }
     let elapsed_s = (clock::monotonic_ns() - start) as f64 / 1e9;
-    let cpu_total = (clock::process_cpu_ns() - start_cpu) as f64 / 1e9;
+    let collector_cpu_s = (clock::thread_cpu_ns() - start_cpu) as f64 / 1e9;
     // TTIs still waiting for one direction (threads ended mid-TTI on Ctrl-C) are not counted.
     let t = &mut col.total;
     t.proc_us.sort_by(f32::total_cmp);
@@ -664,6 +667,7 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
             r
         })
         .collect();
+    let cpu_total = collector_cpu_s + threads.iter().map(|r| r.cpu_s).sum::<f64>();
     // What was offered over the TTIs counted: per TTI its level's TBS both ways and predicted load.
     let counted = t.ttis.max(1);
     let (mut bits, mut load_sum, mut load_peak) = (0.0, 0.0, 0.0f64);

@@ -10,7 +10,7 @@
 //! - [`process`]: root check, signals to process groups.
 //! - [`lock`]: advisory file locks (flock): host-wide waits and fail-fast tries.
 //! - [`pi_lock`]: a priority-inheriting lock (PI futex) for threads of one process.
-//! - [`procfs`]: /proc/PID/task/TID/{stat,status,schedstat,sched,comm,children},
+//! - [`procfs`]: the files of /proc/PID/task/TID/{stat,status,schedstat,sched,comm,children},
 //!   /proc/PID/{stat,comm,cgroup}, /proc/stat, /proc/softirqs, /proc/interrupts,
 //!   /proc/PID/net/{dev,snmp}, the online and isolated CPUs.
 //! - [`netns`]: network namespaces and veth pairs.

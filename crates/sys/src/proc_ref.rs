@@ -275,7 +275,7 @@ mod tests {
         // `sh` starts a grandchild in the same group; killing the group must take both.
         let mut cmd = Command::new("sh");
         cmd.args(["-c", "sleep 30 & wait"]);
-        let (mut child, me) = spawn_in_session(&mut cmd, &[file.clone()]).unwrap();
+        let (mut child, me) = spawn_in_session(&mut cmd, std::slice::from_ref(&file)).unwrap();
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "0", "the child wrote its join before exec");
         assert!(me.alive());
         assert!(me.kill_and_wait(true, Duration::from_secs(5)));

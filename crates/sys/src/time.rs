@@ -17,11 +17,6 @@ pub fn thread_cpu_ns() -> u64 {
     ns(clock_gettime(ClockId::ThreadCPUTime))
 }
 
-/// CPU time consumed by every thread of this process, in nanoseconds.
-pub fn process_cpu_ns() -> u64 {
-    ns(clock_gettime(ClockId::ProcessCPUTime))
-}
-
 /// Sleeps until the absolute CLOCK_MONOTONIC time `deadline_ns` (TIMER_ABSTIME: no drift from the
 /// time spent computing, as a radio's sample clock). A signal does not cut the sleep short.
 pub fn sleep_until_ns(deadline_ns: u64) {
@@ -44,7 +39,6 @@ mod tests {
         }
         std::hint::black_box(x);
         assert!(thread_cpu_ns() > c0);
-        assert!(process_cpu_ns() >= thread_cpu_ns() - c0);
         let deadline = monotonic_ns() + 2_000_000;
         sleep_until_ns(deadline);
         assert!(monotonic_ns() >= deadline);

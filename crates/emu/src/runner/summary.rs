@@ -105,6 +105,8 @@ pub struct EmuSummary {
     pub clock_wakeup_p99_us: f64,
     pub clock_wakeup_max_us: f64,
     pub ldpc_iterations_mean: f64,
+    /// CPU the emulator's own threads used (the pipeline's and the collector's), in % of one core
+    /// over the run; a caller's other threads in the same process are not counted.
     pub cpu_percent_total: f64,
     pub threads: Vec<ThreadReport>,
     pub userplane: UserPlaneReport,
