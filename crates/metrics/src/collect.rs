@@ -555,7 +555,7 @@ impl Collector for NodeMetrics {
             )?;
         Family { name: "rtslice_migrations", help: "Times the thread ran on a different CPU than the time before" }
             .counters(&mut e, s.threads.iter().map(|(k, t)| (thread_labels(k), t.migrations)))?;
-        Family { name: "rtslice_cpu_seconds", help: "CPU time of the thread (on-CPU time measured by BPF)" }
+        Family { name: "rtslice_cpu_seconds", help: "CPU time the scheduler charged the thread (its task clock, measured by BPF at each switch; time the hypervisor took is left out)" }
             .counters(&mut e, s.threads.iter().map(|(k, t)| (thread_labels(k), t.oncpu_ns as f64 / 1e9)))?;
         Family { name: "rtslice_deadline_throttles", help: "Times the SCHED_DEADLINE thread was switched out because its runtime ran out (BPF)" }
             .counters(&mut e, s.threads.iter().map(|(k, t)| (thread_labels(k), t.dl_throttles)))?;

@@ -51,6 +51,7 @@ pub struct ThreadCounts {
     pub voluntary_switches: u64,
     pub involuntary_switches: u64,
     pub migrations: u64,
+    /// CPU time charged (task clock), plus the slice running when read, in wall time so far.
     pub oncpu_ns: u64,
     /// SCHED_DEADLINE: times it was switched out because its runtime ran out (throttled).
     pub dl_throttles: u64,

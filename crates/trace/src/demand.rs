@@ -1,6 +1,14 @@
-//! Execution demand per period (`rtslice profile`): the traced threads' on-CPU time, summed by the
+//! Execution demand per period (`rtslice profile`): the traced threads' CPU time, summed by the
 //! BPF program into buckets of a fraction of the period (exactly: a slice spanning a boundary is
 //! split at it), grouped here into period windows, and written as the spec's [`Profile`].
+//!
+//! CPU time is what the scheduler charges a thread (its task clock, `se.sum_exec_runtime`), not its
+//! wall time on a CPU: on a VM whose host takes the vCPU away now and then (paravirt steal, 5-9 % of
+//! a vCPU on this project's CI hosts on busy days), the wall time counts the host's share as the
+//! workload's demand, while a SCHED_DEADLINE budget, cpuacct and schedstat are charged the task
+//! clock only. A profile taken in wall time sized budgets for a host's noise that the budget never
+//! pays for; in task-clock time it sizes what the budget is charged. (What the host takes still makes
+//! jobs late; no budget buys that back — the bench's steal section shows it per run.)
 //!
 //! Window phase. A job (a TTI) released at an arbitrary offset from the clock's multiples of the
 //! period would be cut in two by windows aligned to them, and a window would then hold the end of
@@ -33,7 +41,7 @@ pub struct DemandSamples {
     pub period: Duration,
     /// Where the windows start, after each multiple of the period (CLOCK_MONOTONIC).
     pub phase: Duration,
-    /// The traced threads' on-CPU time in each whole window, in order.
+    /// The traced threads' CPU time (task clock) in each whole window, in order.
     pub windows_ns: Vec<u64>,
     /// Buckets read after the ring had reused their slot (none unless the reader was stalled > 3 s).
     pub lost_buckets: u64,
@@ -42,7 +50,7 @@ pub struct DemandSamples {
     pub overflow_ns: u64,
 }
 
-/// The traced threads' on-CPU time summed in buckets of `period / k`.
+/// The traced threads' CPU time (task clock) summed in buckets of `period / k`.
 pub struct DemandProfiler {
     tracer: BpfTracer,
     period_ns: u64,
@@ -55,7 +63,7 @@ pub struct DemandProfiler {
 }
 
 impl DemandProfiler {
-    /// Starts summing `target`'s on-CPU time (BPF; needs root or CAP_BPF + CAP_PERFMON).
+    /// Starts summing `target`'s CPU time (BPF; needs root or CAP_BPF + CAP_PERFMON).
     pub fn start(target: &Target, period: Duration) -> Result<DemandProfiler, TraceError> {
         let period_ns = period.as_nanos() as u64;
         if period_ns < 1000 {

@@ -350,7 +350,8 @@ impl TraceSession {
                 let st = &raw.stats;
                 let bpf_comm: String = st.comm.iter().take_while(|&&c| c != 0).map(|&c| c as u8 as char).collect();
                 let name = procfs::comm(st.tgid, raw.tid).unwrap_or(bpf_comm);
-                // A thread on CPU right now has its current slice counted up to now.
+                // A thread on CPU right now has its current slice counted up to now (in wall time:
+                // its charge is known only at the switch-out).
                 let running = if st.oncpu_since != 0 { now.saturating_sub(st.oncpu_since) } else { 0 };
                 let oncpu_ns = st.oncpu_ns + running;
                 let lat = |h: &skel::types::hist| {

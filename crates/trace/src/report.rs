@@ -108,6 +108,8 @@ pub struct ThreadReport {
     pub migrations: u64,
     /// Times switched in (schedstat's pcount).
     pub slices: u64,
+    /// CPU time charged (the task clock, as schedstat's: what the host took from the vCPU is left
+    /// out), plus the slice running when read, in wall time so far.
     pub oncpu_ns: u64,
     pub cpu_pct: f64,
     pub switches_per_ms: f64,

@@ -315,18 +315,19 @@ const PROFILE_MS: u64 = 2000;
 /// slices are tens to hundreds of ms long (as a vBS thread's are when its host takes the vCPU away
 /// or when it catches up a backlog). A thread pinned to the last CPU spins FIRST_BURST_MS, then in
 /// bursts of SPIN_BURST_MS with 1 ms sleeps between them; the profiler attaches 100 ms into the
-/// first burst. The profile's on-CPU time per 1 ms window, averaged over the run, is the thread's
+/// first burst. The profile's CPU time per 1 ms window, averaged over the run, is the thread's
 /// share of its CPU; its sum_exec_runtime over the same interval (sampled as the profiler starts
 /// and when its last window ends) gives the same share to within:
 ///   - the ends: the profile's whole windows start up to 2 ms after the first sample and end up to
 ///     1 ms from the second: 3 ms of 2000, < 0.002;
-///   - the clocks: sum_exec_runtime runs on the scheduler's task clock, which leaves out the time
-///     the host took the vCPU (paravirt steal), BPF's CLOCK_MONOTONIC does not: the gap was
-///     0.0002–0.006 here and in the qemu guests on 2026-11-26, and 0.033 in a CI run on a busy
-///     host (2026-11-28). So the CPU's steal over the interval (/proc/stat) is added to schedstat's
-///     share; read in ticks, it is known to within one tick (10 ms of 2000: 0.005). (Correcting by
-///     a clock rate measured beside the run, as the latency test does, made it worse: the probe's
-///     own noise, rates 0.989–1.024, is larger than the difference.)
+///   - the clocks: both count the task clock (the profile each slice's sum_exec_runtime, spread over
+///     its wall time), which leaves out what the host took from the vCPU (paravirt steal). Until
+///     2026-11-28 the profile counted wall time, and the gap was the steal: 0.0002–0.006 here and in
+///     the qemu guests, 0.033 in a CI run on a busy host. Left: a residual of 0.003;
+///   - the slice running at the attach: what it was charged before its switch-out is unknown, so it
+///     is counted in wall time and over-counts by what the host took from it. That is at most the
+///     CPU's steal over the whole interval (/proc/stat, known to within a tick: 10 ms of 2000,
+///     0.005), allowed above schedstat's share only.
 /// Spreading only 4 ms of each slice (as the profiler did until 2026-11-26) left out 2.25 of the
 /// 2 s here (share 0.07 against 0.99). Dropping the slice running at the attach (as it also did)
 /// lost what ran before that slice's first switch-out: up to a slice in general, only 0.009 of the
@@ -381,11 +382,12 @@ fn demand_profile_counts_long_slices_in_full() {
     let windows = samples.windows_ns.len() as f64;
     let prof_share = samples.windows_ns.iter().sum::<u64>() as f64 / (windows * 1e6);
     let stolen_ns = st1.saturating_sub(st0) as f64 * 1e9 / rtslice_sys::procfs::ticks_per_second() as f64;
-    let sched_share = ((e1 - e0) as f64 + stolen_ns) / (t1 - t0) as f64;
+    let sched_share = (e1 - e0) as f64 / (t1 - t0) as f64;
+    let stolen_share = stolen_ns / (t1 - t0) as f64;
     let mean_slice_ms = (e1 - e0) as f64 / (n1 - n0).max(1) as f64 / 1e6;
     let over_one_window = samples.windows_ns.iter().filter(|&&n| n > 1_000_000 + 1_000).count();
     eprintln!(
-        "demand: {windows} windows, share {prof_share:.4}; schedstat share {sched_share:.4} (with {:.0} ms stolen); \
+        "demand: {windows} windows, share {prof_share:.4}; schedstat share {sched_share:.4} ({:.0} ms stolen from CPU {cpu}); \
          {} slices of {mean_slice_ms:.1} ms on average; overflow {} ns, {} buckets lost",
         stolen_ns / 1e6,
         n1 - n0,
@@ -398,18 +400,26 @@ fn demand_profile_counts_long_slices_in_full() {
     assert!(windows >= (PROFILE_MS as f64) * 0.7, "only {windows} whole windows in {PROFILE_MS} ms");
     assert_eq!(samples.overflow_ns, 0, "slices of at most {FIRST_BURST_MS} ms were left out in part");
     assert_eq!(samples.lost_buckets, 0);
-    assert_eq!(over_one_window, 0, "one thread was on CPU for more than a whole window");
+    assert_eq!(
+        over_one_window,
+        0,
+        "one thread was on CPU for more than a whole window: windows {:?} (ns, the first 10 over 1 ms)",
+        samples.windows_ns.iter().enumerate().filter(|(_, &n)| n > 1_001_000).take(10).collect::<Vec<_>>()
+    );
     // In a TCG guest the two clocks drift further apart when the host is loaded: in a full matrix
     // run (three guests at once on a noisy host, 2026-11-26 23:45) the 6.1 guest's profile read
     // 0.9729 against schedstat's 0.9844 (the other guests: gaps 0.0007 and 0.0015), and in a
     // clean-clone `make test` (2026-11-27 09:30) the 8-vCPU guest's 0.9602 against 0.9967 (gap
     // 0.0365; the 4-vCPU guests passed). A guest's bound of 0.05 still fails what this test is for
     // there: a profiler that spreads only part of each slice read 0.07 against 0.99.
-    // The ends, the steal's ticks, and what is left of the clocks' gap with the steal added.
-    let bound = rtslice_testkit::timing_bound("demand share gap", 0.002 + 0.005 + 0.003, 0.05);
+    // The ends and the clocks' residual either way; above, also the first slice's steal.
+    let bound = rtslice_testkit::timing_bound("demand share gap", 0.002 + 0.003, 0.05);
+    let above = bound + stolen_share + 0.005;
     assert!(
-        (prof_share - sched_share).abs() <= bound,
-        "the profile's share {prof_share:.4} differs from schedstat's {sched_share:.4} by more than {bound:.4}"
+        prof_share - sched_share <= above && sched_share - prof_share <= bound,
+        "the profile's share {prof_share:.4} against schedstat's {sched_share:.4}: allowed {bound:.4} below, {above:.4} above \
+         (with {:.0} ms stolen from CPU {cpu} over the run)",
+        stolen_ns / 1e6
     );
 }
 

@@ -348,7 +348,20 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 struct demand_span {
 	__u64 from;
 	__u64 to;
+	/* The share of the slice's wall time the thread was charged, in 2^-DEMAND_SCALE_SHIFT units. */
+	__u64 scale;
 };
+
+/* `ns` of a slice's wall time times its charged share, rounded up (a profile sizes budgets, so it
+ * may over-count by a ns per bucket but never under-count); split so that slices of hours do not
+ * overflow the product. */
+static __always_inline __u64 scaled(__u64 ns, __u64 scale)
+{
+	if (scale >= DEMAND_SCALE_ONE)
+		return ns;
+	return (ns >> DEMAND_SCALE_SHIFT) * scale +
+	       (((ns & (DEMAND_SCALE_ONE - 1)) * scale + DEMAND_SCALE_ONE - 1) >> DEMAND_SCALE_SHIFT);
+}
 
 /* One bucket of a slice: adds the part of [from, to) in from's bucket and moves from past it.
  * A slot still holding an older round is taken over; two CPUs taking over the same slot at once
@@ -374,35 +387,48 @@ static long demand_step(__u32 i, struct demand_span *s)
 		b->index = idx;
 		b->ns = 0;
 	}
-	__sync_fetch_and_add(&b->ns, upto - s->from);
+	__sync_fetch_and_add(&b->ns, scaled(upto - s->from, s->scale));
 	s->from = upto;
 	return s->from >= s->to;
 }
 
-/* Adds the on-CPU slice [from, to) to the buckets it spans (bpf_loop, 5.17+: the step is verified
- * once, where an unrolled loop over many buckets exceeds the verifier's budget). A slice over more
+/* Adds the on-CPU slice [from, to), of which the thread was charged `ran` ns, to the buckets it
+ * spans, each bucket its part of the wall time times ran / (to - from) (bpf_loop, 5.17+: the step is
+ * verified once, where an unrolled loop over many buckets exceeds the verifier's budget). What the
+ * host took from the slice is not known bucket by bucket, so it is spread evenly. A slice over more
  * than demand_span buckets (a thread that kept its CPU for longer than user space waits before it
  * reads a bucket: a busy thread on a vCPU its host took away, or one catching up a backlog) is
  * spread over its last demand_span buckets; its head, whose buckets user space has already read,
  * is counted in demand_overflow_ns. */
-static __always_inline void add_demand(__u64 from, __u64 to)
+static __always_inline void add_demand(__u64 from, __u64 to, __u64 ran)
 {
-	struct demand_span s = { .from = from, .to = to };
+	struct demand_span s = { .from = from, .to = to, .scale = DEMAND_SCALE_ONE };
 	__u64 w = demand_bucket_ns;
 	__u64 first;
 
 	if (!w || !demand_span || from >= to)
 		return;
+	if (ran < to - from)
+		s.scale = (ran << DEMAND_SCALE_SHIFT) / (to - from);
 	/* The first bucket spread: the one demand_span - 1 before the slice's last. */
 	first = (to - 1) / w;
 	first = first >= demand_span - 1 ? (first - (demand_span - 1)) * w : 0;
 	if (s.from < first) {
-		__sync_fetch_and_add(&demand_overflow_ns, first - s.from);
+		__sync_fetch_and_add(&demand_overflow_ns, scaled(first - s.from, s.scale));
 		s.from = first;
 	}
 	bpf_loop(demand_span, demand_step, &s, 0);
 	if (s.from < s.to)
-		__sync_fetch_and_add(&demand_overflow_ns, s.to - s.from);
+		__sync_fetch_and_add(&demand_overflow_ns, scaled(s.to - s.from, s.scale));
+}
+
+/* The CPU time the scheduler has charged the thread (se.sum_exec_runtime): its task clock, which
+ * leaves out what the hypervisor took from the vCPU (paravirt steal accounting), as a SCHED_DEADLINE
+ * budget, schedstat and cpuacct do. At sched_switch the outgoing thread's is up to date: the
+ * dequeue or put_prev_task before it ran update_curr. */
+static __always_inline __u64 charged_ns(struct task_struct *p, bool btf)
+{
+	return KREAD(btf, p, se.sum_exec_runtime);
 }
 
 static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next, bool btf)
@@ -417,11 +443,19 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 		st = stats_of(prev, KREAD(btf, prev, pid), key);
 		if (st) {
 			if (st->oncpu_since) {
-				st->oncpu_ns += now - st->oncpu_since;
-				add_demand(st->oncpu_since, now);
+				__u64 ran = charged_ns(prev, btf) - st->charged_since;
+
+				/* The two clocks differ by a few ns per slice natively, by a few % in a TCG
+				 * guest: a thread is never charged more than its wall time on the CPU. */
+				if (ran > now - st->oncpu_since)
+					ran = now - st->oncpu_since;
+				st->oncpu_ns += ran;
+				add_demand(st->oncpu_since, now, ran);
 				st->oncpu_since = 0;
 			} else if (!st->slices && demand_since && demand_since < now) {
-				add_demand(demand_since, now);
+				/* What it was charged since demand_since is unknown: its wall time, which
+				 * over-counts by what the host took meanwhile. */
+				add_demand(demand_since, now, now - demand_since);
 			}
 			/* Also on a switch that blocks: the accounting at the dequeue may be what ran it out. */
 			if (dl_ran_out(prev, st, btf))
@@ -450,6 +484,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 				st->migrations++;
 			st->last_cpu = cpu;
 			st->oncpu_since = now;
+			st->charged_since = charged_ns(next, btf);
 			st->dl_deadline = is_deadline(next, btf) ? BPF_CORE_READ(next, dl.deadline) : 0;
 			/* Threads are often named after they start (pthread_setname_np, exec): refresh the name
 			 * in each of the first slices and then now and then (user space reads /proc for live

@@ -32,8 +32,9 @@
 #define CG_V1_MEMORY 4
 #define CG_V1_PIDS 5
 
-/* Demand buckets (`rtslice profile`): the traced threads' on-CPU time summed per bucket of
- * demand_bucket_ns of CLOCK_MONOTONIC, in a ring; `index` is the bucket's number since boot
+/* Demand buckets (`rtslice profile`): the traced threads' CPU time as the scheduler charges it (each
+ * slice's task-clock time spread evenly over its wall time) summed per bucket of demand_bucket_ns of
+ * CLOCK_MONOTONIC, in a ring; `index` is the bucket's number since boot
  * (time / demand_bucket_ns), so a slot whose index is old holds nothing of the current round. */
 struct demand_bucket {
 	__u64 index;
@@ -41,6 +42,9 @@ struct demand_bucket {
 };
 /* The most buckets one off-CPU switch spreads its slice over when user space sets no span. */
 #define DEMAND_MAX_SPAN 64
+/* A slice's charged share of its wall time, in fixed point (1 << DEMAND_SCALE_SHIFT is all of it). */
+#define DEMAND_SCALE_SHIFT 20
+#define DEMAND_SCALE_ONE (1ULL << DEMAND_SCALE_SHIFT)
 
 struct hist {
 	__u64 events;
@@ -55,9 +59,10 @@ struct tstats {
 	__u64 nvcsw;       /* switched out blocked (voluntary) */
 	__u64 nivcsw;      /* switched out runnable (involuntary, preempted) */
 	__u64 migrations;  /* ran on a different CPU than the previous time */
-	__u64 oncpu_ns;
+	__u64 oncpu_ns;    /* CPU time charged (task clock: what the host took is left out) */
 	__u64 slices;      /* switch-ins: compares with schedstat's pcount */
-	__u64 oncpu_since; /* 0 when off CPU */
+	__u64 oncpu_since; /* CLOCK_MONOTONIC at the switch-in; 0 when off CPU */
+	__u64 charged_since; /* se.sum_exec_runtime at the switch-in (valid while oncpu_since != 0) */
 	__u64 wait_since;  /* 0 when not waiting for a CPU: woken or preempted at this time */
 	__u32 wait_kind;   /* KIND_WAKEUP or KIND_PREEMPT, valid while wait_since != 0 */
 	__u32 last_cpu;

@@ -81,7 +81,12 @@ struct sched_dl_entity {
 	unsigned int dl_throttled : 1;
 };
 
+struct sched_entity {
+	u64 sum_exec_runtime;
+};
+
 struct task_struct {
+	struct sched_entity se;
 	unsigned int __state;
 	int pid;
 	int tgid;
