@@ -8,7 +8,8 @@
 //! interrupt's delay plus the return to user space. Hence, bucket by bucket:
 //!   - exact: BPF events at or below any log2 boundary ≥ helper events below it (b ≤ u);
 //!   - bounded: BPF events ≤ helper events below the boundary + δ (u ≤ b + δ);
-//! and the event counts are equal. The same window is then compared with schedstat totals.
+//!
+//! The event counts are equal. The same window is then compared with schedstat totals.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -21,7 +22,11 @@ const BURST_NS: u64 = 2_000_000;
 const WAKEUPS: usize = 400;
 /// Coupling bound δ between the helper's lateness and the BPF latency (timer IRQ delay + return to
 /// user). In this project's Firecracker VMs the timer interrupt alone arrives 30–100 µs late (host
-/// timer emulation), so δ is generous; events beyond it (host jitter of ms) are bounded at 2 %.
+/// timer emulation), so δ is generous; events beyond it are bounded at 3 %, plus those a host stall
+/// of more than 1 ms that a FIFO 99 sentinel on the CPU saw overlaps (rtslice_testkit::sentinel):
+/// the host holding the vCPU delays the helper's timer interrupt, which BPF's wake-up latency
+/// rightly does not contain (on 28 Nov, a host stealing 10-20 % of the vCPUs put 48 of ~400 events
+/// beyond δ, and the median lateness at 1.08 ms against BPF's 0.66 ms).
 const DELTA_NS: u64 = 250_000;
 
 fn now_ns() -> u64 {
@@ -56,6 +61,8 @@ struct HelperResult {
     tid: u32,
     /// Lateness of wake-ups during which the thread was not also preempted.
     lateness_ns: Vec<u64>,
+    /// Their deadlines (CLOCK_MONOTONIC), in the same order.
+    deadlines_ns: Vec<u64>,
     /// Wake-ups during which the thread was also preempted (by the FIFO burst starting right then):
     /// its lateness then includes a preemption wait that BPF rightly reports apart.
     preempted: u32,
@@ -84,6 +91,9 @@ fn bpf_histogram_matches_the_threads_own_lateness_and_schedstat() {
     // schedstat's clock update, so run_delay undercounts those waits; BPF measures them as they are.)
     // Measured before any other thread of the test exists, on the CPU the test uses.
     let clock_rate = sched_clock_rate(cpu);
+    // Where the timing sides are asserted (natively), the host's stalls of this CPU are watched.
+    let timing = !rtslice_testkit::in_guest();
+    let sentinel = timing.then(|| rtslice_testkit::sentinel::Sentinel::start(&[cpu as u32]));
     // The BPF session must be up before this. Loading and attaching the programs takes a few
     // seconds under TCG emulation (6.12-rt guest with three guests at once: more than 1.5 s).
     let start_ms = rtslice_testkit::timing_bound("BPF session start ms", 1500.0, 15000.0);
@@ -119,6 +129,7 @@ fn bpf_histogram_matches_the_threads_own_lateness_and_schedstat() {
             pin_to(cpu);
             unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
             let mut lateness = Vec::with_capacity(WAKEUPS + 1);
+            let mut deadlines = Vec::with_capacity(WAKEUPS + 1);
             tid_tx.send(gettid()).unwrap();
             let deadline_of = |k: u64| {
                 let frac = ((k * 7919) % 97) as f64 / 97.0;
@@ -146,6 +157,7 @@ fn bpf_histogram_matches_the_threads_own_lateness_and_schedstat() {
                     preempted += 1;
                 } else {
                     lateness.push(late);
+                    deadlines.push(deadline);
                 }
                 if lateness.len() + preempted as usize == WAKEUPS {
                     break;
@@ -157,7 +169,7 @@ fn bpf_histogram_matches_the_threads_own_lateness_and_schedstat() {
                 }
             }
             let final_wake = now_ns() + 2_000_000_000;
-            done_tx.send(HelperResult { tid: gettid(), lateness_ns: lateness, preempted, skipped }).unwrap();
+            done_tx.send(HelperResult { tid: gettid(), lateness_ns: lateness, deadlines_ns: deadlines, preempted, skipped }).unwrap();
             // Asleep while the test reads BPF and schedstat: nothing of ours is in flight then.
             sleep_until(final_wake);
         })
@@ -190,6 +202,22 @@ fn bpf_histogram_matches_the_threads_own_lateness_and_schedstat() {
 
     let t = report.threads.iter().find(|t| t.tid == helper_tid).expect("helper thread in the BPF report");
     let truth = &result.lateness_ns;
+    // The clean wake-ups whose span (deadline to back in user space) a host stall of this CPU
+    // overlaps: their lateness holds the host's delay of the timer interrupt, outside BPF's view.
+    if let Some(why) = sentinel.as_ref().and_then(|s| s.failed.as_ref()) {
+        eprintln!("no sentinel ({why}): no event is excused for host stalls");
+    }
+    let stalls: Vec<_> = sentinel.as_ref().map(|s| s.all()).unwrap_or_default().into_iter().filter(|s| s.cpu as usize == cpu).collect();
+    let host_hit = truth
+        .iter()
+        .zip(&result.deadlines_ns)
+        .filter(|&(&u, &d)| stalls.iter().any(|s| s.due_ns < d + u && d < s.due_ns + s.late_ns))
+        .count() as u64;
+    eprintln!(
+        "host stalls of CPU {cpu} over 1 ms (sentinel): {} ({:.1} ms in all); clean wake-ups they overlap: {host_hit}",
+        stalls.len(),
+        stalls.iter().map(|s| s.late_ns as f64 / 1e6).sum::<f64>()
+    );
 
     // Per-bucket comparison in the studies' log2 buckets.
     let mut truth_log2 = [0u64; hist::LOG2_SLOTS];
@@ -252,23 +280,27 @@ fn bpf_histogram_matches_the_threads_own_lateness_and_schedstat() {
     // Bounded side and percentiles compare the thread's own clock readings (which include the
     // emulated timer's lateness) with the scheduler's: meaningful on a real CPU only. In a TCG
     // guest of the kernel matrix the counts, the exact side and the schedstat cross-check remain.
-    let timing = !rtslice_testkit::in_guest();
     if !timing {
         eprintln!("RELAXED in a TCG guest: the bounded side (truth <= bpf + δ) and the percentile checks are not asserted");
     }
-    if timing && beyond_delta > clean * 3 / 100 {
-        failures.push(format!("{beyond_delta} events differ by more than {DELTA_NS} ns"));
+    if timing && beyond_delta > clean * 3 / 100 + host_hit {
+        failures.push(format!(
+            "{beyond_delta} events differ by more than {DELTA_NS} ns: more than 3 % of {clean} and the {host_hit} host stalls overlap"
+        ));
     }
 
-    // Percentiles: BPF ≤ truth (+ the fine histogram's stated error), truth ≤ BPF + δ.
+    // Percentiles: BPF ≤ truth (+ the fine histogram's stated error), truth ≤ BPF + δ. The host's
+    // stalls can push up to `host_hit` of the helper's events past BPF's: the upper side compares
+    // the helper's quantile that many ranks lower.
     if p == 0 && timing {
         for qq in [0.5, 0.9] {
             let (tq, bq) = (q(qq), hist_q(&t.wakeup, qq));
             if bq > tq * (1.0 + hist::FINE_RELATIVE_ERROR) + 0.001 {
                 failures.push(format!("q{qq}: bpf {bq} µs > truth {tq} µs"));
             }
-            if tq > bq + DELTA_NS as f64 / 1000.0 {
-                failures.push(format!("q{qq}: truth {tq} µs exceeds bpf {bq} µs + δ"));
+            let tq_host = q(qq - host_hit as f64 / truth.len().max(1) as f64);
+            if tq_host > bq + DELTA_NS as f64 / 1000.0 {
+                failures.push(format!("q{qq}: truth {tq_host} µs ({host_hit} ranks below q{qq}: host stalls) exceeds bpf {bq} µs + δ"));
             }
         }
     }
@@ -328,6 +360,7 @@ const PROFILE_MS: u64 = 2000;
 ///     is counted in wall time and over-counts by what the host took from it. That is at most the
 ///     CPU's steal over the whole interval (/proc/stat, known to within a tick: 10 ms of 2000,
 ///     0.005), allowed above schedstat's share only.
+///
 /// Spreading only 4 ms of each slice (as the profiler did until 2026-11-26) left out 2.25 of the
 /// 2 s here (share 0.07 against 0.99). Dropping the slice running at the attach (as it also did)
 /// lost what ran before that slice's first switch-out: up to a slice in general, only 0.009 of the
