@@ -241,7 +241,7 @@ fn run_one(exp: &Experiment, cell: &Cell, seq: usize, repetition: u32, facts: &H
     let mut rec = RunRecord::new(seq, cell, repetition);
     rec.started_unix = now_unix();
     let t0 = Instant::now();
-    let steal_at_start = procfs::steal_ticks();
+    let steal_at_start = procfs::stolen_s();
     let block = &exp.blocks[cell.block];
     let variant = &block.variants[cell.variant];
     let workloads: Vec<(WorkloadSpec, u32)> = block
@@ -277,7 +277,7 @@ fn run_one(exp: &Experiment, cell: &Cell, seq: usize, repetition: u32, facts: &H
     let mut ctx = RunCtx { exp, opt, dir, noise: None, instances: vec![], applied: false, rec, oci: variant.oci.clone(), closed_loop: None };
     let outcome = execute(&mut ctx, cell, &layout, facts, &workloads);
     // Before teardown: the workloads' lives (the emulators end with their window), not the reset.
-    ctx.rec.stolen = procfs::stolen_between(&steal_at_start, &procfs::steal_ticks());
+    ctx.rec.stolen = procfs::stolen_between(&steal_at_start, &procfs::stolen_s());
     let mut errors: Vec<String> = vec![];
     if let Err(e) = outcome {
         errors.push(e);

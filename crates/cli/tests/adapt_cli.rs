@@ -195,6 +195,8 @@ fn the_loop_lends_an_idle_budget_and_grows_a_starved_one() {
         &format!("    demand: {{ reservation: {{ runtime: 850us, period: 1ms, reclaim: true }} }}\n    slo: {{ deadlineMissRatio: {slo:.4} }}\n    profile: {{ period: 1ms, deadline: 3ms, execution: {{ p50: 370us, p99: 500us, max: 650us }} }}\n"),
         "{ min: 600us, interval: 2s }",
     );
+    let stolen_cpu1 = || rtslice_sys::procfs::stolen_s().into_iter().find(|c| c.0 == 1).map_or(0.0, |c| c.1);
+    let stolen_at_deploy = stolen_cpu1();
     let (code, out) = d.deploy(&format!("{header}{big}"));
     assert_eq!(code, 0, "big: {out}");
     let small = "  - name: small\n    launch: { command: [sleep, \"600\"] }\n    demand: { reservation: { runtime: 250us, period: 1ms } }\n    threads:\n      - { match: ^sleep$, policy: deadline }\n";
@@ -220,9 +222,15 @@ fn the_loop_lends_an_idle_budget_and_grows_a_starved_one() {
     // It keeps its SLO while lending.
     std::thread::sleep(Duration::from_secs(6));
     let (misses, ttis) = d.sli("big");
-    eprintln!("big: {misses} of {ttis} TTIs missed; holds {:?} µs", d.in_force("big").1);
+    // Less what the hypervisor's steal of CPU 1 explains (docs/spec.md, adaptive reservations: a
+    // stall of s makes at most s / period / (1 − use) jobs late; a budget the loop shrank is at
+    // most 75 % used on the mean, so 4 per stolen ms) — the loop does not grow a budget for them.
+    let stolen_ms = (stolen_cpu1() - stolen_at_deploy) * 1e3;
+    let hosts = (stolen_ms * 4.0).ceil() as u64;
+    eprintln!("big: {misses} of {ttis} TTIs missed; holds {:?} µs; the host took {stolen_ms:.0} ms of CPU 1 (explains ≤ {hosts})", d.in_force("big").1);
     assert!(ttis > 10_000, "{ttis} TTIs reported");
-    assert!((misses as f64) / (ttis as f64) <= slo, "big missed {misses} of {ttis} (SLO {slo:.4})");
+    let budgets = misses.saturating_sub(hosts);
+    assert!((budgets as f64) / (ttis as f64) <= slo, "big missed {misses} of {ttis}, {budgets} beyond the host's steal (SLO {slo:.4})");
 
     // 2. Growing: `starved` alone on CPU 1.
     for n in ["big", "small"] {

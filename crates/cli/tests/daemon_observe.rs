@@ -100,6 +100,7 @@ const NODE_WIDE: &[&str] = &[
     "rtslice_cpu_free_ratio{cpu=\"1\"} ",
     "rtslice_irqs_total{cpu=\"1\"}",
     "rtslice_softirqs_total{cpu=\"1\",kind=\"timer\"}",
+    "rtslice_cpu_stolen_seconds_total{cpu=\"1\"}",
     "rtslice_operations_total{operation=\"deploy\",result=\"ok\"} 1",
     "rtslice_collections_total",
     "rtslice_collection_errors_total",

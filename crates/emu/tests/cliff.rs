@@ -110,7 +110,7 @@ fn cpu_capped_below_need_gives_a_throughput_cliff() {
         eprintln!("no sentinel ({why}): a baseline that cannot keep up fails the test");
     }
     let stolen_ms = || -> u64 {
-        rtslice_sys::procfs::steal_ticks().iter().map(|(_, t)| t).sum::<u64>() * 1000 / rtslice_sys::procfs::ticks_per_second()
+        (rtslice_sys::procfs::stolen_s().iter().map(|(_, s)| s).sum::<f64>() * 1e3).round() as u64
     };
     let mut tried = Vec::new();
     let (load, full) = loop {

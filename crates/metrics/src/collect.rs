@@ -137,6 +137,8 @@ pub(crate) struct CpuSample {
     pub reserved: f64,
     pub irqs: u64,
     pub softirqs: Vec<(String, u64)>,
+    /// Time the hypervisor ran something else while the CPU had work (/proc/stat steal), seconds.
+    pub stolen_s: f64,
 }
 
 /// One reading of everything, encoded right after (or summarized by [`NodeMetrics::sample`]).
@@ -502,6 +504,7 @@ fn cpu_samples(workloads: &[Workload], errors: &mut Vec<String>) -> Vec<CpuSampl
     };
     let irqs = rtslice_sys::procfs::interrupts();
     let softirqs = rtslice_sys::procfs::softirqs();
+    let stolen = rtslice_sys::procfs::stolen_s();
     online
         .into_iter()
         .map(|cpu| {
@@ -518,6 +521,7 @@ fn cpu_samples(workloads: &[Workload], errors: &mut Vec<String>) -> Vec<CpuSampl
                 reserved,
                 irqs: irqs.iter().filter_map(|l| l.per_cpu.get(i)).sum(),
                 softirqs: softirqs.iter().map(|(kind, per_cpu)| (kind.to_lowercase(), per_cpu.get(i).copied().unwrap_or(0))).collect(),
+                stolen_s: stolen.iter().find(|(c, _)| *c == cpu).map_or(0.0, |(_, s)| *s),
             }
         })
         .collect()
@@ -589,6 +593,11 @@ impl Collector for NodeMetrics {
             .gauges(&mut e, s.cpus.iter().map(|c| (cpu_label(c), (1.0 - c.reserved).max(0.0))))?;
         Family { name: "rtslice_irqs", help: "Hardware interrupts handled by the CPU (/proc/interrupts, all lines); rate() gives IRQs per second" }
             .counters(&mut e, s.cpus.iter().map(|c| (cpu_label(c), c.irqs)))?;
+        Family {
+            name: "rtslice_cpu_stolen_seconds",
+            help: "Time the hypervisor ran something else while the CPU had work (/proc/stat steal, 10 ms resolution): lost to every thread on it, reservation or not; 0 on bare metal",
+        }
+        .counters(&mut e, s.cpus.iter().map(|c| (cpu_label(c), c.stolen_s)))?;
         Family { name: "rtslice_softirqs", help: "Softirqs run on the CPU by kind (/proc/softirqs); rate() gives softirqs per second" }.counters(
             &mut e,
             s.cpus.iter().flat_map(|c| c.softirqs.iter().map(move |(k, v)| (labels(&[("cpu", &c.cpu.to_string()), ("kind", k)]), *v))),

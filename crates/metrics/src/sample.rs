@@ -108,6 +108,9 @@ pub struct CpuReading {
     pub reserved: f64,
     pub irqs: u64,
     pub softirqs: u64,
+    /// Time the hypervisor took from the CPU so far (steal), seconds.
+    #[serde(default)]
+    pub stolen_s: f64,
 }
 
 /// Everything the collector read at one moment.
@@ -170,7 +173,7 @@ impl NodeMetrics {
             cpus: s
                 .cpus
                 .iter()
-                .map(|c| CpuReading { cpu: c.cpu, reserved: c.reserved, irqs: c.irqs, softirqs: c.softirqs.iter().map(|(_, n)| n).sum() })
+                .map(|c| CpuReading { cpu: c.cpu, reserved: c.reserved, irqs: c.irqs, softirqs: c.softirqs.iter().map(|(_, n)| n).sum(), stolen_s: c.stolen_s })
                 .collect(),
             tracer_up: s.tracer.is_some(),
             tracer_error: self.tracer_error(),

@@ -73,7 +73,9 @@ fn families_follow_a_workload_and_reports_are_attributed_by_cgroup() {
     send_from(None, &socket, r#"{"v":1,"ttis":5}"#); // the test's own cgroup: no workload
     send_from(Some(&cg), &socket, "ttis 5"); // not the format
     std::thread::sleep(Duration::from_millis(300));
+    let stolen_before = rtslice_sys::procfs::stolen_s();
     let text = encode(&registry);
+    let stolen_after = rtslice_sys::procfs::stolen_s();
     assert!(text.ends_with("# EOF\n"), "{text}");
 
     // The shell's wake-ups, in a histogram whose buckets are cumulative and end at +Inf = count.
@@ -108,6 +110,10 @@ fn families_follow_a_workload_and_reports_are_attributed_by_cgroup() {
     assert_eq!(sample(&text, r#"rtslice_cpu_free_ratio{cpu="0"}"#), Some(0.7));
     assert!(sample(&text, r#"rtslice_irqs_total{cpu="0"}"#).unwrap() > 0.0);
     assert!(sample(&text, r#"rtslice_softirqs_total{cpu="0",kind="timer"}"#).unwrap() > 0.0);
+    // The hypervisor's steal is /proc/stat's, read between the two readings around the scrape.
+    let stolen = sample(&text, r#"rtslice_cpu_stolen_seconds_total{cpu="0"}"#).unwrap();
+    let at = |r: &[(u32, f64)]| r.iter().find(|c| c.0 == 0).unwrap().1;
+    assert!(stolen >= at(&stolen_before) && stolen <= at(&stolen_after), "{stolen} s stolen, outside [{}, {}]", at(&stolen_before), at(&stolen_after));
 
     // The report from inside the workload's cgroup counts for it; the others are refused.
     assert_eq!(sample(&text, r#"rtslice_ttis_total{workload="vbs-a"}"#), Some(1000.0));

@@ -60,6 +60,9 @@ pub struct Observation {
     /// Times its budget ran out in the interval (SCHED_DEADLINE throttles the tracer counted, or
     /// the cgroup's throttled periods); `None` when nothing counts them.
     pub throttled: Option<u64>,
+    /// Time the hypervisor took from the reservation's CPUs in the interval (their steal, summed),
+    /// seconds; 0 on bare metal.
+    pub stolen_s: f64,
 }
 
 /// What the loop remembers between intervals.
@@ -109,6 +112,19 @@ pub fn demand_per_period(b: &Bounds, o: &Observation) -> Option<Duration> {
         .then(|| Duration::from_secs_f64(o.used_s / periods / f64::from(b.cpus.max(1))))
 }
 
+/// How many of an interval's misses the hypervisor's steal explains, at most. A stall of `s` on a
+/// reservation's CPU delays the `s / period` jobs released during it, and leaves their work as a
+/// backlog that the budget drains only with what the mean demand leaves of it, `runtime − demand`
+/// per period: the jobs released while it drains are late too, `s / period × use / (1 − use)` of
+/// them. Together `s / period / (1 − use)` jobs (fewer when the deadline is longer than the
+/// period: the slack absorbs part). Growing the budget would shorten only the drain; the stall
+/// itself is the host's, and sizing a reservation for it would hoard bandwidth from the others.
+pub fn explained_by_steal(b: &Bounds, o: &Observation, use_: f64) -> u64 {
+    let per_period = o.stolen_s.max(0.0) / b.period.as_secs_f64().max(1e-12);
+    // At or above SATURATED_USE the budget is grown anyway; the cap keeps the factor finite.
+    (per_period / (1.0 - use_.clamp(0.0, SATURATED_USE))).ceil() as u64
+}
+
 /// The runtime to hold after this interval, and why. Always within `[b.min, b.max]` (a runtime
 /// outside them, e.g. the first one, is brought inside).
 pub fn decide(runtime: Duration, b: &Bounds, o: &Observation, st: &mut LoopState) -> Decision {
@@ -121,10 +137,16 @@ pub fn decide(runtime: Duration, b: &Bounds, o: &Observation, st: &mut LoopState
         (Some(j), Some(m)) if j > 0 => Some(m as f64 / j as f64),
         _ => None,
     };
-    let missing = match (b.target_miss_ratio, miss_ratio, o.misses) {
-        (Some(t), Some(r), Some(m)) => m > 0 && r > t * MISS_MARGIN,
+    let over_margin = |m: u64| match (b.target_miss_ratio, o.jobs) {
+        (Some(t), Some(j)) if j > 0 => m > 0 && m as f64 / j as f64 > t * MISS_MARGIN,
         _ => false,
     };
+    let stolen = explained_by_steal(b, o, use_);
+    // Misses the host's steal explains are not the budget's to fix; the interval is no evidence
+    // either way (not calm: nothing shrinks on it; the calm before it still counts).
+    let raw_missing = o.misses.is_some_and(over_margin);
+    let missing = o.misses.is_some_and(|m| over_margin(m.saturating_sub(stolen)));
+    let stolen_excused = raw_missing && !missing;
     let saturated = use_ >= SATURATED_USE;
     // Misses while the budget never ran out are not the budget's: the host stalled the workload
     // (a VM's steal, an interrupt storm) or its own work came late. Growing the budget would take
@@ -134,7 +156,7 @@ pub fn decide(runtime: Duration, b: &Bounds, o: &Observation, st: &mut LoopState
     let missing = missing && !excused;
     let above_margin = || format!("misses above {} of the target {:.1e}", MISS_MARGIN, b.target_miss_ratio.unwrap_or_default());
     let seen = format!(
-        "used {} per period ({:.0} % of the budget){}{}",
+        "used {} per period ({:.0} % of the budget){}{}{}",
         us(demand),
         use_ * 100.0,
         match o.throttled {
@@ -144,6 +166,11 @@ pub fn decide(runtime: Duration, b: &Bounds, o: &Observation, st: &mut LoopState
         match (miss_ratio, o.jobs, o.misses) {
             (Some(r), Some(j), Some(m)) => format!(", {m} of {j} jobs missed ({r:.1e})"),
             _ => String::new(),
+        },
+        if o.stolen_s > 0.0 {
+            format!(", the host took {:.0} ms of its CPUs (explains ≤ {stolen} misses)", o.stolen_s * 1e3)
+        } else {
+            String::new()
         }
     );
     if missing || saturated {
@@ -163,7 +190,13 @@ pub fn decide(runtime: Duration, b: &Bounds, o: &Observation, st: &mut LoopState
             Decision::Keep { why: format!("{cause}, but already at max {}: {seen}", us(b.max)) }
         };
     }
-    st.calm = if excused { 0 } else { st.calm + 1 };
+    st.calm = if excused {
+        0
+    } else if stolen_excused {
+        st.calm
+    } else {
+        st.calm + 1
+    };
     if runtime < b.min {
         return Decision::Grow { to: clamp(runtime), why: format!("below min {}", us(b.min)) };
     }
@@ -174,6 +207,9 @@ pub fn decide(runtime: Duration, b: &Bounds, o: &Observation, st: &mut LoopState
         return Decision::Keep {
             why: format!("{}, but the budget never ran out (0 throttles): the host or the work, not the reservation: {seen}", above_margin()),
         };
+    }
+    if stolen_excused {
+        return Decision::Keep { why: format!("{}, but the hypervisor's steal explains them: {seen}", above_margin()) };
     }
     if st.calm >= CALM_INTERVALS && use_ < IDLE_USE {
         let want = clamp(ceil_step(runtime.mul_f64(SHRINK_FACTOR).max(demand.div_f64(SHRINK_TO_USE))));
@@ -203,7 +239,7 @@ mod tests {
 
     /// `demand_us` per period over a 2 s interval (2000 jobs), with `misses`.
     fn obs(demand_us: f64, misses: u64) -> Observation {
-        Observation { dt_s: 2.0, used_s: demand_us * 1e-6 * 2000.0, jobs: Some(2000), misses: Some(misses), throttled: None }
+        Observation { dt_s: 2.0, used_s: demand_us * 1e-6 * 2000.0, jobs: Some(2000), misses: Some(misses), throttled: None, stolen_s: 0.0 }
     }
 
     #[test]
@@ -224,6 +260,24 @@ mod tests {
         // A budget that runs full grows whatever the throttle count says.
         let full = Observation { throttled: Some(0), ..obs(290.0, 10) };
         assert!(matches!(decide(Duration::from_micros(300), &bounds(), &full, &mut st), Decision::Grow { .. }));
+    }
+
+    #[test]
+    fn misses_the_hosts_steal_explains_grow_nothing() {
+        // 300 of 500 µs used (60 %): 40 ms stolen explain 40 / (1 − 0.6) = 100 late jobs.
+        let mut st = LoopState { calm: 2 };
+        let stolen = Observation { throttled: Some(20), stolen_s: 0.040, ..obs(300.0, 100) };
+        assert_eq!(explained_by_steal(&bounds(), &stolen, 0.6), 100);
+        let d = decide(Duration::from_micros(500), &bounds(), &stolen, &mut st);
+        assert_eq!(d.runtime(), None, "{d:?}");
+        assert!(d.why().contains("steal explains them") && d.why().contains("the host took 40 ms"), "{}", d.why());
+        // No evidence either way: the calm before it still counts, and nothing shrinks on it.
+        assert_eq!(st.calm, 2);
+        // What steal does not explain is the budget's: 10 ms explain 25 of 100; 75 in 2000 is over
+        // half of the 1e-3 target.
+        let short = Observation { stolen_s: 0.010, ..stolen };
+        assert!(matches!(decide(Duration::from_micros(500), &bounds(), &short, &mut st), Decision::Grow { .. }));
+        assert_eq!(st.calm, 0);
     }
 
     #[test]
@@ -287,7 +341,7 @@ mod tests {
             throttled in proptest::option::of(0u64..50),
         ) {
             let b = Bounds { min: Duration::from_micros(min), max: Duration::from_micros(min + span), period: Duration::from_millis(1), cpus, target_miss_ratio: Some(1e-3) };
-            let o = Observation { dt_s: 2.0, used_s: demand * 1e-6 * 2000.0 * f64::from(cpus), jobs: Some(jobs), misses: Some(misses.min(jobs)), throttled };
+            let o = Observation { dt_s: 2.0, used_s: demand * 1e-6 * 2000.0 * f64::from(cpus), jobs: Some(jobs), misses: Some(misses.min(jobs)), throttled, stolen_s: 0.0 };
             let mut st = LoopState { calm };
             let r = Duration::from_micros(start);
             let d = decide(r, &b, &o, &mut st);
@@ -297,6 +351,19 @@ mod tests {
             } else {
                 prop_assert!(r >= b.min && r <= b.max, "kept {r:?} outside {b:?}: {d:?}");
             }
+        }
+
+        #[test]
+        fn steal_never_makes_the_loop_ask_for_more(
+            start in 200u64..900, demand in 0.0f64..900.0, misses in 0u64..400, calm in 0u32..10,
+            throttled in proptest::option::of(0u64..50), stolen_ms in 0.0f64..500.0,
+        ) {
+            let b = bounds();
+            let r = Duration::from_micros(start);
+            let o = Observation { throttled, ..obs(demand, misses) };
+            let held = |o: &Observation| decide(r, &b, o, &mut LoopState { calm }).runtime().unwrap_or(r);
+            let with_steal = Observation { stolen_s: stolen_ms * 1e-3, ..o };
+            prop_assert!(held(&with_steal) <= held(&o), "{:?} with steal, {:?} without", held(&with_steal), held(&o));
         }
 
         #[test]

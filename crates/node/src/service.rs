@@ -253,6 +253,8 @@ struct Reading {
     jobs: Option<u64>,
     misses: Option<u64>,
     throttled: Option<u64>,
+    /// Steal of the workload's CPUs so far, summed (seconds).
+    stolen_s: f64,
 }
 
 /// How often [`Service::check_exits`] compares the running workloads with their journals.
@@ -834,7 +836,8 @@ impl Service {
                     Some("no CPU reading in the last interval (no cgroup CPU accounting, no tracer, no live threads)".into());
                 continue;
             };
-            let now = Reading { time: sample.time, used_s, jobs: ws.sli.ttis, misses: ws.sli.deadline_misses, throttled: ws.throttled };
+            let stolen_s = sample.cpus.iter().filter(|c| ws.cpus.contains(&c.cpu)).map(|c| c.stolen_s).sum();
+            let now = Reading { time: sample.time, used_s, jobs: ws.sli.ttis, misses: ws.sli.deadline_misses, throttled: ws.throttled, stolen_s };
             let run = self.loops.entry(name.clone()).or_default();
             let Some(since) = run.since else {
                 run.since = Some(now);
@@ -851,6 +854,7 @@ impl Service {
                 jobs: d(now.jobs, since.jobs),
                 misses: d(now.misses, since.misses),
                 throttled: d(now.throttled, since.throttled),
+                stolen_s: (now.stolen_s - since.stolen_s).max(0.0),
             };
             let run = self.loops.get_mut(&name).expect("inserted above");
             run.since = Some(now);

@@ -245,9 +245,23 @@ pub fn ticks_per_second() -> u64 {
     rustix::param::clock_ticks_per_second()
 }
 
-/// Each online CPU's steal time so far, in USER_HZ ticks (empty when /proc/stat is unreadable).
-pub fn steal_ticks() -> Vec<(u32, u64)> {
-    cpu_stat().map(|s| s.cpus.iter().map(|(cpu, t)| (*cpu, t.steal)).collect()).unwrap_or_default()
+/// Each online CPU's steal time so far, in seconds (empty when /proc/stat is unreadable). The
+/// kernel counts it in nanoseconds but shows it in USER_HZ ticks: to within 10 ms per reading.
+pub fn stolen_s() -> Vec<(u32, f64)> {
+    let per_tick = 1.0 / ticks_per_second().max(1) as f64;
+    cpu_stat().map(|s| s.cpus.iter().map(|(cpu, t)| (*cpu, t.steal as f64 * per_tick)).collect()).unwrap_or_default()
+}
+
+/// What the hypervisor took from each CPU between two [`stolen_s`] readings, in seconds. A CPU in
+/// only one of them (taken offline or brought online meanwhile) is left out: its time is unknown.
+pub fn stolen_between(before: &[(u32, f64)], after: &[(u32, f64)]) -> Vec<(u32, f64)> {
+    after
+        .iter()
+        .filter_map(|(cpu, t1)| {
+            let t0 = before.iter().find(|(c, _)| c == cpu)?.1;
+            Some((*cpu, (t1 - t0).max(0.0)))
+        })
+        .collect()
 }
 
 /// /proc/stat now.
@@ -536,6 +550,19 @@ mod tests {
         assert_eq!(live.cpus.iter().map(|c| c.0).collect::<Vec<_>>(), online);
         assert_eq!(online_cpu_count() as usize, online.len());
         isolated_cpus().unwrap();
+    }
+
+    #[test]
+    fn steal_is_the_difference_per_cpu() {
+        let stolen = stolen_between(&[(0, 0.10), (1, 0.04), (3, 0.07)], &[(0, 0.13), (1, 0.04), (2, 0.09)]);
+        // CPU 3 went offline and CPU 2 came online between the readings: neither is known.
+        assert_eq!(stolen.iter().map(|c| c.0).collect::<Vec<_>>(), vec![0, 1]);
+        assert!((stolen[0].1 - 0.03).abs() < 1e-12 && stolen[1].1 == 0.0, "{stolen:?}");
+        // A counter that went back (it cannot; a reading from another boot could) is no time.
+        assert_eq!(stolen_between(&[(0, 0.09)], &[(0, 0.02)]), vec![(0, 0.0)]);
+        let live = stolen_s();
+        assert_eq!(live.iter().map(|c| c.0).collect::<Vec<_>>(), online_cpus().unwrap());
+        assert!(stolen_between(&live, &stolen_s()).iter().all(|s| s.1 >= 0.0));
     }
 
     #[test]

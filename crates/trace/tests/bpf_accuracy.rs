@@ -389,11 +389,11 @@ fn demand_profile_counts_long_slices_in_full() {
         })
     };
     let tid = rx.recv().unwrap();
-    // schedstat's run time and slices, the CPU's steal (ticks), and the time, read together.
+    // schedstat's run time and slices, the CPU's steal (s), and the time, read together.
     let sched = move |tid: u32| {
         let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).unwrap_or_default();
         let v: Vec<u64> = s.split_whitespace().filter_map(|x| x.parse().ok()).collect();
-        let steal = rtslice_sys::procfs::steal_ticks().into_iter().find(|(c, _)| *c as usize == cpu).map_or(0, |(_, t)| t);
+        let steal = rtslice_sys::procfs::stolen_s().into_iter().find(|(c, _)| *c as usize == cpu).map_or(0.0, |(_, s)| s);
         (v.first().copied().unwrap_or(0), v.get(2).copied().unwrap_or(0), steal, now_ns())
     };
     std::thread::sleep(Duration::from_millis(100));
@@ -414,7 +414,7 @@ fn demand_profile_counts_long_slices_in_full() {
 
     let windows = samples.windows_ns.len() as f64;
     let prof_share = samples.windows_ns.iter().sum::<u64>() as f64 / (windows * 1e6);
-    let stolen_ns = st1.saturating_sub(st0) as f64 * 1e9 / rtslice_sys::procfs::ticks_per_second() as f64;
+    let stolen_ns = (st1 - st0).max(0.0) * 1e9;
     let sched_share = (e1 - e0) as f64 / (t1 - t0) as f64;
     let stolen_share = stolen_ns / (t1 - t0) as f64;
     let mean_slice_ms = (e1 - e0) as f64 / (n1 - n0).max(1) as f64 / 1e6;
