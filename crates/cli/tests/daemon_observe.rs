@@ -467,6 +467,17 @@ fn check_dashboard(browser: &Path, dir: &Path, socket: &Path, api_port: u16) {
             assert!((shown - v).abs() <= tol, "CPU {cpu} {k}: page {text} vs API {v}");
             compared += 1;
         }
+        // What the hypervisor took from the CPU in the reading's window, shown only when it took some.
+        let stolen = tel["cpus"].as_array().unwrap().iter().find(|x| x["cpu"].as_u64() == Some(cpu)).and_then(|x| x["stolen_ratio"].as_f64());
+        match (stolen.filter(|s| *s > 0.0), element_text(&dom, &format!("cpu-{cpu}-stolen"))) {
+            (Some(v), Some(text)) => {
+                let (shown, tol) = shown_number(&text).unwrap();
+                assert!((shown - v).abs() <= tol, "CPU {cpu} stolen: page {text} vs API {v}");
+                compared += 1;
+            }
+            (None, None) => {}
+            (api, page) => panic!("CPU {cpu} stolen: API {api:?}, page {page:?} (reading {seq})"),
+        }
     }
     // The event log holds the deploy.
     let events = curl_json(socket, "/v1/events");

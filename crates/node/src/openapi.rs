@@ -103,7 +103,7 @@ fn telemetry_workload_schema() -> Value {
 fn telemetry_schema() -> Value {
     let opt = json!({ "type": ["number", "null"] });
     let cpu = json!({ "type": "object", "properties": {
-        "cpu": { "type": "integer" }, "reserved": { "type": "number" }, "irqs_per_s": opt, "softirqs_per_s": opt
+        "cpu": { "type": "integer" }, "reserved": { "type": "number" }, "irqs_per_s": opt, "softirqs_per_s": opt, "stolen_ratio": opt
     }});
     let tracer = json!({ "type": "object", "properties": {
         "up": { "type": "boolean" }, "error": { "type": ["string", "null"] }, "events": { "type": ["integer", "null"] }, "lost_events": { "type": "integer" }

@@ -228,8 +228,10 @@ impl Telemetry {
                 let before = base.and_then(|(_, b)| b.cpus.iter().find(|x| x.cpu == c.cpu));
                 let dt = base.map(|(_, b)| cur.time - b.time).filter(|d| *d > 0.0);
                 let rate = |now: u64, then: Option<u64>| Some(now.checked_sub(then?)? as f64 / dt?);
+                // The share of the CPU the hypervisor ran something else while it had work.
+                let stolen = before.zip(dt).map(|(b, dt)| ((c.stolen_s - b.stolen_s) / dt).max(0.0));
                 json!({ "cpu": c.cpu, "reserved": c.reserved, "irqs_per_s": rate(c.irqs, before.map(|b| b.irqs)),
-                        "softirqs_per_s": rate(c.softirqs, before.map(|b| b.softirqs)) })
+                        "softirqs_per_s": rate(c.softirqs, before.map(|b| b.softirqs)), "stolen_ratio": stolen })
             })
             .collect();
         Ok(json!({
