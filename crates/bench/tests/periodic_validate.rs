@@ -82,9 +82,24 @@ fn quick_periodic_validation_under_sched_deadline() {
         loose.runtime_s * 1e6,
         loose.measured.p99_s * 1e6
     );
+    // The loose point's p99 is the host's when the misses its own run's CPU times do not explain
+    // (the kernel's rules replayed on them) are 1 % of its jobs or more: then more than 1 % of
+    // responses exceed the deadline for reasons outside its budget, and so does its p99. CI on
+    // 2026-11-28: 48 of 1500 missed at Q = 790 µs where the replay explains none, p99 10765 µs
+    // against the tight point's 4301 µs (max 17 ms: one long stall).
+    let hosts_tail = loose.measured.miss_ratio - loose.replayed_own_miss >= 0.01;
+    if hosts_tail {
+        eprintln!(
+            "Q = {:.0} µs: {:.4} of its jobs missed beyond what its own replay explains ({:.4}): its p99 is the host's; \
+             only the tight point's against the floor is checked",
+            loose.runtime_s * 1e6,
+            loose.measured.miss_ratio,
+            loose.replayed_own_miss
+        );
+    }
     if light_tail {
         assert!(
-            tight.measured.p99_s > report.floor.p99_s * 1.3 && tight.measured.p99_s >= loose.measured.p99_s,
+            tight.measured.p99_s > report.floor.p99_s * 1.3 && (hosts_tail || tight.measured.p99_s >= loose.measured.p99_s),
             "p99 response under Q = {:.0} µs: {} s, under Q = {:.0} µs: {} s, with no reservation: {} s",
             tight.runtime_s * 1e6,
             tight.measured.p99_s,
