@@ -510,7 +510,7 @@ fn plan_equals_apply_over_generated_specs() {
     let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(if rtslice_testkit::in_guest() { 4 } else { 16 });
     let config = Config { cases, max_shrink_iters: 16, failure_persistence: None, ..Config::default() };
     let applied_under = std::cell::RefCell::new(Vec::<String>::new());
-    let result = TestRunner::new(config).run(&strategy, |(cap, housekeeping, ws, pick)| {
+    let check = |(cap, housekeeping, ws, pick): (u32, bool, Vec<GenWorkload>, usize)| -> Result<(), TestCaseError> {
         let text = generated_spec(cap, housekeeping, &ws);
         let spec = rtslice_spec::parse(&text, "generated.yaml").map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
         // None (the mechanism apply picks) or one of the host's.
@@ -550,11 +550,18 @@ fn plan_equals_apply_over_generated_specs() {
         eprintln!("MEASURED: plan == apply under {} for {} workload(s), {compared} thread(s) compared", k.mechanism, plan.workloads.len());
         applied_under.borrow_mut().push(k.mechanism.to_string());
         Ok(())
-    });
-    if let Err(e) = result {
+    };
+    // First one case that fits any host the tests run on (one 10 % reservation on one CPU, one FIFO
+    // rule, under the mechanism apply picks): with 4 random cases in a guest all four were refused
+    // once (CI 28 Nov, rt-4cpu), and the property held for nothing. The random cases follow.
+    let fits_anywhere = (95u32, false, vec![(0u32, 10u32, 10u32, 1u32, false, vec![0u32])], 0usize);
+    if let Err(e) = check(fits_anywhere) {
+        panic!("the case that fits any host: {e}");
+    }
+    if let Err(e) = TestRunner::new(config).run(&strategy, &check) {
         panic!("{e}");
     }
     let applied_under = applied_under.into_inner();
-    eprintln!("applied {} of {cases} generated specs, under {applied_under:?}", applied_under.len());
-    assert!(!applied_under.is_empty(), "some generated spec fits this host");
+    eprintln!("applied {} of {} specs (one fixed, {cases} generated), under {applied_under:?}", applied_under.len(), cases + 1);
+    assert!(!applied_under.is_empty(), "the case that fits any host was applied");
 }
