@@ -174,6 +174,27 @@ fn percentile(sorted: &[f32], q: f64) -> f64 {
     rtslice_stats::percentile_sorted(&wide, q * 100.0).unwrap_or(0.0)
 }
 
+/// What a run that was asked for `target`% of one core and used `used`% should tell its user, when
+/// the two are far apart. The calibration times each PHY kernel at its best over repeated,
+/// cache-warm calls (`calib::min_ns`), which is what makes it repeatable; a running stack also pays
+/// for cold caches, its threads' hand-offs and wake-ups, its non-PHY threads and what the host
+/// steals. On this VM (28 Nov) `--load 40%` used 70-73 % of a core for srsenb and oai-lte and 84-92 %
+/// for nr-gnb, whose per-slot FFTs alone are above the target at one PRB. Studies that compare
+/// strategies at "40 %" must then say what the stack really used, so the summary does.
+fn load_gap_warning(target: Option<f64>, used: f64, predicted: f64) -> Option<String> {
+    let target = target?;
+    // Half as much again, and 10 points of a core: below that the gap is the calibration's usual
+    // error and the stack's own threads, not a different experiment.
+    (used > 1.5 * target && used - target >= 10.0).then(|| {
+        format!(
+            "the run used {used:.0}% of one core, {:.1}x the {target:.0}% asked for (the calibration predicted {predicted:.0}%): \
+             this host's cost per TTI is above the calibration's cache-warm kernel timings; compare runs by the CPU they used, \
+             and size reservations from it, not from --load",
+            used / target
+        )
+    })
+}
+
 // ---------------------------------------------------------------------------------------------
 // Shared state of the running cell.
 
@@ -668,6 +689,9 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
         })
         .collect();
     let cpu_total = collector_cpu_s + threads.iter().map(|r| r.cpu_s).sum::<f64>();
+    let cpu_percent_total = 100.0 * cpu_total / elapsed_s.max(1e-9);
+    let load_predicted_percent = 100.0 * predicted.total_us * 1e3 / tti_ns as f64;
+    warnings.extend(load_gap_warning(load_target, cpu_percent_total, load_predicted_percent));
     // What was offered over the TTIs counted: per TTI its level's TBS both ways and predicted load.
     let counted = t.ttis.max(1);
     let (mut bits, mut load_sum, mut load_peak) = (0.0, 0.0, 0.0f64);
@@ -692,7 +716,7 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
         tbs_bits: peak_tbs,
         code_blocks: peak_cbs,
         load_target_percent: load_target,
-        load_predicted_percent: 100.0 * predicted.total_us * 1e3 / tti_ns as f64,
+        load_predicted_percent,
         predicted_cost: predicted,
         traffic_pattern: cfg.traffic_pattern,
         seed: cfg.seed,
@@ -720,7 +744,7 @@ pub fn run(cfg: Config) -> Result<EmuSummary, EmuError> {
         clock_wakeup_p99_us: percentile(&t.wake_us, 0.99),
         clock_wakeup_max_us: t.wake_us.last().copied().unwrap_or(0.0) as f64,
         ldpc_iterations_mean: if t.code_blocks > 0 { t.iterations as f64 / t.code_blocks as f64 } else { 0.0 },
-        cpu_percent_total: 100.0 * cpu_total / elapsed_s.max(1e-9),
+        cpu_percent_total,
         threads,
         userplane: UserPlaneReport {
             packets_sent: cell.up_sent.load(Ordering::Relaxed) as u64,
@@ -769,4 +793,21 @@ fn mean_iterations(phy: &Phy) -> f64 {
         n += r.code_blocks;
     }
     if n == 0 { 1.0 } else { sum as f64 / n as f64 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::load_gap_warning;
+
+    #[test]
+    fn a_run_far_above_its_load_says_so_with_both_numbers() {
+        // nr-gnb at --load 40% on this VM, 28 Nov: 91.5 % used, 43.6 % predicted.
+        let w = load_gap_warning(Some(40.0), 91.5, 43.6).expect("a warning");
+        assert!(w.contains("92% of one core") && w.contains("2.3x the 40%") && w.contains("predicted 44%"), "{w}");
+        // Within half as much again, or within 10 points of a core: the calibration's usual error.
+        assert_eq!(load_gap_warning(Some(40.0), 59.0, 40.0), None);
+        assert_eq!(load_gap_warning(Some(10.0), 19.0, 10.0), None);
+        // No target (--prb or --traffic): nothing to compare with.
+        assert_eq!(load_gap_warning(None, 95.0, 40.0), None);
+    }
 }
