@@ -178,7 +178,7 @@ fn percentile(sorted: &[f32], q: f64) -> f64 {
 /// the two are far apart. The calibration times each PHY kernel at its best over repeated,
 /// cache-warm calls (`calib::min_ns`), which is what makes it repeatable; a running stack also pays
 /// for cold caches, its threads' hand-offs and wake-ups, its non-PHY threads and what the host
-/// steals. On this VM (28 Nov) `--load 40%` used 70-73 % of a core for srsenb and oai-lte and 84-92 %
+/// steals. On this VM (28 Nov) `--load 40%` used 70-77 % of a core for srsenb and oai-lte and 84-92 %
 /// for nr-gnb, whose per-slot FFTs alone are above the target at one PRB. Studies that compare
 /// strategies at "40 %" must then say what the stack really used, so the summary does.
 fn load_gap_warning(target: Option<f64>, used: f64, predicted: f64) -> Option<String> {

@@ -215,19 +215,13 @@ pub fn assert_same(before: &BTreeMap<String, String>, after: &BTreeMap<String, S
 /// (CI, 28 Nov: an IRQ read "1" before host_smoke and "0-1" after, where apply wrote nothing, and 40
 /// local runs did not repeat it) may be an earlier test's child still resetting or re-ruling.
 fn who_else_runs() -> String {
-    let me = std::process::id().to_string();
-    let mut v = Vec::new();
-    for p in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let pid = p.file_name().to_string_lossy().to_string();
-        if pid == me || !pid.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let cmd = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        if cmd.split_whitespace().next().is_some_and(|c| c.ends_with("rtslice")) {
-            v.push(format!("{pid}: {}", cmd.trim()));
-        }
-    }
+    let v: Vec<String> = rtslice_host::irq::pids_named("rtslice")
+        .into_iter()
+        .map(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            format!("{pid}: {}", String::from_utf8_lossy(&cmd).replace('\0', " ").trim())
+        })
+        .collect();
     if v.is_empty() { "no other rtslice process runs".to_string() } else { format!("other rtslice processes: {}", v.join("; ")) }
 }
 
