@@ -62,8 +62,9 @@ release: deps
 # no DESTDIR. `make uninstall` (same PREFIX/DESTDIR) removes exactly those two files. packaging/install.sh.
 PREFIX ?= /usr/local
 INSTALL_ENV = PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) $(if $(BINDIR),BINDIR=$(BINDIR)) $(if $(UNITDIR),UNITDIR=$(UNITDIR))
-install: release
-	$(INSTALL_ENV) packaging/install.sh install $(TARGET_DIR)/release/rtslice
+# RTSLICE_BIN installs that binary instead of building release (what `make test` does).
+install: $(if $(RTSLICE_BIN),,release)
+	$(INSTALL_ENV) packaging/install.sh install $(or $(RTSLICE_BIN),$(TARGET_DIR)/release/rtslice)
 
 uninstall:
 	$(INSTALL_ENV) packaging/install.sh uninstall
@@ -75,27 +76,36 @@ nri:
 	@if [ -z "$(GO)" ]; then echo "make: no Go toolchain found; install Go (https://go.dev/dl) into /usr/local/go"; exit 1; fi
 	cd k8s/nri && CGO_ENABLED=0 $(GO) build -trimpath -o $(CURDIR)/target/rtslice-nri .
 
-# The Kubernetes cluster's binaries built first (k8s-binaries: disk), the workspace's tests natively, the Debian package installed, run and purged, `make install` and
-# `make uninstall` into a staging DESTDIR (a few seconds: the release binary test-deb built is reused), the real-kernel
-# matrix (`make test-kernels`, issue 11: cgroup v2, PREEMPT_RT, 4-8 CPUs are what edge servers run and
-# this host is not), then the real Kubernetes cluster (`make test-k8s`, issue 14); fails if any of
-# them failed, and runs each even when an earlier one failed.
-# The matrix reuses the binaries `cargo test` just built and caches the kernels it downloads; inside
-# `make test` it runs the guests only (its row `host` would repeat what `cargo test` just ran
-# natively: ~2 min), ~10-12 min (715 s measured with the node crate's tests, docs/host.md "kernels").
-# Without root both the package test and the matrix skip with a message, like the kernel tests themselves.
+# `make test`: the Kubernetes cluster's binaries first (k8s-binaries: disk), the workspace's tests
+# natively, the Debian package installed, run and purged, `make install`/`uninstall` into a staging
+# DESTDIR, the real-kernel matrix's guests, then the real Kubernetes cluster; fails if any of them
+# failed, and runs each even when an earlier one failed. docs/testing.md says what each proves.
+# One build: the package, the install test, the bench's experiments, the matrix and the cluster all
+# use the `rtslice` binary `cargo test --workspace` built (dev profile, its hot crates optimised):
+# a second, release build of the same code cost ~9 of a cold run's minutes and tested nothing the
+# package test needs a release build for. `make deb` and `make install` still build release.
+# Skips: every test skips through rtslice-testkit's one helper, which names the capability it lacks
+# and appends it to $(SKIP_LEDGER); the run ends with the count per capability. Under CI (CI=true)
+# the tests are told what CI's machine has ($(CI_HAS)): a test that skips for one of those fails.
 # Each phase's wall time is printed as it ends and all of them again at the end (the last lines CI
 # shows), so a run over budget says where its time went.
+SKIP_LEDGER := $(abspath $(or $(CARGO_TARGET_DIR),target))/skips.tsv
+CI_HAS := root cpus>=2 rt-groups deadline cgroup-v1 bpf pci runc podman chromium rt-app prometheus
+TEST_BIN := $(abspath $(or $(CARGO_TARGET_DIR),target))/debug/rtslice
 test: deps
 	@t0=$$(date +%s); t=$$t0; times=""; \
 	lap() { now=$$(date +%s); times="$$times$$1 $$((now - t))s, "; echo "make test: $$1 took $$((now - t)) s"; t=$$now; }; \
 	$(MAKE) --no-print-directory k8s-binaries; lap k8s-binaries; \
-	rc=0; $(CARGO) test --workspace --no-fail-fast || rc=$$?; lap "cargo test"; \
-	$(MAKE) --no-print-directory test-deb || rc=1; lap test-deb; \
-	$(MAKE) --no-print-directory test-install || rc=1; lap test-install; \
+	mkdir -p $(dir $(SKIP_LEDGER)); : >$(SKIP_LEDGER); \
+	rc=0; RTSLICE_SKIP_LEDGER=$(SKIP_LEDGER) $(if $(filter true,$(CI)),RTSLICE_TEST_EXPECT="$(CI_HAS)") \
+	  $(CARGO) test --workspace --no-fail-fast || rc=$$?; lap "cargo test"; \
+	$(MAKE) --no-print-directory test-deb PROFILE=dev || rc=1; lap test-deb; \
+	$(MAKE) --no-print-directory test-install RTSLICE_BIN=$(TEST_BIN) || rc=1; lap test-install; \
 	RTSLICE_KERNELS_GUESTS="$$(awk '$$1 == "guest" {print $$2}' kernels/matrix.conf | xargs)" \
 	  $(MAKE) --no-print-directory test-kernels || rc=1; lap test-kernels; \
 	$(MAKE) --no-print-directory test-k8s || rc=1; lap test-k8s; \
+	skips=$$(cut -f1 $(SKIP_LEDGER) | sort | uniq -c | awk '{printf "%s%s %s", (NR > 1 ? ", " : ""), $$1, $$2}'); \
+	echo "make test: native skips by missing capability: $${skips:-none} (each: $(SKIP_LEDGER))"; \
 	echo "make test: $${times}total $$(( $$(date +%s) - t0 )) s (exit $$rc)"; exit $$rc
 
 # The cluster's binaries (k8s/build/build.sh, cached), built before anything else in `make test`: the
@@ -122,28 +132,34 @@ test-k8s: deps
 test-kernels: deps
 	CARGO=$(CARGO) kernels/matrix.sh
 
-# The Debian package: stripped release binary (debug info split into a -dbgsym package), man pages
-# and shell completions generated by the binary itself, the examples. See packaging/README.md.
+# The Debian package: the stripped binary of $(PROFILE) (release unless told; `make test` packages
+# the dev binary its tests ran), debug info split into a -dbgsym package, man pages and shell
+# completions generated by the binary itself, the examples. See packaging/README.md.
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 DEB_GENERATED := packaging/generated
+PROFILE ?= release
+PROFILE_DIR := $(TARGET_DIR)/$(if $(filter dev test,$(PROFILE)),debug,$(PROFILE))
 
 cargo-deb: rust-deps
 	@$(CARGO) deb --version >/dev/null 2>&1 || $(CARGO) install --locked cargo-deb
 
+# Under `make test` (PROFILE=dev) the binary `cargo test --workspace` built is packaged as it is: a
+# `cargo build -p rtslice` here would resolve features without the workspace's dev-dependencies and
+# could rebuild it.
 deb: deps cargo-deb
-	$(CARGO) build --release -p rtslice
+	$(if $(filter dev test,$(PROFILE)),@test -x $(PROFILE_DIR)/rtslice || { echo "make deb: no $(PROFILE_DIR)/rtslice; run cargo test --workspace --no-run first"; exit 1; },$(CARGO) build --profile $(PROFILE) -p rtslice)
 	rm -rf $(DEB_GENERATED)
-	$(TARGET_DIR)/release/rtslice generate man $(DEB_GENERATED)/man
-	$(TARGET_DIR)/release/rtslice generate completions $(DEB_GENERATED)/completions
-	$(TARGET_DIR)/release/rtslice generate schema $(DEB_GENERATED)/rtslice-spec.schema.json
-	$(CARGO) deb -p rtslice --no-build --dbgsym
+	$(PROFILE_DIR)/rtslice generate man $(DEB_GENERATED)/man
+	$(PROFILE_DIR)/rtslice generate completions $(DEB_GENERATED)/completions
+	$(PROFILE_DIR)/rtslice generate schema $(DEB_GENERATED)/rtslice-spec.schema.json
+	$(CARGO) deb -p rtslice --no-build --dbgsym --profile $(PROFILE)
 	@ls -l $(TARGET_DIR)/debian/*.deb
 
 test-deb: deb
 	packaging/test-deb.sh "$$(ls -t $(TARGET_DIR)/debian/rtslice_*.deb | head -1)"
 
-# make install / uninstall into a staging DESTDIR (no root needed); after test-deb the release binary
-# is built, so its `release` step only checks that it is fresh.
+# make install / uninstall into a staging DESTDIR (no root needed); `make test` hands it the binary
+# its tests ran (RTSLICE_BIN), so nothing is built again.
 test-install:
 	MAKE="$(MAKE)" packaging/test-install.sh
 

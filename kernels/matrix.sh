@@ -50,11 +50,12 @@ fi
 # ---- the matrix definition -------------------------------------------------------------------------
 declare -A KPATTERN
 GUESTS=()
-declare -A GKERNEL GCPUS GEXTRA
+declare -A GKERNEL GCPUS GEXTRA GHAS
 while read -r kind a b c rest; do
   case $kind in
     kernel) KPATTERN[$a]=$b ;;
     guest) GUESTS+=("$a"); GKERNEL[$a]=$b; GCPUS[$a]=$c; GEXTRA[$a]=$rest ;;
+    has) GHAS[$a]="$b $c $rest" ;;
   esac
 done < <(grep -v '^\s*#' "$HERE/matrix.conf")
 SELECTED=${RTSLICE_KERNELS_GUESTS:-"${GUESTS[*]} host"}
@@ -177,6 +178,7 @@ run_guest() {
   mkdir -p "$res"
   cp "$OUT/tests.list" "$res/tests.list"; echo "$RTSLICE_BIN" >"$res/rtslice.bin"
   if [ -n "${RTSLICE_KERNELS_TESTS:-}" ]; then echo "$RTSLICE_KERNELS_TESTS" >"$res/tests.filter"; else rm -f "$res/tests.filter"; fi
+  echo "${GHAS[$1]:-}" | xargs >"$res/expect"
   [ -n "${RTSLICE_KERNELS_SCRIPT:-}" ] && cp "$RTSLICE_KERNELS_SCRIPT" "$res/script.sh"
   vmlinuz=$(ls "$dir"/root/boot/vmlinuz-* | head -1)
   t0=$(date +%s)
@@ -264,9 +266,11 @@ for g in "${GUESTS[@]}" host; do
   elif [ "${ok:-0}" -eq 0 ]; then why="no test passed"
   fi
   if [ -z "$why" ] && [ "$nbad" -eq 0 ]; then verdict=PASS; passed=$((passed + 1)); else verdict=FAIL; failed=$((failed + 1)); fi
+  # Skips by the capability the guest lacks (rtslice-testkit's one skip helper names it).
+  needs=$(grep -ao 'SKIPPED \[[^]]*\]' "$res/results.txt" 2>/dev/null | sed 's/SKIPPED //' | sort | uniq -c | awk '{printf "%s%s %s", (NR > 1 ? ", " : ""), $1, $2}')
   # The three slowest tests: where a guest's time went.
   slow=$(sed -n 's/^\([a-zA-Z]*\) \([^ ]*\) .*\[\([0-9]*\)s\]$/\3 \2/p' "$res/results.txt" 2>/dev/null | sort -rn | head -3 | awk '{printf "%s%s %ss", (NR > 1 ? ", " : ""), $2, $1}')
-  echo "kernels: $verdict $g ($what): ${ok:-0} ok, ${skipped:-0} skipped, ${ignored:-0} ignored, $nbad failed in $(cat "$res/seconds" 2>/dev/null || echo ?)s${bad:+ — failed: $bad}${why:+ — $why}$([ -f "$res/retried" ] && echo " — $(cat "$res/retried")")${slow:+ — slowest: $slow}"
+  echo "kernels: $verdict $g ($what): ${ok:-0} ok, ${skipped:-0} skipped, ${ignored:-0} ignored, $nbad failed in $(cat "$res/seconds" 2>/dev/null || echo ?)s${needs:+ (skips: $needs)}${bad:+ — failed: $bad}${why:+ — $why}$([ -f "$res/retried" ] && echo " — $(cat "$res/retried")")${slow:+ — slowest: $slow}"
   # Each failure's own words (CI shows only the end of the output; the logs stay on that machine).
   grep -E '^(FAILED|TIMEOUT) ' "$res/results.txt" 2>/dev/null | awk '{print $2}' | while read -r id; do
     f="$res/logs/$(echo "$id" | tr -c 'A-Za-z0-9_.-' '_').log"

@@ -295,6 +295,10 @@ pub struct QuickFile {
     /// Keep only these variants in quick mode (all when absent).
     #[serde(default)]
     pub variants: Option<Vec<String>>,
+    /// Keep only these scenarios in quick mode, in every block that has any of them (all when
+    /// absent): a quick run shows that each strategy runs, not each strategy under each noise.
+    #[serde(default)]
+    pub scenarios: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -397,6 +401,14 @@ impl Experiment {
                 let kept: Vec<Variant> = b.variants.iter().filter(|v| keep.contains(&v.name)).cloned().collect();
                 if !kept.is_empty() {
                     b.variants = kept;
+                }
+            }
+        }
+        if let Some(keep) = &q.scenarios {
+            for b in &mut self.blocks {
+                let kept: Vec<Scenario> = b.scenarios.iter().filter(|s| keep.contains(&s.name)).cloned().collect();
+                if !kept.is_empty() {
+                    b.scenarios = kept;
                 }
             }
         }

@@ -1,6 +1,10 @@
 //! Test support shared by rtslice's crates (dev-dependency only).
 //!
-//! - [`root_or_skip!`]: tests that need root print why they skip instead of failing or passing silently.
+//! - [`skip`]: the one way a test skips, naming the capability it lacks ([`skip_unless!`],
+//!   [`root_or_skip!`]); counted per capability by `make test`, and a failure where the run declared
+//!   the machine has it.
+//! - [`cgroup_v2`]: which cgroup mode this host runs, read once from its mounts.
+//! - [`OnDrop`]: the one cleanup guard: runs its closure when dropped, also when the test panics.
 //! - [`KernelLock`]: a host-wide `flock` so tests that change global kernel state (root cpuset,
 //!   IRQ affinity, RT budgets) or that measure latency never overlap, even across test binaries.
 //! - [`RestoreFile`]: puts a kernel file's old value back on drop, also when the test panics.
@@ -24,6 +28,7 @@ pub mod deadline;
 pub mod prom;
 pub mod resctrl;
 pub mod sentinel;
+pub mod skip;
 
 /// A child process killed and reaped when dropped (also when an assertion fails), so a test that
 /// panics leaves no process behind.
@@ -42,20 +47,36 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// Runs a closure when dropped — also when an assertion fails — so a test undoes what it changed
+/// (a reset, a daemon's shutdown, a file put back) on every path out of it.
+pub struct OnDrop<F: FnOnce()>(Option<F>);
+
+impl<F: FnOnce()> OnDrop<F> {
+    pub fn new(f: F) -> OnDrop<F> {
+        OnDrop(Some(f))
+    }
+}
+
+impl<F: FnOnce()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
+}
+
+/// True when the host's cpu and cpuset controllers are on the unified (v2) hierarchy — the kernel
+/// matrix's guests and current distributions; false on a v1 or hybrid layout that mounts them as
+/// v1 hierarchies (the development VM).
+pub fn cgroup_v2() -> bool {
+    let mounts = rtslice_sys::procfs::cgroup_mounts().unwrap_or_default();
+    !mounts.iter().any(|m| !m.unified && (m.has_controller("cpu") || m.has_controller("cpuset")))
+        && mounts.iter().any(|m| m.unified)
+}
+
 /// True when the test runs as root (CI does).
 pub fn is_root() -> bool {
     rtslice_sys::process::is_root()
-}
-
-/// Returns early from a test, with the reason on stderr, when not running as root.
-#[macro_export]
-macro_rules! root_or_skip {
-    () => {
-        if !$crate::is_root() {
-            eprintln!("SKIPPED {}: needs root (CI runs as root)", module_path!());
-            return;
-        }
-    };
 }
 
 /// The variable `kernels/guest.sh` sets in every guest of the real-kernel matrix (never natively).
@@ -194,26 +215,4 @@ impl Drop for TempCgroup {
             }
         }
     }
-}
-
-/// The deadline-miss ratio of one emulated vBS run by `rtslice emulate <args> --json -q` (the
-/// binary `bin`), optionally pinned with `taskset -c <cpus>`: what this host itself costs a vBS now.
-/// On a shared VM that floor moves from 0 to over 10 % within a day (docs/results.md), so a test
-/// that bounds a miss ratio measures it beside its own run rather than assuming a quiet machine.
-pub fn emulated_floor(bin: &Path, cpus: Option<&str>, args: &[&str]) -> f64 {
-    let mut cmd = match cpus {
-        Some(c) => {
-            let mut t = std::process::Command::new("taskset");
-            t.args(["-c", c]).arg(bin);
-            t
-        }
-        None => std::process::Command::new(bin),
-    };
-    let out = cmd.arg("emulate").args(args).args(["--json", "-q"]).output().expect("taskset (util-linux) and rtslice emulate");
-    assert!(out.status.success(), "the floor run `rtslice emulate {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("emulate --json: {e}"));
-    let (misses, ttis) = (v["deadline_misses"].as_f64().unwrap_or(f64::NAN), v["ttis"].as_f64().unwrap_or(0.0));
-    assert!(ttis >= 1000.0, "the floor run `rtslice emulate {}` reported {ttis} TTIs", args.join(" "));
-    eprintln!("floor: `rtslice emulate {}`{}: {misses} misses in {ttis} TTIs", args.join(" "), cpus.map(|c| format!(" on CPU {c}")).unwrap_or_default());
-    misses / ttis
 }

@@ -109,12 +109,13 @@ fn experiment(r: &mut Reader<'_>, root: &Node) -> Option<ExperimentFile> {
 }
 
 fn quick(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<QuickFile> {
-    let m = r.fields(n, p, &["duration", "warmup", "repetitions", "variants"])?;
+    let m = r.fields(n, p, &["duration", "warmup", "repetitions", "variants", "scenarios"])?;
     Some(QuickFile {
         duration: m.optional(r, "duration", string),
         warmup: m.optional(r, "warmup", string),
         repetitions: m.optional(r, "repetitions", u32_of),
         variants: m.optional(r, "variants", strings),
+        scenarios: m.optional(r, "scenarios", strings),
     })
 }
 

@@ -9,43 +9,36 @@ use rtslice_bench::results::{Results, RunStatus};
 use rtslice_bench::runner::{self, Options};
 use rtslice_bench::Experiment;
 
-/// The `rtslice` executable, built from this workspace (the runner's children are its subcommands).
-/// `RTSLICE_BIN` overrides it.
+/// The `rtslice` executable the runner drives (its children are its subcommands): `RTSLICE_BIN`,
+/// else the one `cargo test --workspace` built beside this test (target/debug/rtslice: the
+/// emulator and model crates are optimised in the dev profile, so its vBS computes at full speed),
+/// else a `cargo build -p rtslice` of the dev profile when this crate's tests run alone.
 pub fn rtslice_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         if let Ok(p) = std::env::var("RTSLICE_BIN") {
             return PathBuf::from(p);
         }
+        // This test runs as target/<profile>/deps/<name>-<hash>; the binaries are one level up.
+        let exe = std::env::current_exe().expect("the test's own path");
+        if let Some(bin) = exe.parent().and_then(Path::parent).map(|d| d.join("rtslice")).filter(|b| b.is_file()) {
+            return bin;
+        }
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        // Cargo releases the build lock while tests run, so building the CLI here is safe (a no-op
-        // when it is up to date). Release, because the emulator computes for real: a debug build
-        // is an order of magnitude slower and would miss every deadline.
         let mut build = std::process::Command::new(env!("CARGO"));
         build
-            .args(["build", "-q", "--release", "-p", "rtslice"])
+            .args(["build", "-q", "-p", "rtslice"])
             // `make test` hands its jobserver to cargo test through these; inherited by this nested
-            // build they reach libbpf-sys's vendored `make`, whose jobserver descriptors are not ours
-            // (seen: "could not find native static library bpf" when the release build had to
-            // rebuild libbpf-sys inside a test).
+            // build they would reach libbpf-sys's vendored `make`, whose jobserver descriptors are
+            // not ours.
             .env_remove("MAKEFLAGS")
             .env_remove("MFLAGS")
             .env_remove("CARGO_MAKEFLAGS")
             .current_dir(&root);
-        // Nor what cargo sets for this test process (CARGO_MANIFEST_DIR, CARGO_PKG_NAME, …):
-        // `ring`'s build script reruns when they change, so a release build here with them set and
-        // `make test-deb`'s right after without them rebuilt ring, rustls, kube and rtslice — 3.6 of
-        // test-deb's 4.8 min in a clean-clone `make test`.
-        const SET_FOR_TESTS: [&str; 6] = ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_CRATE_", "CARGO_BIN_", "CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR"];
-        for (k, _) in std::env::vars_os() {
-            if k.to_str().is_some_and(|k| SET_FOR_TESTS.iter().any(|p| k.starts_with(p))) {
-                build.env_remove(k);
-            }
-        }
         let status = build.status().expect("run cargo build -p rtslice");
-        assert!(status.success(), "cargo build --release -p rtslice failed");
+        assert!(status.success(), "cargo build -p rtslice failed");
         let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
-        let bin = target.join("release").join("rtslice");
+        let bin = target.join("debug").join("rtslice");
         assert!(bin.is_file(), "{} missing after cargo build", bin.display());
         bin
     })
