@@ -317,3 +317,169 @@ fn cache_ways_are_planned_per_l3_and_the_default_group_narrowed() {
     assert!(text.contains("resctrl group rtslice-du1: L3:0=f MB:0=40"), "{text}");
     assert!(text.contains("default group 7f0 (narrowed: best effort keeps only these ways)"), "{text}");
 }
+
+/// This host's online and isolated CPUs, as the kernel lists them: the tests below judge on any host.
+fn host_cpus(file: &str) -> Vec<u64> {
+    let text = std::fs::read_to_string(format!("/sys/devices/system/cpu/{file}")).unwrap_or_default();
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        cpus.extend(a.parse::<u64>().unwrap()..=b.parse::<u64>().unwrap());
+    }
+    cpus
+}
+
+fn cpu_list(cpus: &[u64]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j { cpus[i].to_string() } else { format!("{}-{}", cpus[i], cpus[j]) });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+/// README's tour command, as written: the node the spec declares (4 CPUs) is planned whatever this
+/// host has, and this host's view is reported beside it, judged from this host's online CPUs.
+#[test]
+fn study_b_plans_the_declared_node_on_any_host() {
+    let online = host_cpus("online");
+    let offline: Vec<u64> = (0..4).filter(|c| !online.contains(c)).collect();
+
+    let out = rtslice(&["plan", "examples/study-b-worst-fit.yaml"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "the 4th container is refused: {text}");
+    assert!(text.starts_with("planned for the node the spec declares (CPUs 0-3)\n"), "{text}");
+    assert!(text.contains("container1 50%, container3 40%"), "{text}");
+    assert!(text.contains("container4: asks for 75% on each of 1 CPU(s)"), "{text}");
+    assert!(text.contains("move container3's 40% share from CPU 3 to CPU 1"), "{text}");
+    assert!(text.trim_end().ends_with("3 admitted, 1 rejected"), "{text}");
+    let host_line = text.lines().find(|l| l.starts_with("this host: ")).unwrap_or_else(|| panic!("no `this host:` line: {text}"));
+    assert!(host_line.starts_with(&format!("this host: CPUs {} online", cpu_list(&online))), "{host_line}");
+    // Where this host's cgroups cannot be read, apply could not run at all; the verdict says that.
+    let apply_runs_here = !text.contains("\n  → `rtslice apply` could not run here");
+    if !offline.is_empty() {
+        assert!(host_line.contains(&format!("the planned CPUs {} are not", cpu_list(&offline))), "{host_line}");
+    }
+    if !offline.is_empty() && apply_runs_here {
+        assert!(text.contains(&format!("{host_line}\n  → `rtslice apply` here would refuse this spec")), "{text}");
+        assert!(text.contains("refused here: it would get CPUs"), "each workload refused here, with the reason: {text}");
+    }
+
+    let out = rtslice(&["plan", "examples/study-b-worst-fit.yaml", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let p: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(p["planned_for"]["node"], "declared");
+    assert_eq!(ids(&p["node"]["cpus"]), [0, 1, 2, 3]);
+    assert_eq!(ids(&workload(&p, "container3")["cpus"]), [0, 2, 3]);
+    assert_eq!(p["rejected"][0]["name"], "container4");
+    assert_eq!(p["rejected"][0]["defrag"]["moves"][0]["from_cpu"], 3);
+    assert!(p.get("warnings").is_none(), "the declared node's CPUs are its own, not this host's: {p:#}");
+    let here = &p["this_host"];
+    assert_eq!(here["applies"], false, "a plan with a rejection is never applied (all or nothing)");
+    assert_eq!(ids(&here["online"]), online);
+    assert!(here["verdict"].as_str().unwrap().starts_with("CPUs "), "{here}");
+    if offline.is_empty() {
+        assert!(here.get("offline").is_none(), "{here}");
+    } else {
+        assert_eq!(ids(&here["offline"]), offline);
+    }
+    if !offline.is_empty() && apply_runs_here {
+        let refused_here: Vec<&Value> = here["differences"].as_array().unwrap().iter().filter(|d| d.get("here_cpus").is_none()).collect();
+        assert!(!refused_here.is_empty(), "{here:#}");
+        for d in refused_here {
+            assert!(d["reason"].as_str().unwrap().contains("are not online on this host"), "{d}");
+        }
+    }
+}
+
+/// `--host` plans for this host as `rtslice apply` does: a workload lands only on CPUs online here,
+/// and one that would need another is refused with that reason.
+#[test]
+fn host_flag_plans_for_this_hosts_cpus() {
+    let online = host_cpus("online");
+    let out = rtslice(&["plan", "examples/study-b-worst-fit.yaml", "--host", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "at least container4 is refused on any host");
+    let p: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(p["planned_for"]["node"], "this_host");
+    // Where this host's cgroups cannot be read, apply plans without a kernel (CPUs not online only
+    // warned about) and could not run: the verdict says so instead.
+    let apply_runs_here = p["this_host"].get("error").is_none();
+    for w in p["workloads"].as_array().unwrap().iter().filter(|_| apply_runs_here) {
+        assert!(ids(&w["cpus"]).iter().all(|c| online.contains(c)), "{} placed on a CPU not online here: {w}", w["name"]);
+    }
+    let reasons: Vec<&str> = p["rejected"].as_array().unwrap().iter().map(|r| r["reason"].as_str().unwrap()).collect();
+    if !apply_runs_here {
+        assert!(p["this_host"]["verdict"].as_str().unwrap().contains("`rtslice apply` could not run here"), "{p:#}");
+    } else if (0..4).any(|c| !online.contains(&c)) {
+        let why = format!("are not online on this host (online: {})", cpu_list(&online));
+        assert!(reasons.iter().any(|r| r.contains(&why)), "a refusal says `{why}`: {reasons:?}");
+        assert!(p["rejected"].as_array().unwrap().len() >= 2, "{reasons:?}");
+    }
+    assert_eq!(p["this_host"]["applies"], false);
+    assert!(p["this_host"].get("differences").is_none(), "the plan is this host's own: {p:#}");
+
+    let text = rtslice(&["plan", "examples/study-b-worst-fit.yaml", "--host"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.starts_with("planned for this host (--host)"), "{text}");
+    // Where this host's cgroups cannot be read, apply could not run at all; the plan says that instead.
+    assert!(text.contains("\n  → `rtslice apply` here would refuse it") || text.contains("\n  → `rtslice apply` could not run here"), "{text}");
+
+    let both = rtslice(&["plan", "examples/study-b-worst-fit.yaml", "--host", "--online", "0-3"]);
+    assert_eq!(both.status.code(), Some(2), "--host and --online contradict each other");
+    assert!(String::from_utf8_lossy(&both.stderr).contains("--online"), "{}", String::from_utf8_lossy(&both.stderr));
+}
+
+/// The declared node takes nothing from this host: its boot isolation only from --isolcpus.
+#[test]
+fn the_declared_node_is_isolated_only_as_asked() {
+    let out = rtslice(&["plan", "examples/study-a-isolcpus.yaml", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    let p: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(p["rejected"][0]["reason"].as_str().unwrap().contains("none are isolated on the node planned"), "{p:#}");
+    let out = rtslice(&["plan", "examples/study-a-isolcpus.yaml", "--json", "--isolcpus", "4-7"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let p: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(p["planned_for"]["node"], "declared");
+    assert_eq!(ids(&workload(&p, "vbbu")["cpus"]), [4, 5, 6, 7]);
+    assert_eq!(ids(&p["this_host"]["isolcpus"]), host_cpus("isolated"));
+}
+
+/// A spec without node.cpus is planned for this host, and the plan says so.
+#[test]
+fn a_spec_without_cpus_is_planned_for_this_host() {
+    use std::io::Write;
+    let online = host_cpus("online");
+    let isolated = host_cpus("isolated");
+    let spec = b"apiVersion: rtslice/v1\nworkloads:\n  - name: batch\n    demand: { bestEffort: { weight: 100 } }\n";
+    let run = |json: bool| {
+        let mut args = vec!["plan", "-"];
+        if json {
+            args.push("--json");
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_rtslice"))
+            .args(&args)
+            .current_dir(root())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(spec).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = run(true);
+    assert_eq!(out.status.code(), Some(0));
+    let p: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(p["planned_for"]["node"], "this_host");
+    assert!(p["planned_for"]["why"].as_str().unwrap().contains("declares no CPUs"), "{p:#}");
+    assert_eq!(ids(&p["node"]["cpus"]), online);
+    let shared: Vec<u64> = online.iter().copied().filter(|c| !isolated.contains(c)).collect();
+    assert_eq!(ids(&workload(&p, "batch")["cpus"]), if shared.is_empty() { online.clone() } else { shared });
+    let out = run(false);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("planned for this host: the spec declares no CPUs (node.cpus: discovered)"), "{text}");
+}

@@ -760,7 +760,7 @@ fn admit(st: &mut State, i: usize, w: &Workload, want: &Want, named: &[u32]) -> 
     if needs_isolated && !st.cpus.iter().any(|c| c.isolated) {
         return Err(reject(
             w,
-            "requires isolcpus CPUs but none are isolated on this host; boot with isolcpus=<cpus> (e.g. isolcpus=4-7) or drop isolation.isolcpus".into(),
+            "requires isolcpus CPUs but none are isolated on the node planned; boot with isolcpus=<cpus> (e.g. isolcpus=4-7) or drop isolation.isolcpus".into(),
         ));
     }
     let k = match want {

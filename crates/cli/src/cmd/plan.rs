@@ -1,12 +1,20 @@
-//! `rtslice plan SPEC [--json]`: admission control and placement, touching nothing.
-//! Exit codes: 0 all admitted, 1 something rejected, 2 invalid spec (errors on stderr).
+//! `rtslice plan SPEC [--json] [--host | --online CPULIST] [--isolcpus CPULIST] [--mechanism M]`:
+//! admission control and placement, touching nothing.
+//!
+//! The plan is made for the node the spec declares (`node.cpus`, cap, housekeeping, topology, L3):
+//! the same answer on any machine. What `rtslice apply` would do on this host is reported beside
+//! it (`this host: …`, JSON `this_host`). `--host` plans for this host instead (what apply does);
+//! so does a spec that declares no CPUs (`cpus: discovered`), and the plan says so.
+//! Exit codes follow the plan printed: 0 all admitted, 1 something rejected, 2 invalid spec or
+//! argument (errors on stderr). Whether this host could apply it does not change the exit code.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use rtslice_plan::{Allocation, NodeFacts, Plan, ThreadCpus, ThreadSched};
-use rtslice_spec::{format_cpu_list, parse_cpu_list, units::format_duration, Launch};
+use rtslice_plan::{Allocation, Mechanism, NodeFacts, Plan, ThreadCpus, ThreadSched};
+use rtslice_spec::{format_cpu_list, parse_cpu_list, units::format_duration, Launch, NodeCpus};
+use serde::Serialize;
 
 use super::{EXIT_INVALID, EXIT_REJECTED};
 
@@ -17,17 +25,52 @@ pub struct Args {
     // JSON schema of the plan: docs/plan.md
     #[command(flatten)]
     pub json: super::Json,
-    /// Plan for these online CPUs instead of this host's (/sys/devices/system/cpu/online), e.g. `0-7`
+    /// Plan for this host instead of the node the spec declares: its online and isolated CPUs, its
+    /// topology and L3 where the spec declares none, its kernel's mechanisms and limits — what
+    /// `rtslice apply` would do here
+    #[arg(long, conflicts_with_all = ["online", "isolcpus"])]
+    pub host: bool,
+    /// Plan for a node with these online CPUs, e.g. `0-7`: a spec's `cpus: discovered` become
+    /// these, declared CPUs outside them are warned about
     #[arg(long, value_name = "CPULIST")]
     pub online: Option<String>,
-    /// Plan with these isolcpus instead of this host's (/sys/devices/system/cpu/isolated)
+    /// Plan with these CPUs isolated at boot (isolcpus=), e.g. `4-7`; default: none on the node
+    /// the spec declares, this host's (/sys/devices/system/cpu/isolated) with --host
     #[arg(long, value_name = "CPULIST")]
     pub isolcpus: Option<String>,
     /// Plan for this reservation mechanism (hcbs, deadline, rt_group, none) and print the kernel
-    /// parameters apply will write; default: the one apply would choose on this host (with this host's
-    /// kernel limits), unless --online/--isolcpus plan for another host
+    /// parameters apply will write; default: when planning for this host (--host, or a spec without
+    /// node.cpus), the one apply would choose here (with this host's kernel limits)
     #[arg(long, value_name = "MECHANISM")]
     pub mechanism: Option<super::MechanismArg>,
+}
+
+/// Which node a plan is made for.
+#[derive(Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Target {
+    /// The node the spec declares (`node.cpus` listed), nothing taken from this host.
+    Declared,
+    /// A node described by `--online`/`--isolcpus`.
+    Given,
+    /// This host, as `rtslice apply` plans it (`--host`, or a spec with `cpus: discovered`).
+    ThisHost,
+}
+
+/// The JSON `planned_for`: the node planned and why.
+#[derive(Serialize)]
+struct PlannedFor {
+    node: Target,
+    why: String,
+}
+
+/// `plan --json`: the plan's own fields (docs/plan.md), then which node it is for and this host's verdict.
+#[derive(Serialize)]
+struct PlanOutput<'a> {
+    #[serde(flatten)]
+    plan: &'a Plan,
+    planned_for: PlannedFor,
+    this_host: &'a ThisHost,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -44,28 +87,250 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_INVALID));
         }
     };
-    let facts = match host_facts(args.online.as_deref(), args.isolcpus.as_deref()) {
-        Ok(f) => f,
-        Err(e) => return super::invalid(super::chain(&e)),
+    let online = match args.online.as_deref().map(parse_cpu_list).transpose() {
+        Ok(o) => o,
+        Err(e) => return super::invalid(format_args!("--online: {e}")),
     };
-    // On this host its kernel's limits and mechanisms apply; planning for another host (--online,
-    // --isolcpus) knows only the mechanism asked for.
-    let for_this_host = args.online.is_none() && args.isolcpus.is_none();
-    let kernel = if for_this_host { rtslice_host::HostFacts::detect().ok().map(|f| f.kernel_facts()) } else { None };
-    let plan = match (kernel, args.mechanism.map(rtslice_plan::Mechanism::from)) {
-        (Some(k), m) => rtslice_plan::plan_for_kernel(&spec, &facts, &k, m),
-        (None, Some(m)) => rtslice_plan::plan_for_kernel(&spec, &facts, &Default::default(), Some(m)),
-        (None, None) => rtslice_plan::plan(&spec, &facts),
+    let isolcpus = match args.isolcpus.as_deref().map(parse_cpu_list).transpose() {
+        Ok(i) => i,
+        Err(e) => return super::invalid(format_args!("--isolcpus: {e}")),
+    };
+    let mechanism = args.mechanism.map(Mechanism::from);
+    let (target, why) = match (&spec.node.cpus, args.host, &online, &isolcpus) {
+        (_, true, _, _) => (Target::ThisHost, "this host (--host): what `rtslice apply` would do here".to_string()),
+        (_, false, Some(o), _) => (Target::Given, format!("a node with CPUs {} online (--online)", format_cpu_list(o))),
+        (NodeCpus::List(cpus), false, None, _) => (Target::Declared, format!("the node the spec declares (CPUs {})", format_cpu_list(cpus))),
+        (NodeCpus::Discovered, false, None, Some(_)) => {
+            (Target::Given, "this host's online CPUs with the isolcpus given (--isolcpus)".to_string())
+        }
+        (NodeCpus::Discovered, false, None, None) => (
+            Target::ThisHost,
+            "this host: the spec declares no CPUs (node.cpus: discovered), so this host's online CPUs, isolcpus, topology and kernel".to_string(),
+        ),
+    };
+    // This host as apply sees it: the plan itself for this host, beside it otherwise. Facts of this
+    // host that cannot be read fail only a plan made of them.
+    let needs_host = target == Target::ThisHost || (online.is_none() && spec.node.cpus == NodeCpus::Discovered);
+    let here = match this_host(&spec, mechanism) {
+        Ok(h) => Ok(h),
+        Err(e) if needs_host => return super::invalid(super::chain(&e)),
+        Err(e) => Err(format!("cannot read this host's facts: {}", super::chain(&e))),
+    };
+    let plan = match (target, &here) {
+        (Target::ThisHost, Ok(h)) => h.plan.clone(),
+        _ => {
+            let online = match (online, &spec.node.cpus, &here) {
+                (Some(o), _, _) => o,
+                (None, NodeCpus::List(cpus), _) => cpus.clone(),
+                (None, NodeCpus::Discovered, Ok(h)) => h.facts.online.clone(),
+                (None, NodeCpus::Discovered, Err(_)) => Vec::new(),
+            };
+            // Nothing else comes from this host: boot isolation only as --isolcpus says, topology
+            // and L3 only as the spec declares them, and the kernel's limits only under --mechanism
+            // (with no limits: another kernel's are unknown).
+            let facts = NodeFacts { online, isolcpus: isolcpus.unwrap_or_default(), ..Default::default() };
+            match mechanism {
+                Some(m) => rtslice_plan::plan_for_kernel(&spec, &facts, &Default::default(), Some(m)),
+                None => rtslice_plan::plan(&spec, &facts),
+            }
+        }
+    };
+    let verdict = match &here {
+        Ok(h) => h.judge(&plan, target),
+        Err(e) => ThisHost::unknown(e.clone()),
     };
     if args.json.json {
-        println!("{}", serde_json::to_string_pretty(&plan)?);
+        let out = PlanOutput { plan: &plan, planned_for: PlannedFor { node: target, why }, this_host: &verdict };
+        println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        print!("{}", render(&plan));
+        print!("{}", render_with(&plan, &why, &verdict));
     }
     for w in &plan.warnings {
         super::warning(w);
     }
     Ok(if plan.rejected.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_REJECTED) })
+}
+
+/// This host as `rtslice apply` sees it: its facts and the plan apply would make from them.
+struct Here {
+    facts: NodeFacts,
+    /// The mechanisms this kernel offers, best first; `Err`: why they could not be read.
+    mechanisms: Result<Vec<Mechanism>, String>,
+    plan: Plan,
+}
+
+/// Plans `spec` exactly as a one-shot `rtslice apply` would on this host (apply.rs does the same).
+fn this_host(spec: &rtslice_spec::Spec, mechanism: Option<Mechanism>) -> anyhow::Result<Here> {
+    let facts = host_facts(None, None)?;
+    let (mechanisms, plan) = match rtslice_host::HostFacts::detect() {
+        Ok(host) => (Ok(host.available.clone()), rtslice_plan::plan_for_kernel(spec, &facts, &host.kernel_facts(), mechanism)),
+        // Apply plans without a kernel then, and cannot apply: the verdict says why.
+        Err(e) => (Err(e.to_string()), rtslice_plan::plan(spec, &facts)),
+    };
+    Ok(Here { facts, mechanisms, plan })
+}
+
+/// Whether `rtslice apply` on this host would apply the plan printed (JSON `this_host`).
+#[derive(Serialize)]
+struct ThisHost {
+    /// `rtslice apply SPEC` here would apply exactly the plan printed.
+    applies: bool,
+    /// One sentence: this host's facts that matter and the verdict.
+    verdict: String,
+    /// This host's online CPUs and boot-isolated CPUs.
+    online: Vec<u32>,
+    isolcpus: Vec<u32>,
+    /// The planned node's CPUs that are not online here.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    offline: Vec<u32>,
+    /// The reservation mechanisms this kernel offers, best first (`rtslice doctor`); absent when
+    /// they could not be read (`error` says why).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mechanisms: Option<Vec<Mechanism>>,
+    /// The mechanism apply would use here for this spec (absent: none, e.g. nothing reserved).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mechanism: Option<Mechanism>,
+    /// The per-CPU cap this host's kernel allows (under that mechanism), when below the plan's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cap: Option<f64>,
+    /// Why apply could not run here at all (exit 3): this host's cgroups or kernel unreadable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    /// The verdict's two halves, for the human view.
+    #[serde(skip)]
+    facts_line: String,
+    #[serde(skip)]
+    conclusion: String,
+    /// Workloads apply would treat otherwise here, in spec order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    differences: Vec<Difference>,
+}
+
+/// One workload that this host's plan places or refuses unlike the plan printed.
+#[derive(Serialize)]
+struct Difference {
+    workload: String,
+    /// Its CPUs in the plan printed; absent: refused there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    planned_cpus: Option<Vec<u32>>,
+    /// Its CPUs on this host; absent: refused here (`reason`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    here_cpus: Option<Vec<u32>>,
+    /// Why this host refuses it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+}
+
+impl ThisHost {
+    /// The verdict when this host's facts could not be read: apply could not run here either.
+    fn unknown(error: String) -> ThisHost {
+        let conclusion = "`rtslice apply` could not run here either".to_string();
+        ThisHost {
+            applies: false,
+            verdict: format!("{error} — {conclusion}"),
+            facts_line: error.clone(),
+            conclusion,
+            online: Vec::new(),
+            isolcpus: Vec::new(),
+            offline: Vec::new(),
+            mechanisms: None,
+            mechanism: None,
+            cap: None,
+            error: Some(error),
+            differences: Vec::new(),
+        }
+    }
+}
+
+impl Here {
+    fn judge(&self, plan: &Plan, target: Target) -> ThisHost {
+        let online = &self.facts.online;
+        let offline: Vec<u32> = plan.node.cpus.iter().copied().filter(|c| !online.contains(c)).collect();
+        let here = &self.plan;
+        let mechanism = here.kernel.as_ref().map(|k| k.mechanism).filter(|m| *m != Mechanism::None);
+        let cap = (here.node.cap < plan.node.cap - 1e-12).then_some(here.node.cap);
+        let mut differences = Vec::new();
+        if target != Target::ThisHost {
+            for w in &plan.workloads {
+                match (here.workload(&w.name), here.rejected.iter().find(|r| r.name == w.name)) {
+                    (Some(h), _) if h.cpus == w.cpus && h.allocation == w.allocation => {}
+                    (Some(h), _) => differences.push(Difference {
+                        workload: w.name.clone(),
+                        planned_cpus: Some(w.cpus.clone()),
+                        here_cpus: Some(h.cpus.clone()),
+                        reason: None,
+                    }),
+                    (None, r) => differences.push(Difference {
+                        workload: w.name.clone(),
+                        planned_cpus: Some(w.cpus.clone()),
+                        here_cpus: None,
+                        reason: r.map(|r| r.reason.clone()),
+                    }),
+                }
+            }
+            for r in &plan.rejected {
+                if let Some(h) = here.workload(&r.name) {
+                    differences.push(Difference { workload: r.name.clone(), planned_cpus: None, here_cpus: Some(h.cpus.clone()), reason: None });
+                }
+            }
+        }
+        let error = self.mechanisms.as_ref().err().cloned();
+        let applies = error.is_none() && differences.is_empty() && plan.rejected.is_empty() && here.rejected.is_empty();
+
+        let mut facts = vec![format!("CPUs {} online", format_cpu_list(online))];
+        if !offline.is_empty() {
+            facts.push(format!("the planned CPUs {} are not", format_cpu_list(&offline)));
+        }
+        if self.facts.isolcpus != plan.node.isolcpus {
+            facts.push(format!("isolcpus {} (planned: {})", dash(&self.facts.isolcpus), dash(&plan.node.isolcpus)));
+        }
+        match &self.mechanisms {
+            Ok(m) if m.is_empty() => facts.push("no reservation mechanism (`rtslice doctor`)".into()),
+            Ok(m) => facts.push(format!(
+                "mechanisms {}{}",
+                m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(", "),
+                mechanism.map(|m| format!(" (apply would use {m})")).unwrap_or_default()
+            )),
+            Err(_) => {}
+        }
+        if let Some(c) = cap {
+            facts.push(format!("the kernel's cap {:.0}% (planned: {:.0}%)", c * 100.0, plan.node.cap * 100.0));
+        }
+        let refused_here: Vec<&str> = differences.iter().filter(|d| d.here_cpus.is_none()).map(|d| d.workload.as_str()).collect();
+        let conclusion = if let Some(e) = &error {
+            format!("`rtslice apply` could not run here: {e}")
+        } else if applies {
+            "`rtslice apply` here would apply this plan as printed".to_string()
+        } else if target == Target::ThisHost {
+            format!("`rtslice apply` here would refuse it: {} refused (it applies all or nothing)", here.rejected.len())
+        } else if differences.is_empty() {
+            "this host would plan it the same, and `rtslice apply` refuses a plan with a rejection (all or nothing)".to_string()
+        } else if !refused_here.is_empty() {
+            format!(
+                "`rtslice apply` here would refuse this spec: {} refused here (it applies all or nothing); `rtslice plan --host` plans for this host",
+                refused_here.join(", ")
+            )
+        } else {
+            format!(
+                "`rtslice apply` here would place {} differently (below); `rtslice plan --host` shows how",
+                differences.iter().map(|d| d.workload.as_str()).collect::<Vec<_>>().join(", ")
+            )
+        };
+        ThisHost {
+            applies,
+            verdict: format!("{} — {conclusion}", facts.join("; ")),
+            facts_line: facts.join("; "),
+            conclusion,
+            online: online.clone(),
+            isolcpus: self.facts.isolcpus.clone(),
+            offline,
+            mechanisms: self.mechanisms.as_ref().ok().cloned(),
+            mechanism,
+            cap,
+            error,
+            differences,
+        }
+    }
 }
 
 /// Reads a spec file (or stdin for `-`); the name is what error messages show.
@@ -166,10 +431,12 @@ fn render_sizing(s: &rtslice_plan::Sizing) -> String {
     )
 }
 
-/// The human view: per-CPU map, then per-workload resources and rules, then rejections.
-pub fn render(plan: &Plan) -> String {
+/// The human view: the node planned, per-CPU map, then per-workload resources and rules, then
+/// rejections, then whether this host could apply it.
+fn render_with(plan: &Plan, planned_for: &str, here: &ThisHost) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
+    let _ = writeln!(out, "planned for {planned_for}");
     let n = &plan.node;
     let _ = writeln!(
         out,
@@ -333,16 +600,16 @@ pub fn render(plan: &Plan) -> String {
     }
     if let Some(k) = &plan.kernel {
         let _ = writeln!(out, "\nkernel parameters apply will write (mechanism {}: {}):", k.mechanism, k.mechanism.describe());
-        if let Some(us) = k.parent_runtime_us {
-            let _ = writeln!(out, "  rtslice parent group: RT budget {us} µs every 1000000 µs");
+        for line in k.parent_lines() {
+            let _ = writeln!(out, "  {line}");
         }
         for w in &k.workloads {
             let _ = writeln!(out, "  {}:{}", w.name, if w.partition { " exclusive cpuset partition" } else { "" });
             if !w.budget.is_empty() {
                 let _ = writeln!(out, "      budget: {}", w.budget);
             }
-            if let Some(b) = w.group_budget {
-                let _ = writeln!(out, "      group: cpu.rt_runtime_us={} cpu.rt_period_us={}", b.runtime_us, b.period_us);
+            if let Some(line) = w.group_line(k.mechanism) {
+                let _ = writeln!(out, "      group: {line}");
             }
             if let Some(q) = w.cfs_quota {
                 let _ = writeln!(
@@ -395,6 +662,16 @@ pub fn render(plan: &Plan) -> String {
             }
         }
     }
+    let _ = writeln!(out, "\nthis host: {}\n  → {}", here.facts_line, here.conclusion);
+    for d in &here.differences {
+        let planned = d.planned_cpus.as_ref().map(|c| format!("planned on CPUs {}", format_cpu_list(c))).unwrap_or_else(|| "refused in the plan".into());
+        let there = match (&d.here_cpus, &d.reason) {
+            (Some(c), _) => format!("here on CPUs {}", format_cpu_list(c)),
+            (None, Some(r)) => format!("refused here: {r}"),
+            (None, None) => "refused here".into(),
+        };
+        let _ = writeln!(out, "  {}: {planned}; {there}", d.workload);
+    }
     let _ = writeln!(out, "\n{} admitted, {} rejected", plan.workloads.len(), plan.rejected.len());
     out
 }
@@ -410,7 +687,7 @@ fn dash(cpus: &[u32]) -> String {
 /// One line: where the plan's topology came from and what it holds.
 fn describe_topology(t: Option<&rtslice_plan::TopologyUse>) -> String {
     let Some(t) = t else {
-        return "none known (every CPU a core of its own; declare node.topology, or plan on the host itself)".into();
+        return "none known (every CPU a core of its own; declare node.topology, or plan for this host with --host)".into();
     };
     let mut parts = Vec::new();
     if t.cores.is_empty() {
