@@ -18,10 +18,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{cpu_ticks, self_as_agent, ResetOnDrop};
+use common::{cpu_ticks, self_as_agent, reset_on_drop};
 use rtslice_host::sched::{self, SchedAttr};
 use rtslice_host::{status, ApplyOptions, Mechanism, StateDir};
-use rtslice_testkit::{root_or_skip, KernelLock};
+use rtslice_testkit::{root_or_skip, skip, KernelLock};
 
 const ROLE: &str = "RTSLICE_CFS_POOL_ROLE";
 
@@ -37,14 +37,15 @@ fn comm(pid: i32) -> String {
 /// (CPU share of the spinners together, of the real-time process) under `mech`; `None` when the
 /// host lacks it.
 fn run(mech: Mechanism) -> Option<(f64, f64)> {
-    if rtslice_host::doctor::online_cpus().len() < 2 {
-        eprintln!("SKIPPED: needs 2 CPUs (one for the house, one for the reservation)");
+    let online = rtslice_host::doctor::online_cpus().len();
+    if online < 2 {
+        skip::skip(skip::CPUS_2, format!("needs 2 CPUs (one for the house, one for the reservation), this host has {online}"));
         return None;
     }
     let host = rtslice_host::HostFacts::detect().unwrap();
     if !host.available.contains(&mech) {
         // RT groups need cgroup v1 with RT_GROUP_SCHED: not in the kernel matrix's v2 guests.
-        eprintln!("SKIPPED: {mech} is not available on this host (see `rtslice doctor`)");
+        skip::skip(skip::mechanism_need(&mech), format!("{mech} is not available on this host (see `rtslice doctor`)"));
         return None;
     }
     let name = format!("pool-{mech}-{}", std::process::id()).replace('_', "-");
@@ -69,7 +70,7 @@ fn run(mech: Mechanism) -> Option<(f64, f64)> {
     let dir = tempfile::tempdir().unwrap();
     let opts = ApplyOptions { mechanism: Some(mech), agent: Some(self_as_agent(ROLE, vec![])), ..ApplyOptions::with_state_dir(dir.path()) };
     let applied = rtslice_host::apply(&plan, rtslice_host::OciDefaults::default(), &opts).expect("apply");
-    let _cleanup = ResetOnDrop(StateDir::new(dir.path()));
+    let _cleanup = reset_on_drop(dir.path());
     let rec = &applied.workloads[0];
     let g = &rec.group;
     // The knobs are what the plan printed.

@@ -9,12 +9,12 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{self_as_agent, ResetOnDrop};
+use common::{self_as_agent, reset_on_drop};
 use rtslice_host::Mechanism;
 use rtslice_host::sched::{self, SchedAttr};
 use rtslice_host::{apply_setup, status, ApplyOptions, CpuList, Launch, Setup, StateDir, ThreadRule, WorkloadSetup};
 use rtslice_sys::time::monotonic_ns as now_ns;
-use rtslice_testkit::{root_or_skip, KernelLock};
+use rtslice_testkit::{root_or_skip, skip, KernelLock};
 
 const ROLE: &str = "RTSLICE_AGENT_TEST_ROLE";
 const THREADS: usize = 20;
@@ -97,7 +97,7 @@ fn run(poll: bool) -> (Vec<Option<f64>>, Option<rtslice_agent::AgentStats>) {
         ..ApplyOptions::with_state_dir(dir.path())
     };
     let applied = apply_setup(&setup, &opts).expect("apply");
-    let _guard = ResetOnDrop(StateDir::new(dir.path()));
+    let _guard = reset_on_drop(dir.path());
     assert!(applied.agent.is_some());
     let st = status(&StateDir::new(dir.path())).unwrap();
     assert!(st.agent.as_ref().is_some_and(|a| a.alive), "status shows the agent: {:?}", st.agent);
@@ -125,8 +125,7 @@ fn summary(v: &[Option<f64>]) -> (f64, f64, f64) {
 #[test]
 fn threads_born_after_apply_get_their_rules_quickly() {
     root_or_skip!();
-    if rtslice_host::doctor::online_cpus().len() < 2 {
-        eprintln!("SKIPPED: needs 2 CPUs");
+    if !skip::cpus_or_skip(2) {
         return;
     }
     let _lock = KernelLock::acquire();

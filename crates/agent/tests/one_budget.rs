@@ -10,12 +10,12 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{cpu_ticks, self_as_agent, ResetOnDrop};
+use common::{cpu_ticks, self_as_agent, reset_on_drop};
 use rtslice_host::sched::{self, SchedAttr};
 use rtslice_host::{
     apply_setup, status, ApplyOptions, CpuList, Launch, Mechanism, Reservation, Setup, StateDir, ThreadRule, WorkloadSetup,
 };
-use rtslice_testkit::{root_or_skip, KernelLock};
+use rtslice_testkit::{root_or_skip, skip, KernelLock};
 
 const ROLE: &str = "RTSLICE_ONE_BUDGET_ROLE";
 
@@ -43,13 +43,7 @@ fn helper_agent_role() {
 /// Runs the forking workload under `mech` and returns (CPU share of all its processes together,
 /// number of processes).
 fn run(mech: Mechanism) -> Option<(f64, usize)> {
-    if rtslice_host::doctor::online_cpus().len() < 2 {
-        eprintln!("SKIPPED: needs 2 CPUs");
-        return None;
-    }
-    if !rtslice_host::doctor().mechanisms.contains(&mech) {
-        // RT groups need cgroup v1 with RT_GROUP_SCHED: not in the kernel matrix's v2 guests.
-        eprintln!("SKIPPED: {mech} is not available on this host (see `rtslice doctor`)");
+    if !skip::cpus_or_skip(2) || !common::has_mechanism(mech) {
         return None;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -73,7 +67,7 @@ fn run(mech: Mechanism) -> Option<(f64, usize)> {
         ..ApplyOptions::with_state_dir(dir.path())
     };
     let applied = apply_setup(&setup, &opts).expect("apply");
-    let _cleanup = ResetOnDrop(StateDir::new(dir.path()));
+    let _cleanup = reset_on_drop(dir.path());
     let group = applied.workloads[0].group.cpuset.clone();
     let sd = StateDir::new(dir.path());
     // The parent and its four workers, every one under the rule.
@@ -159,12 +153,7 @@ fn a_rule_at_its_own_period_draws_on_the_same_one_budget() {
 fn demand_split(spinner_period_ns: Option<u64>) {
     root_or_skip!();
     let _lock = KernelLock::acquire();
-    if rtslice_host::doctor::online_cpus().len() < 2 {
-        eprintln!("SKIPPED: needs 2 CPUs");
-        return;
-    }
-    if !rtslice_host::doctor().mechanisms.contains(&Mechanism::Deadline) {
-        eprintln!("SKIPPED: deadline is not available on this host (see `rtslice doctor`)");
+    if !skip::cpus_or_skip(2) || !common::has_mechanism(Mechanism::Deadline) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -198,7 +187,7 @@ fn demand_split(spinner_period_ns: Option<u64>) {
         ..ApplyOptions::with_state_dir(dir.path())
     };
     let applied = apply_setup(&setup, &opts).expect("apply");
-    let _cleanup = ResetOnDrop(StateDir::new(dir.path()));
+    let _cleanup = reset_on_drop(dir.path());
     let group = applied.workloads[0].group.cpuset.clone();
     let sd = StateDir::new(dir.path());
     let threads = || -> Vec<(i32, String)> {
@@ -260,8 +249,7 @@ fn demand_split(spinner_period_ns: Option<u64>) {
 fn a_stack_with_a_history_is_split_by_its_use_as_soon_as_the_agent_sees_it() {
     root_or_skip!();
     let _lock = KernelLock::acquire();
-    if rtslice_host::doctor::online_cpus().len() < 2 || !rtslice_host::doctor().mechanisms.contains(&Mechanism::Deadline) {
-        eprintln!("SKIPPED: needs 2 CPUs and SCHED_DEADLINE (see `rtslice doctor`)");
+    if !skip::cpus_or_skip(2) || !common::has_mechanism(Mechanism::Deadline) {
         return;
     }
     // Killed when dropped: an attached workload is not rtslice's to stop (reset leaves it running).
@@ -302,7 +290,7 @@ fn a_stack_with_a_history_is_split_by_its_use_as_soon_as_the_agent_sees_it() {
         ..ApplyOptions::with_state_dir(dir.path())
     };
     let applied = apply_setup(&setup, &opts).expect("apply");
-    let _cleanup = ResetOnDrop(StateDir::new(dir.path()));
+    let _cleanup = reset_on_drop(dir.path());
     let group = applied.workloads[0].group.cpuset.clone();
     let t0 = Instant::now();
     // Thread by thread, the agent may re-split between two reads: the sum is the budget in force

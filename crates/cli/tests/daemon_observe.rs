@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use rtslice_testkit::{skip, skip_unless, OnDrop};
 use rtslice_testkit::prom::{free_port, http_get, http_get_with, now_unix, promql_quantile_band_ns, trace_quantile_ns, trace_wakeup_buckets, value_of, wait_for, Prometheus};
 use serde_json::Value;
 
@@ -53,24 +54,21 @@ fn curl_json(socket: &Path, path: &str) -> Value {
     serde_json::from_str(&body).unwrap()
 }
 
-/// `rtslice daemon` as a child; stopped with SIGTERM on drop so `--reset-on-exit` undoes the node.
-struct Daemon {
-    child: std::process::Child,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+/// `rtslice daemon` as a child, stopped with SIGTERM on drop so `--reset-on-exit` undoes the node
+/// (not `KillOnDrop`: SIGKILL would leave it applied); killed after a minute without exiting.
+fn stop_on_drop(mut child: std::process::Child) -> OnDrop<impl FnOnce()> {
+    OnDrop::new(move || {
+        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(60) {
-            if let Ok(Some(_)) = self.child.try_wait() {
+            if let Ok(Some(_)) = child.try_wait() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+        let _ = child.kill();
+        let _ = child.wait();
+    })
 }
 
 /// Every family issue 13 asks for, with the labels each series must carry; `{w}` is a workload.
@@ -215,15 +213,15 @@ fn headless(browser: &Path, profile: &Path, mode: &str, url: &str) -> String {
 
 #[test]
 fn daemon_serves_metrics_prometheus_agrees_and_the_dashboard_shows_the_api_numbers() {
-    if !rtslice_testkit::is_root() {
-        eprintln!("SKIPPED: needs root (the daemon applies reservations and loads BPF; CI runs as root)");
-        return;
-    }
+    skip_unless!(rtslice_testkit::is_root(), skip::ROOT, "needs root (the daemon applies reservations and loads BPF; CI runs as root)");
     let _lock = rtslice_testkit::KernelLock::acquire();
-    if rtslice_host::doctor::online_cpus().len() < 2 || !rtslice_host::doctor().mechanisms.contains(&rtslice_host::Mechanism::RtGroup) {
-        eprintln!("SKIPPED: needs 2 CPUs and RT group scheduling (cgroup v1 with RT_GROUP_SCHED): the workloads' capacities assume them");
-        return;
-    }
+    let online = rtslice_host::doctor::online_cpus().len();
+    skip_unless!(online >= 2, skip::CPUS_2, "needs 2 CPUs, this host has {online}: the workloads' capacities assume them");
+    skip_unless!(
+        rtslice_host::doctor().mechanisms.contains(&rtslice_host::Mechanism::RtGroup),
+        skip::RT_GROUPS,
+        "needs RT group scheduling (cgroup v1 with RT_GROUP_SCHED): the workloads' capacities assume it"
+    );
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let socket = dir.path().join("api.sock");
@@ -233,8 +231,8 @@ fn daemon_serves_metrics_prometheus_agrees_and_the_dashboard_shows_the_api_numbe
     let (api_port, metrics_port) = (free_port(), free_port());
     let emu_s = WINDOW_S + 45;
 
-    let daemon = Daemon {
-        child: Command::new(BIN)
+    let daemon = stop_on_drop(
+        Command::new(BIN)
             .args(["daemon", "--mechanism", "rt_group", "--reset-on-exit", "--grace", "2", "--socket"])
             .arg(&socket)
             .arg("--state-dir")
@@ -244,7 +242,7 @@ fn daemon_serves_metrics_prometheus_agrees_and_the_dashboard_shows_the_api_numbe
             .stderr(std::fs::File::create(dir.path().join("daemon.log")).unwrap())
             .spawn()
             .unwrap(),
-    };
+    );
     wait_for("the daemon's socket", Duration::from_secs(60), || std::os::unix::net::UnixStream::connect(&socket).is_ok());
     let prom = Prometheus::start(dir.path(), &[format!("127.0.0.1:{metrics_port}")]);
 
@@ -329,9 +327,8 @@ fn daemon_serves_metrics_prometheus_agrees_and_the_dashboard_shows_the_api_numbe
 
     // 3. The dashboard, while the emulators still run.
     match chromium() {
-        None => {
-            eprintln!("SKIPPED the dashboard part: Chromium is not installed (`sudo make deps` installs Debian's chromium, which `make test` uses)")
-        }
+        // A partial skip: the other parts still run.
+        None => skip::skip("chromium", "the dashboard part: Chromium is not installed (`sudo make deps` installs Debian's chromium, which `make test` uses)"),
         Some(browser) => check_dashboard(&browser, dir.path(), &socket, api_port),
     }
 

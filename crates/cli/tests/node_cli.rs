@@ -4,7 +4,7 @@
 //! issue 12's live operations on three-four emulated vBS, the others untouched and still running;
 //! HTTPS on the TCP listener.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 

@@ -10,33 +10,28 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use rtslice_testkit::prom::{free_port, http_get, now_unix, promql_quantile_band_ns, trace_quantile_ns, trace_wakeup_buckets, value_of, wait_for, Prometheus};
-use rtslice_testkit::KillOnDrop;
+use rtslice_testkit::{skip, skip_unless, KillOnDrop, OnDrop};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rtslice");
 /// How long `rtslice trace` and the PromQL windows look at the workload.
 const WINDOW_S: u64 = 30;
 
-/// `rtslice reset` of the test's own state directory when dropped.
-struct Applied(PathBuf);
-
-impl Drop for Applied {
-    fn drop(&mut self) {
-        let out = Command::new(BIN).args(["reset", "--state-dir"]).arg(&self.0).output();
+/// `rtslice reset` of the test's own state directory `state` when dropped.
+fn reset_on_drop(state: PathBuf) -> OnDrop<impl FnOnce()> {
+    OnDrop::new(move || {
+        let out = Command::new(BIN).args(["reset", "--state-dir"]).arg(&state).output();
         if let Ok(o) = out {
             if !o.status.success() {
                 eprintln!("rtslice reset: {}", String::from_utf8_lossy(&o.stderr));
             }
         }
-    }
+    })
 }
 
 #[test]
 fn prometheus_scrapes_metrics_that_agree_with_trace_and_the_emulator() {
-    if !rtslice_testkit::is_root() {
-        eprintln!("skipped: needs root (apply, BPF)");
-        return;
-    }
+    skip_unless!(rtslice_testkit::is_root(), skip::ROOT, "needs root (apply, BPF; CI runs as root)");
     let _lock = rtslice_testkit::KernelLock::acquire();
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
@@ -83,7 +78,7 @@ workloads:
 
     let out = Command::new(BIN).args(["apply", "--mechanism", "rt_group", "--state-dir"]).arg(&state).arg(&spec_path).output().unwrap();
     assert!(out.status.success(), "apply: {}", String::from_utf8_lossy(&out.stderr));
-    let _applied = Applied(state.clone());
+    let _applied = reset_on_drop(state.clone());
 
     // The server follows the state directory: wait until its tracer sees the emulator's threads.
     wait_for("the workload's series", Duration::from_secs(30), || {

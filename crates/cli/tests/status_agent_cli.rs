@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use rtslice_agent::AgentStats;
-use rtslice_testkit::{root_or_skip, KernelLock};
+use rtslice_testkit::{root_or_skip, skip, KernelLock};
 use serde_json::Value;
 
 fn root() -> PathBuf {
@@ -31,8 +31,7 @@ fn status_json(dir: &str) -> Value {
 #[test]
 fn status_never_shows_a_previous_agents_statistics() {
     root_or_skip!();
-    if rtslice_host::doctor::online_cpus().len() < 2 {
-        eprintln!("SKIPPED: needs 2 CPUs");
+    if !skip::cpus_or_skip(2) {
         return;
     }
     let _k = KernelLock::acquire();

@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 
 use rtslice_host::tune::{self, TuneRequest};
 use rtslice_host::CpuList;
-use rtslice_testkit::{root_or_skip, KernelLock};
+use rtslice_testkit::{root_or_skip, skip, KernelLock};
 use serde_json::Value;
 
 fn root() -> PathBuf {
@@ -17,21 +17,13 @@ fn rtslice(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rtslice")).args(args).current_dir(root()).output().expect("run rtslice")
 }
 
-fn two_cpus() -> bool {
-    let ok = rtslice_host::doctor::online_cpus().len() >= 2;
-    if !ok {
-        eprintln!("SKIPPED: needs 2 CPUs");
-    }
-    ok
-}
-
 fn request() -> TuneRequest {
     TuneRequest::new(CpuList::parse("1").unwrap(), CpuList::parse("0").unwrap())
 }
 
 #[test]
 fn dry_run_changes_nothing_and_lists_every_knob() {
-    if !two_cpus() {
+    if !skip::cpus_or_skip(2) {
         return;
     }
     let _k = KernelLock::acquire();
@@ -73,7 +65,7 @@ fn bad_input_exits_2_with_the_reason() {
 #[test]
 fn apply_then_reset_restores_the_host() {
     root_or_skip!();
-    if !two_cpus() {
+    if !skip::cpus_or_skip(2) {
         return;
     }
     let _k = KernelLock::acquire();

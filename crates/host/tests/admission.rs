@@ -17,7 +17,7 @@ use rtslice_host::{
     apply_setup, reset, ApplyOptions, CpuList, Launch, Mechanism, ResetOptions, Reservation, Setup, StateDir, ThreadRule,
     WorkloadSetup,
 };
-use rtslice_testkit::{root_or_skip, KernelLock};
+use rtslice_testkit::{root_or_skip, skip, KernelLock};
 
 const ROLE: &str = "RTSLICE_ADMISSION_ROLE";
 const THREADS: [&str; 5] = ["TXRX", "WORKER0", "WORKER1", "WORKER2", "STACK"];
@@ -55,8 +55,7 @@ fn rule(name: &str) -> ThreadRule {
 #[test]
 fn twenty_applies_of_an_attached_five_thread_stack_succeed_first_try() {
     root_or_skip!();
-    if rtslice_host::doctor::online_cpus().len() < 2 {
-        eprintln!("SKIPPED: needs 2 CPUs");
+    if !skip::cpus_or_skip(2) {
         return;
     }
     let _lock = KernelLock::acquire();
@@ -97,7 +96,7 @@ fn twenty_applies_of_an_attached_five_thread_stack_succeed_first_try() {
             Ok(_) => {
                 took.push(t0.elapsed());
                 first_try += 1;
-                let _cleanup = ResetOnDrop::new(dir.path());
+                let _cleanup = reset_on_drop(dir.path());
                 // Every thread holds its share: TXRX and STACK a third of 70 ms, each WORKER a ninth.
                 for tid in sched::threads_of(pid) {
                     let comm = sched::comm_of(pid, tid).unwrap_or_default();

@@ -11,7 +11,7 @@ use rtslice_host::sched::{self, SchedAttr};
 use rtslice_host::{apply, reset, status, ApplyOptions, CpuList, OciDefaults, ResetOptions, StateDir};
 use rtslice_plan::NodeFacts;
 use rtslice_spec::{Demand, Launch, NodeCpus};
-use rtslice_testkit::{root_or_skip, KernelLock};
+use rtslice_testkit::{root_or_skip, skip, KernelLock};
 
 fn example(name: &str) -> rtslice_spec::Spec {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(name);
@@ -39,7 +39,7 @@ fn sleep_cmd() -> Launch {
 #[test]
 fn host_smoke_example_applies_with_each_mechanism_and_resets() {
     root_or_skip!();
-    if rtslice_host::doctor::online_cpus().len() < 2 {
+    if !skip::cpus_or_skip(2) {
         return;
     }
     let _lock = KernelLock::acquire();
@@ -48,17 +48,16 @@ fn host_smoke_example_applies_with_each_mechanism_and_resets() {
     assert!(plan.rejected.is_empty(), "{:?}", plan.rejected);
     let w = &plan.workloads[0];
     let cpu = w.cpus[0];
-    let available = rtslice_host::doctor().mechanisms;
     for mech in [Mechanism::Deadline, Mechanism::RtGroup] {
-        if !available.contains(&mech) {
-            eprintln!("SKIPPED {mech}: not on this host");
+        // A partial skip: the other mechanism still runs.
+        if !has_mechanism(mech) {
             continue;
         }
         let before = snapshot();
         let dir = tempfile::tempdir().unwrap();
         let opts = ApplyOptions { mechanism: Some(mech), ..ApplyOptions::with_state_dir(dir.path()) };
         let applied = apply(&plan, OciDefaults::default(), &opts).unwrap_or_else(|e| panic!("{mech}: {e}"));
-        let _cleanup = ResetOnDrop::new(dir.path());
+        let _cleanup = reset_on_drop(dir.path());
         let pid = applied.workloads[0].pids[0].pid;
         assert_eq!(read(group(&w.name).cpuset.join("cpuset.cpus")), cpu.to_string());
         // Shielded: an exclusive partition (v1 cpu_exclusive, v2 cpuset.cpus.partition).
@@ -99,11 +98,11 @@ fn host_smoke_example_applies_with_each_mechanism_and_resets() {
 #[test]
 fn study_b_example_scaled_to_this_host_uses_rt_groups_for_overlapping_reservations() {
     root_or_skip!();
-    if rtslice_host::doctor::online_cpus().len() < 2 {
+    if !skip::cpus_or_skip(2) {
         return;
     }
     if !rtslice_host::doctor().mechanisms.contains(&Mechanism::RtGroup) {
-        eprintln!("SKIPPED: overlapping reservations need RT groups (cgroup v1 with RT_GROUP_SCHED), not on this host");
+        skip::skip(skip::RT_GROUPS, "overlapping reservations need RT groups (cgroup v1 with RT_GROUP_SCHED), not on this host");
         return;
     }
     let _lock = KernelLock::acquire();
@@ -124,7 +123,7 @@ fn study_b_example_scaled_to_this_host_uses_rt_groups_for_overlapping_reservatio
     let dir = tempfile::tempdir().unwrap();
     // Overlapping reservations: auto-selection must pick RT groups (deadline partitions cannot overlap).
     let applied = apply(&plan, OciDefaults::default(), &ApplyOptions::with_state_dir(dir.path())).unwrap();
-    let _cleanup = ResetOnDrop::new(dir.path());
+    let _cleanup = reset_on_drop(dir.path());
     assert_eq!(applied.mechanism, Mechanism::RtGroup);
     let mut total = 0.0;
     for w in &plan.workloads {
@@ -148,7 +147,7 @@ fn study_b_example_scaled_to_this_host_uses_rt_groups_for_overlapping_reservatio
 #[test]
 fn study_a_example_scaled_dedicated_cpu_with_wide_affinity_and_fifo_rule() {
     root_or_skip!();
-    if rtslice_host::doctor::online_cpus().len() < 2 {
+    if !skip::cpus_or_skip(2) {
         return;
     }
     let _lock = KernelLock::acquire();
@@ -171,7 +170,7 @@ fn study_a_example_scaled_dedicated_cpu_with_wide_affinity_and_fifo_rule() {
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
     let applied = apply(&plan, OciDefaults::default(), &ApplyOptions::with_state_dir(dir.path())).unwrap();
-    let _cleanup = ResetOnDrop::new(dir.path());
+    let _cleanup = reset_on_drop(dir.path());
     let cpu = plan.workloads[0].cpus[0];
     let pid = applied.workloads[0].pids[0].pid;
     assert_partition("vbbu2");
@@ -234,7 +233,7 @@ fn every_shipped_example_that_fits_applies_resets_and_rolls_back_at_every_step()
                 continue;
             }
         };
-        let cleanup = ResetOnDrop::new(state.path());
+        let cleanup = reset_on_drop(state.path());
         eprintln!("{name}: applied with {} in {} changes", applied.mechanism, applied.changes);
         for (w, a) in plan.workloads.iter().zip(&applied.workloads) {
             assert_eq!(a.name, w.name);
@@ -339,7 +338,9 @@ fn plan_prints_exactly_what_apply_writes_for_every_example_that_fits() {
             }
             let plan = rtslice_plan::plan_for_kernel(&spec, &facts, &host.kernel_facts(), Some(mech));
             if !plan.rejected.is_empty() {
-                eprintln!("SKIPPED {name} under {mech}: does not fit this host ({})", plan.rejected[0].reason);
+                // Not a missing capability (an example sized for a bigger node): reported as the test
+                // above reports it, and `compared > 0` below keeps the test from comparing nothing.
+                eprintln!("not applicable here: {name} under {mech}: does not fit this host ({})", plan.rejected[0].reason);
                 continue;
             }
             let k = plan.kernel.clone().unwrap();
@@ -352,7 +353,7 @@ fn plan_prints_exactly_what_apply_writes_for_every_example_that_fits() {
                 Ok(a) => a,
                 Err(e) => panic!("{name} {mech}: plan admitted it, apply refused: {e}"),
             };
-            let _cleanup = ResetOnDrop::new(dir.path());
+            let _cleanup = reset_on_drop(dir.path());
             compared += assert_applied_as_planned(&name, &k, &applied);
             let st = status(&StateDir::new(dir.path())).unwrap();
             assert!(st.drift.is_empty(), "{name} {mech}: {:?}", st.drift);
@@ -541,7 +542,7 @@ fn plan_equals_apply_over_generated_specs() {
                 return Err(TestCaseError::fail(format!("plan admitted it (rejected: {:?}), apply refused: {e}\n{text}", plan.rejected)));
             }
         };
-        let cleanup = ResetOnDrop::new(dir.path());
+        let cleanup = reset_on_drop(dir.path());
         let compared = assert_applied_as_planned(&format!("generated spec\n{text}\n"), &k, &applied);
         let st = status(&StateDir::new(dir.path())).unwrap();
         prop_assert!(st.drift.is_empty(), "{:?}\n{}", st.drift, text);

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use rtslice_plan::ForeignBasis;
 // Killed on drop: a failing assertion must not leave FIFO spinners behind.
-use rtslice_testkit::{root_or_skip, KernelLock, KillOnDrop};
+use rtslice_testkit::{root_or_skip, skip, KernelLock, KillOnDrop};
 
 fn rt_app(dir: &std::path::Path) -> Option<KillOnDrop> {
     if rtslice_host::oci::find_in_path("rt-app").is_none() {
-        eprintln!("SKIPPED: rt-app not installed (make deps installs it)");
+        skip::skip("rt-app", "rt-app not installed (make deps installs it)");
         return None;
     }
     // Two FIFO tasks on CPU 0, each busy 20 ms every 100 ms: 40 % of CPU 0.

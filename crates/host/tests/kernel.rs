@@ -13,28 +13,10 @@ use rtslice_host::{
     apply_setup, reset, status, ApplyOptions, Cfs, CpuList, HostError, IrqRule, Launch, NetRule, ResetOptions, Reservation,
     Setup, StateDir, ThreadRule, WorkloadSetup,
 };
-use rtslice_testkit::{root_or_skip, KernelLock};
+use rtslice_testkit::{root_or_skip, skip, KernelLock, OnDrop};
 
 fn cpus(s: &str) -> CpuList {
     CpuList::parse(s).unwrap()
-}
-
-fn two_cpus() -> bool {
-    let ok = rtslice_host::doctor::online_cpus().len() >= 2;
-    if !ok {
-        eprintln!("SKIPPED: needs 2 CPUs");
-    }
-    ok
-}
-
-/// Whether this host offers a mechanism (RT groups need cgroup v1 with RT_GROUP_SCHED; the matrix's
-/// v2 guests have partitions + SCHED_DEADLINE only).
-fn has(mech: Mechanism) -> bool {
-    let ok = rtslice_host::doctor().mechanisms.contains(&mech);
-    if !ok {
-        eprintln!("SKIPPED {mech}: not offered by this host (see rtslice doctor)");
-    }
-    ok
 }
 
 /// The reservation mechanism tests use when any will do: RT groups where they exist (the development
@@ -98,7 +80,7 @@ fn regex_escape(s: &str) -> String {
 #[test]
 fn rt_group_apply_sets_every_file_and_reset_restores_them() {
     root_or_skip!();
-    if !two_cpus() || !has(Mechanism::RtGroup) {
+    if !skip::cpus_or_skip(2) || !has_mechanism(Mechanism::RtGroup) {
         return;
     }
     let _lock = KernelLock::acquire();
@@ -106,7 +88,7 @@ fn rt_group_apply_sets_every_file_and_reset_restores_them() {
     let dir = tempfile::tempdir().unwrap();
     let setup = smoke_setup();
     let applied = apply_setup(&setup, &opts(&dir, Mechanism::RtGroup)).expect("apply");
-    let _cleanup = ResetOnDrop::new(dir.path());
+    let _cleanup = reset_on_drop(dir.path());
     assert_eq!(applied.mechanism, Mechanism::RtGroup);
     let rt = &setup.workloads[0].name;
     let be = &setup.workloads[1].name;
@@ -161,7 +143,7 @@ fn rt_group_apply_sets_every_file_and_reset_restores_them() {
 #[test]
 fn deadline_thread_pinned_through_a_partition_runs_and_is_admitted() {
     root_or_skip!();
-    if !two_cpus() {
+    if !skip::cpus_or_skip(2) {
         return;
     }
     let _lock = KernelLock::acquire();
@@ -185,7 +167,7 @@ fn deadline_thread_pinned_through_a_partition_runs_and_is_admitted() {
         ..Default::default()
     };
     let applied = apply_setup(&setup, &opts(&dir, Mechanism::Deadline)).expect("apply");
-    let _cleanup = ResetOnDrop::new(dir.path());
+    let _cleanup = reset_on_drop(dir.path());
     let pid = applied.workloads[0].pids[0].pid;
     assert_partition(&name);
     if !is_v2() {
@@ -213,7 +195,7 @@ fn deadline_thread_pinned_through_a_partition_runs_and_is_admitted() {
 #[test]
 fn over_budget_request_is_rejected_before_anything_is_touched() {
     root_or_skip!();
-    if !two_cpus() {
+    if !skip::cpus_or_skip(2) {
         return;
     }
     let _lock = KernelLock::acquire();
@@ -228,7 +210,7 @@ fn over_budget_request_is_rejected_before_anything_is_touched() {
     };
     let setup = Setup { workloads: vec![w("a"), w("b")], ..Default::default() };
     for mech in [Mechanism::RtGroup, Mechanism::Deadline] {
-        if !has(mech) {
+        if !has_mechanism(mech) {
             continue;
         }
         let err = apply_setup(&setup, &opts(&dir, mech)).unwrap_err();
@@ -242,7 +224,7 @@ fn over_budget_request_is_rejected_before_anything_is_touched() {
 #[test]
 fn a_failure_at_any_step_rolls_back_exactly() {
     root_or_skip!();
-    if !two_cpus() {
+    if !skip::cpus_or_skip(2) {
         return;
     }
     let _lock = KernelLock::acquire();
@@ -252,7 +234,7 @@ fn a_failure_at_any_step_rolls_back_exactly() {
     setup.workloads[0].shield = true; // also exercises partitions, the system cpuset and moving tasks
     let o = opts(&dir, reserving_mechanism());
     let applied = apply_setup(&setup, &o).expect("apply");
-    let _cleanup = ResetOnDrop::new(dir.path());
+    let _cleanup = reset_on_drop(dir.path());
     let n = applied.changes;
     reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
     assert_same(&before, &snapshot());
@@ -285,7 +267,7 @@ fn a_failure_at_any_step_rolls_back_exactly() {
 #[test]
 fn a_real_kernel_refusal_mid_apply_rolls_back() {
     root_or_skip!();
-    if !two_cpus() {
+    if !skip::cpus_or_skip(2) {
         return;
     }
     let _lock = KernelLock::acquire();
@@ -350,7 +332,7 @@ fn opts_at(dir: &str, mech: Mechanism) -> ApplyOptions {
 #[test]
 fn reset_after_a_crashed_apply_restores_the_host() {
     root_or_skip!();
-    if !two_cpus() {
+    if !skip::cpus_or_skip(2) {
         return;
     }
     let _lock = KernelLock::acquire();
@@ -373,7 +355,7 @@ fn reset_after_a_crashed_apply_restores_the_host() {
 #[test]
 fn attach_moves_an_existing_process_and_reset_gives_it_back_alive() {
     root_or_skip!();
-    if !two_cpus() {
+    if !skip::cpus_or_skip(2) {
         return;
     }
     let _lock = KernelLock::acquire();
@@ -394,7 +376,7 @@ fn attach_moves_an_existing_process_and_reset_gives_it_back_alive() {
         ..Default::default()
     };
     apply_setup(&setup, &opts(&dir, Mechanism::None)).unwrap();
-    let _cleanup = ResetOnDrop::new(dir.path());
+    let _cleanup = reset_on_drop(dir.path());
     assert_eq!(cgroup_of(pid), format!("/{}/{name}", parent_name()));
     assert_eq!(sched::get_attr(pid).unwrap(), SchedAttr::Batch { nice: 5 });
     assert_eq!(sched::get_affinity(pid).unwrap(), cpus("1"));
@@ -411,7 +393,7 @@ fn attach_moves_an_existing_process_and_reset_gives_it_back_alive() {
 #[test]
 fn fair_server_request_is_applied_or_reported_and_leaves_no_mount() {
     root_or_skip!();
-    if !two_cpus() {
+    if !skip::cpus_or_skip(2) {
         return;
     }
     let _lock = KernelLock::acquire();
@@ -423,7 +405,7 @@ fn fair_server_request_is_applied_or_reported_and_leaves_no_mount() {
     setup.workloads[0].partition = true;
     let o = ApplyOptions { fair_server_off: true, hrtick: true, ..opts(&dir, Mechanism::Deadline) };
     let applied = apply_setup(&setup, &o).unwrap();
-    let _cleanup = ResetOnDrop::new(dir.path());
+    let _cleanup = reset_on_drop(dir.path());
     let fs = "/sys/kernel/debug/sched/fair_server/cpu1/runtime";
     match std::fs::read_to_string(fs) {
         Ok(v) => assert_eq!(v.trim(), "0", "fair_server runtime 0 on the reserved CPU"),
@@ -455,7 +437,7 @@ fn fair_server_request_is_applied_or_reported_and_leaves_no_mount() {
 #[test]
 fn deadline_cfs_and_memory_knobs_of_the_driven_backend_are_set_and_reset_restores_them() {
     root_or_skip!();
-    if !two_cpus() || !has(Mechanism::Deadline) {
+    if !skip::cpus_or_skip(2) || !has_mechanism(Mechanism::Deadline) {
         return;
     }
     let _lock = KernelLock::acquire();
@@ -463,7 +445,7 @@ fn deadline_cfs_and_memory_knobs_of_the_driven_backend_are_set_and_reset_restore
     let dir = tempfile::tempdir().unwrap();
     let setup = smoke_setup();
     let applied = apply_setup(&setup, &opts(&dir, Mechanism::Deadline)).expect("apply");
-    let _cleanup = ResetOnDrop::new(dir.path());
+    let _cleanup = reset_on_drop(dir.path());
     let (rt, be) = (&setup.workloads[0].name, &setup.workloads[1].name);
     let (rt_pid, be_pid) = (applied.workloads[0].pids[0].pid, applied.workloads[1].pids[0].pid);
     assert_partition(rt);
@@ -498,12 +480,12 @@ fn deadline_cfs_and_memory_knobs_of_the_driven_backend_are_set_and_reset_restore
 #[test]
 fn idle_best_effort_group_sets_cpu_idle_and_reset_removes_it() {
     root_or_skip!();
-    if !two_cpus() {
+    if !skip::cpus_or_skip(2) {
         return;
     }
     let _lock = KernelLock::acquire();
     if !backend().root().cpu.join("cpu.idle").exists() && !is_v2() {
-        eprintln!("SKIPPED: this kernel has no cpu.idle (before 5.15)");
+        skip::skip(skip::CPU_IDLE, "this kernel has no cpu.idle (before 5.15)");
         return;
     }
     let before = snapshot();
@@ -520,7 +502,7 @@ fn idle_best_effort_group_sets_cpu_idle_and_reset_removes_it() {
         ..Default::default()
     };
     let applied = apply_setup(&setup, &opts(&dir, Mechanism::None)).expect("apply");
-    let _cleanup = ResetOnDrop::new(dir.path());
+    let _cleanup = reset_on_drop(dir.path());
     assert_eq!(read(group(&name).cpu.join("cpu.idle")), "1");
     assert_eq!(cgroup_of(applied.workloads[0].pids[0].pid), format!("/{}/{name}", parent_name()));
     assert!(status(&StateDir::new(dir.path())).unwrap().drift.is_empty());
@@ -538,11 +520,11 @@ fn idle_best_effort_group_sets_cpu_idle_and_reset_removes_it() {
 #[test]
 fn an_invalid_v2_partition_is_explained_and_rolled_back_exactly() {
     root_or_skip!();
-    if !two_cpus() {
+    if !skip::cpus_or_skip(2) {
         return;
     }
     if !is_v2() {
-        eprintln!("SKIPPED: cgroup v1 has no partition states (make test-kernels runs this on v2)");
+        skip::skip(skip::CGROUP_V2, "cgroup v1 has no partition states (make test-kernels runs this on v2)");
         return;
     }
     let _lock = KernelLock::acquire();
@@ -552,17 +534,19 @@ fn an_invalid_v2_partition_is_explained_and_rolled_back_exactly() {
     if !had_cpuset {
         std::fs::write(root.join("cgroup.subtree_control"), "+cpuset").unwrap();
     }
-    struct Cleanup(std::path::PathBuf, std::path::PathBuf, bool);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            let _ = std::fs::write(self.0.join("cpuset.cpus.partition"), "member");
-            let _ = std::fs::write(self.0.join("cpuset.cpus.exclusive"), "");
-            let _ = std::fs::remove_dir(&self.0);
-            if self.2 {
-                let _ = std::fs::write(self.1.join("cgroup.subtree_control"), "-cpuset");
+    // Undoes another cgroup the test made (its partition, its exclusive CPUs, the directory) and
+    // the root's cpuset controller when the test enabled it.
+    let cleanup = |other: std::path::PathBuf| {
+        let (root, enabled_here) = (root.clone(), !had_cpuset);
+        OnDrop::new(move || {
+            let _ = std::fs::write(other.join("cpuset.cpus.partition"), "member");
+            let _ = std::fs::write(other.join("cpuset.cpus.exclusive"), "");
+            let _ = std::fs::remove_dir(&other);
+            if enabled_here {
+                let _ = std::fs::write(root.join("cgroup.subtree_control"), "-cpuset");
             }
-        }
-    }
+        })
+    };
     let name = format!("part-{}", std::process::id());
     let setup = Setup {
         workloads: vec![WorkloadSetup {
@@ -586,7 +570,7 @@ fn an_invalid_v2_partition_is_explained_and_rolled_back_exactly() {
     // (a) A valid partition of someone else on CPU 1.
     let intruder = root.join(format!("intruder-{}", std::process::id()));
     std::fs::create_dir(&intruder).unwrap();
-    let guard = Cleanup(intruder.clone(), root.clone(), !had_cpuset);
+    let guard = cleanup(intruder.clone());
     std::fs::write(intruder.join("cpuset.cpus"), "1").unwrap();
     std::fs::write(intruder.join("cpuset.cpus.partition"), "root").unwrap();
     assert_eq!(read(intruder.join("cpuset.cpus.partition")), "root", "the intruder holds CPU 1");
@@ -607,8 +591,9 @@ fn an_invalid_v2_partition_is_explained_and_rolled_back_exactly() {
     //     the workload's CPUs, rtslice's parent (holding exactly them) would be a cpuset whose CPUs
     //     lie wholly inside a sibling's exclusive ones, and 6.12 refuses every write to such a
     //     group with EINVAL (its cpuset.mems first) before any partition is asked for.
+    // (a) has run: what follows is a partial skip.
     if rtslice_host::doctor::online_cpus().len() < 3 {
-        eprintln!("SKIPPED (b): needs 3 CPUs (the workload on 1-2, a sibling reserving 2; make test-kernels runs it on 4 and 8)");
+        skip::skip(skip::CPUS_3, "(b) needs 3 CPUs (the workload on 1-2, a sibling reserving 2; make test-kernels runs it on 4 and 8)");
         return;
     }
     if !had_cpuset {
@@ -616,9 +601,9 @@ fn an_invalid_v2_partition_is_explained_and_rolled_back_exactly() {
     }
     let reserver = root.join(format!("reserver-{}", std::process::id()));
     std::fs::create_dir(&reserver).unwrap();
-    let _guard = Cleanup(reserver.clone(), root.clone(), !had_cpuset);
+    let _guard = cleanup(reserver.clone());
     if !reserver.join("cpuset.cpus.exclusive").exists() {
-        eprintln!("SKIPPED (b): this kernel has no cpuset.cpus.exclusive (before 6.7)");
+        skip::skip(skip::CPUS_EXCLUSIVE, "(b) this kernel has no cpuset.cpus.exclusive (before 6.7)");
         return;
     }
     std::fs::write(reserver.join("cpuset.cpus"), "2").unwrap();
@@ -661,7 +646,7 @@ fn an_invalid_v2_partition_is_explained_and_rolled_back_exactly() {
 fn leaving_sched_deadline_while_asleep_gives_the_bandwidth_back() {
     root_or_skip!();
     let _lock = KernelLock::acquire();
-    if !has(Mechanism::Deadline) {
+    if !has_mechanism(Mechanism::Deadline) {
         return;
     }
     let n = rtslice_host::doctor::online_cpus().len();

@@ -15,7 +15,7 @@ use rtslice_host::{
     apply_setup, ApplyOptions, CpuList, Fault, HostError, Launch, Mechanism, Node, NodeOptions, Reservation, Setup,
     ThreadRule, WorkloadSetup,
 };
-use rtslice_testkit::{root_or_skip, KernelLock};
+use rtslice_testkit::{root_or_skip, skip, KernelLock, OnDrop};
 
 fn cpus(s: &str) -> CpuList {
     CpuList::parse(s).unwrap()
@@ -33,21 +33,13 @@ struct Layout {
     dedicated: &'static str,
 }
 
+/// `None` having skipped for what this host lacks (only the first call of a test can: the others
+/// come after its fixture found the layout).
 fn layout() -> Option<Layout> {
-    let online = rtslice_host::doctor::online_cpus().len();
-    let mechanisms = rtslice_host::doctor().mechanisms;
-    if backend().is_v1() {
-        if online < 2 || !mechanisms.contains(&Mechanism::RtGroup) {
-            eprintln!("SKIPPED: on cgroup v1 the node tests need 2 CPUs and RT groups (RT_GROUP_SCHED)");
-            return None;
-        }
-        return Some(Layout { mechanism: Mechanism::RtGroup, shared: "0", dedicated: "1" });
+    match node_mechanism_or_skip(3, "CPU 0 stays the system's, the reservations share CPU 1, the dedicated workload takes CPU 2")? {
+        Mechanism::RtGroup => Some(Layout { mechanism: Mechanism::RtGroup, shared: "0", dedicated: "1" }),
+        mechanism => Some(Layout { mechanism, shared: "1", dedicated: "2" }),
     }
-    if online < 3 || !mechanisms.contains(&Mechanism::Deadline) {
-        eprintln!("SKIPPED: on cgroup v2 the node tests need 3 CPUs (one stays the system's) and SCHED_DEADLINE");
-        return None;
-    }
-    Some(Layout { mechanism: Mechanism::Deadline, shared: "1", dedicated: "2" })
 }
 
 /// This test run's id: the test process's pid, handed down to the crash test's helpers.
@@ -180,32 +172,30 @@ fn assert_dedicated_partition(n: &str) {
 /// What every node test starts from, in drop order: the node reset even when the test panics (the
 /// test's own `Node` is dropped first), its state directory removed, then the kernel lock released.
 struct Fixture {
-    _cleanup: ResetNodeOnDrop,
+    _cleanup: OnDrop<Box<dyn FnOnce()>>,
     dir: tempfile::TempDir,
     before: BTreeMap<String, String>,
     _lock: KernelLock,
 }
 
 impl Fixture {
-    /// `None` (with the reason printed by `usable`) where the node's mechanisms are not available.
+    /// `None` (having skipped, in `layout`) where the node's mechanisms are not available.
     fn start() -> Option<Fixture> {
         layout()?;
         let lock = KernelLock::acquire();
         let before = snapshot();
         let dir = tempfile::tempdir().unwrap();
-        Some(Fixture { _cleanup: ResetNodeOnDrop(dir.path().into()), dir, before, _lock: lock })
+        Some(Fixture { _cleanup: reset_node_on_drop(dir.path().into()), dir, before, _lock: lock })
     }
 }
 
-/// Resets the node even when a test panics (opened anew: the test's `Node` is dropped first).
-struct ResetNodeOnDrop(PathBuf);
-
-impl Drop for ResetNodeOnDrop {
-    fn drop(&mut self) {
-        if !self.0.join("node").exists() {
+/// Resets the node in `dir` even when a test panics (opened anew: the test's `Node` is dropped first).
+fn reset_node_on_drop(dir: PathBuf) -> OnDrop<Box<dyn FnOnce()>> {
+    OnDrop::new(Box::new(move || {
+        if !dir.join("node").exists() {
             return;
         }
-        match Node::open(opts(&self.0)) {
+        match Node::open(opts(&dir)) {
             Ok((node, _)) => {
                 if let Err(e) = node.reset() {
                     eprintln!("cleanup: node reset failed: {e}");
@@ -213,7 +203,7 @@ impl Drop for ResetNodeOnDrop {
             }
             Err(e) => eprintln!("cleanup: cannot open the node: {e}"),
         }
-    }
+    }))
 }
 
 /// What another workload could notice: its processes, every cgroup file rtslice writes, and every
@@ -621,7 +611,7 @@ fn deadline_workloads_on_the_same_cpus_share_a_partition() {
     let (before, dir) = (&fx.before, fx.dir.path());
     let (node, _) = Node::open(NodeOptions { mechanism: Some(Mechanism::Deadline), ..opts(dir) }).expect("open the node");
     if !node.base().partitions {
-        eprintln!("SKIPPED: partitions unavailable here ({:?})", node.base().warnings);
+        skip::skip(skip::PARTITIONS, format!("partitions unavailable here ({:?})", node.base().warnings));
         return;
     }
     // On v1 the shared CPU is CPU 0's neighbour: a deadline partition cannot be the RT groups' CPU 0.

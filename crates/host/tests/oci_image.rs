@@ -11,24 +11,20 @@ use std::path::{Path, PathBuf};
 use common::*;
 use rtslice_host::sched::SchedAttr;
 use rtslice_host::{apply_setup, reset, ApplyOptions, CpuList, Launch, Mechanism, OciLaunch, ResetOptions, Reservation, Setup, StateDir, ThreadRule, WorkloadSetup};
-use rtslice_testkit::{root_or_skip, KernelLock};
+use rtslice_testkit::{root_or_skip, skip, KernelLock, OnDrop};
 
 fn runc_or_skip() -> Option<PathBuf> {
     let Some(runc) = rtslice_host::oci::find_runc() else {
-        eprintln!("SKIPPED: runc not installed (make deps installs it)");
+        skip::skip("runc", "runc not installed (make deps installs it)");
         return None;
     };
     rt_groups_or_skip().then_some(runc)
 }
 
 /// Whether this host has the two CPUs and the RT group scheduling (cgroup v1) the container tests'
-/// reservation needs; says why not.
+/// reservation needs; skips for the first it lacks.
 fn rt_groups_or_skip() -> bool {
-    let ok = rtslice_host::doctor::online_cpus().len() >= 2 && rtslice_host::doctor().mechanisms.contains(&Mechanism::RtGroup);
-    if !ok {
-        eprintln!("SKIPPED: needs 2 CPUs and RT group scheduling (cgroup v1)");
-    }
-    ok
+    skip::cpus_or_skip(2) && has_mechanism(Mechanism::RtGroup)
 }
 
 fn setup(name: &str, source: &Path) -> Setup {
@@ -57,7 +53,7 @@ fn run_and_check(name: &str, source: &Path, check: impl Fn(i32)) {
     let dir = tempfile::tempdir().unwrap();
     let opts = ApplyOptions { mechanism: Some(Mechanism::RtGroup), runc: Some(runc), state_dir: StateDir::new(dir.path()), ..ApplyOptions::default() };
     let applied = apply_setup(&setup(name, source), &opts).expect("apply");
-    let _cleanup = ResetOnDrop::new(dir.path());
+    let _cleanup = reset_on_drop(dir.path());
     let id = applied.workloads[0].container.clone().expect("a container");
     let pid = applied.workloads[0].pids[0].pid;
     let ctr = format!("/sys/fs/cgroup/cpu/rtslice/{name}/{id}");
@@ -77,10 +73,12 @@ fn run_and_check(name: &str, source: &Path, check: impl Fn(i32)) {
 fn busybox_rootfs(dir: &Path) -> Option<PathBuf> {
     match rtslice_host::oci::busybox_bundle(dir) {
         Ok(b) => Some(b.join("rootfs")),
-        Err(e) => {
-            eprintln!("SKIPPED: {e}");
+        // busybox missing or not static; any other error (writing the bundle) is a failure.
+        Err(e @ rtslice_host::HostError::Unsupported { .. }) => {
+            skip::skip("busybox", e);
             None
         }
+        Err(e) => panic!("building the busybox bundle in {}: {e}", dir.display()),
     }
 }
 
@@ -261,7 +259,7 @@ fn podman_runs_a_local_image_under_the_reservation() {
     root_or_skip!();
     let _lock = KernelLock::acquire();
     let Some(podman) = rtslice_host::podman::find_podman() else {
-        eprintln!("SKIPPED: podman not installed (make deps installs it)");
+        skip::skip("podman", "podman not installed (make deps installs it)");
         return;
     };
     if !rt_groups_or_skip() {
@@ -280,33 +278,13 @@ fn podman_runs_a_local_image_under_the_reservation() {
     // and stay; in the cpuset hierarchy that sibling holds every CPU, and the kernel then refuses
     // rtslice's exclusive partitions (cpu_exclusive: EINVAL; docs/host.md). The test removes them
     // again when it made them, even on panic (with its images).
-    struct Images(PathBuf, bool);
-    impl Images {
-        fn remove(&self) {
-            let out = std::process::Command::new(&self.0)
-                .args(["images", "--format", "{{.ID}}", "--filter", "reference=localhost/tmp/rtslice-podman-*"])
-                .output()
-                .unwrap();
-            for id in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                let _ = std::process::Command::new(&self.0).args(["rmi", "--force", id]).output();
-            }
-        }
-    }
-    impl Drop for Images {
-        fn drop(&mut self) {
-            self.remove();
-            if self.1 {
-                for h in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
-                    let top = h.path().join("libpod_parent");
-                    if top.is_dir() {
-                        let mut dirs: Vec<PathBuf> = walk_dirs(&top);
-                        dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
-                        for d in dirs {
-                            let _ = std::fs::remove_dir(&d);
-                        }
-                    }
-                }
-            }
+    fn remove_images(podman: &Path) {
+        let out = std::process::Command::new(podman)
+            .args(["images", "--format", "{{.ID}}", "--filter", "reference=localhost/tmp/rtslice-podman-*"])
+            .output()
+            .unwrap();
+        for id in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+            let _ = std::process::Command::new(podman).args(["rmi", "--force", id]).output();
         }
     }
     fn walk_dirs(d: &Path) -> Vec<PathBuf> {
@@ -318,8 +296,23 @@ fn podman_runs_a_local_image_under_the_reservation() {
         }
         v
     }
-    let images = Images(podman.clone(), !Path::new("/sys/fs/cgroup/cpuset/libpod_parent").exists());
-    images.remove();
+    let made_libpod_parents = !Path::new("/sys/fs/cgroup/cpuset/libpod_parent").exists();
+    remove_images(&podman);
+    let _images = OnDrop::new(|| {
+        remove_images(&podman);
+        if made_libpod_parents {
+            for h in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+                let top = h.path().join("libpod_parent");
+                if top.is_dir() {
+                    let mut dirs: Vec<PathBuf> = walk_dirs(&top);
+                    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+                    for d in dirs {
+                        let _ = std::fs::remove_dir(&d);
+                    }
+                }
+            }
+        }
+    });
     let shared = tempfile::tempdir().unwrap();
     std::fs::write(shared.path().join("marker"), "from the host").unwrap();
     let name = format!("upodman-{}", std::process::id());
@@ -341,7 +334,7 @@ fn podman_runs_a_local_image_under_the_reservation() {
     let dir = tempfile::tempdir().unwrap();
     let opts = ApplyOptions { mechanism: Some(Mechanism::RtGroup), state_dir: StateDir::new(dir.path()), ..ApplyOptions::default() };
     let applied = apply_setup(&s, &opts).expect("apply");
-    let cleanup = ResetOnDrop::new(dir.path());
+    let cleanup = reset_on_drop(dir.path());
     let cname = applied.workloads[0].container.clone().expect("a container name");
     assert_eq!(cname, format!("rtslice-{name}"));
     let pid = applied.workloads[0].pids[0].pid;

@@ -94,7 +94,7 @@ fn apply_creates_the_group_moves_the_launched_thread_and_reset_restores_resctrl_
     let setup = setup_for(&root, &name);
     let state = tempfile::tempdir().unwrap();
     let applied = apply_setup(&setup, &opts(state.path(), &root, Fault::default())).expect("apply");
-    let _cleanup = ResetOnDrop::new(state.path());
+    let _cleanup = reset_on_drop(state.path());
     let group = root.join(format!("rtslice-{name}"));
     let pid = applied.workloads[0].pids[0].pid;
     // 11 ways with the top two shareable: the bottom three are the workload's, the default keeps 7f8.

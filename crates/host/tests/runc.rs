@@ -9,11 +9,11 @@ use common::*;
 use rtslice_host::Mechanism;
 use rtslice_host::sched::{self, SchedAttr};
 use rtslice_host::{apply_setup, reset, status, ApplyOptions, CpuList, Launch, OciLaunch, ResetOptions, Reservation, Setup, StateDir, ThreadRule, WorkloadSetup};
-use rtslice_testkit::{root_or_skip, KernelLock};
+use rtslice_testkit::{root_or_skip, skip, KernelLock, OnDrop};
 
 /// A runc-launched busybox shell running `script` (SCHED_FIFO 10 by rule) on CPU 1 with the
-/// reservation `(runtime_us, period_us)`, in its own network namespace; `None` (with the reason
-/// printed) when this host lacks runc, a second CPU or `mechanism`.
+/// reservation `(runtime_us, period_us)`, in its own network namespace; `None` (having skipped for
+/// it) when this host lacks runc, a second CPU or `mechanism`.
 fn shell_container(
     prefix: &str,
     mechanism: Mechanism,
@@ -22,11 +22,10 @@ fn shell_container(
     (runtime_us, period_us): (u64, u64),
 ) -> Option<(String, Setup, ApplyOptions)> {
     let Some(runc) = rtslice_host::oci::find_runc() else {
-        eprintln!("SKIPPED: runc not installed (make deps installs it)");
+        skip::skip("runc", "runc not installed (make deps installs it)");
         return None;
     };
-    if rtslice_host::doctor::online_cpus().len() < 2 || !rtslice_host::doctor().mechanisms.contains(&mechanism) {
-        eprintln!("SKIPPED: needs 2 CPUs and the {mechanism} mechanism");
+    if !skip::cpus_or_skip(2) || !has_mechanism(mechanism) {
         return None;
     }
     rtslice_host::oci::busybox_bundle(bundle).expect("busybox bundle");
@@ -56,7 +55,7 @@ fn shell_container(
 /// tests need to check and undo it; `None` when this host lacks what [`shell_container`] needs.
 /// Fields drop in order: the reset first, then the directories it used.
 struct AppliedSpinner {
-    _cleanup: ResetOnDrop,
+    _cleanup: OnDrop<Box<dyn FnOnce()>>,
     dir: tempfile::TempDir,
     _bundle: tempfile::TempDir,
     name: String,
@@ -79,7 +78,7 @@ fn apply_shell(prefix: &str, mechanism: Mechanism, script: &str, reservation: (u
     let dir = tempfile::tempdir().unwrap();
     let opts = ApplyOptions { state_dir: StateDir::new(dir.path()), ..opts };
     let applied = apply_setup(&setup, &opts).expect("apply");
-    let cleanup = ResetOnDrop::new(dir.path());
+    let cleanup = reset_on_drop(dir.path());
     let id = applied.workloads[0].container.clone().unwrap();
     let pid = applied.workloads[0].pids[0].pid;
     Some(AppliedSpinner { _cleanup: cleanup, dir, _bundle: bundle, name, id, pid, before })

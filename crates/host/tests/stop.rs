@@ -49,7 +49,7 @@ fn reset_lets_a_workload_that_traps_sigterm_shut_down() {
     let setup = launch("trap", "trap 'sleep 1; exit 0' TERM; sleep 60 & while :; do wait; done");
     let applied = apply_setup(&setup, &ApplyOptions { mechanism: Some(Mechanism::None), ..ApplyOptions::with_state_dir(dir.path()) })
         .expect("apply");
-    let _cleanup = ResetOnDrop::new(dir.path());
+    let _cleanup = reset_on_drop(dir.path());
     let procs = workload_procs(&applied.workloads[0].group.cpuset, 2, 1);
     let started = Instant::now();
     let r = reset(&StateDir::new(dir.path()), ResetOptions::default()).expect("reset");
@@ -78,7 +78,7 @@ fn reset_kills_a_workload_that_ignores_sigterm_after_the_grace_period() {
     let setup = launch("ignore", "sleep 60 & trap '' TERM; setsid sh -c \"trap '' TERM; sleep 60\" & while :; do wait; done");
     let applied = apply_setup(&setup, &ApplyOptions { mechanism: Some(Mechanism::None), ..ApplyOptions::with_state_dir(dir.path()) })
         .expect("apply");
-    let _cleanup = ResetOnDrop::new(dir.path());
+    let _cleanup = reset_on_drop(dir.path());
     let procs = workload_procs(&applied.workloads[0].group.cpuset, 3, 2);
     let grace = Duration::from_millis(800);
     let started = Instant::now();

@@ -6,28 +6,26 @@ use std::path::Path;
 
 use rtslice_host::tune::{self, FileKind, HugepageRequest, Knob, Thp, TuneRequest};
 use rtslice_host::{reset, CpuList, Fault, HostError, ResetOptions, StateDir};
-use rtslice_testkit::{root_or_skip, KernelLock};
+use rtslice_testkit::{root_or_skip, skip, KernelLock, OnDrop};
 
 /// Resets whatever tuning `dir` holds when dropped, also on a panic: a CI run panicked between
 /// apply and reset, the tempdir (and its journal) went, and the host stayed tuned (timer migration,
 /// IRQ and workqueue masks, RT runtime, THP, hugepages) for every test after it.
-struct UndoTuning(StateDir);
-
-impl Drop for UndoTuning {
-    fn drop(&mut self) {
-        if tune::tuning_state_dir(&self.0).file().exists() {
-            if let Err(e) = tune::reset_tuning(&self.0) {
-                eprintln!("cleanup: resetting the tuning in {} failed: {e}", self.0.path.display());
+fn undo_tuning_on_drop(dir: &Path) -> OnDrop<impl FnOnce()> {
+    let sd = StateDir::new(dir);
+    OnDrop::new(move || {
+        if tune::tuning_state_dir(&sd).file().exists() {
+            if let Err(e) = tune::reset_tuning(&sd) {
+                eprintln!("cleanup: resetting the tuning in {} failed: {e}", sd.path.display());
             }
         }
-    }
+    })
 }
 
 /// Housekeeping CPU 0, the other online CPUs reserved; every knob asked to change something.
 fn real_request() -> Option<TuneRequest> {
     let online = rtslice_host::doctor::online_cpus();
-    if online.len() < 2 {
-        eprintln!("SKIPPED: needs 2 CPUs");
+    if !skip::cpus_or_skip(2) {
         return None;
     }
     let hk = CpuList::from_cpus([0]);
@@ -54,7 +52,7 @@ fn tune_then_reset_leaves_every_knob_as_it_was() {
     let Some(req) = real_request() else { return };
     let dir = tempfile::tempdir().unwrap();
     let sd = StateDir::new(dir.path());
-    let _undo = UndoTuning(StateDir::new(dir.path()));
+    let _undo = undo_tuning_on_drop(dir.path());
     let before = tune::snapshot(&req);
 
     let tuned = tune::apply_tuning(&req, &sd, Fault::default()).unwrap();
@@ -97,7 +95,7 @@ fn a_failure_at_any_tuning_step_rolls_back_exactly() {
     let Some(req) = real_request() else { return };
     let dir = tempfile::tempdir().unwrap();
     let sd = StateDir::new(dir.path());
-    let _undo = UndoTuning(StateDir::new(dir.path()));
+    let _undo = undo_tuning_on_drop(dir.path());
     let before = tune::snapshot(&req);
     let n = tune::apply_tuning(&req, &sd, Fault::default()).unwrap().changes;
     tune::reset_tuning(&sd).unwrap();

@@ -26,12 +26,14 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 fn main() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("SKIPPED: the deploy benchmark changes cgroups: run it as root");
+    use rtslice_testkit::skip;
+    // A benchmark's thread is `main`: the skip names the benchmark instead.
+    if !rtslice_testkit::is_root() {
+        skip::skip_named("deploy_latency", skip::ROOT, "the deploy benchmark changes cgroups: run it as root");
         return;
     }
     if !rtslice_host::doctor().mechanisms.contains(&rtslice_host::Mechanism::RtGroup) {
-        eprintln!("SKIPPED: the benchmark's node uses RT groups (cgroup v1 with RT_GROUP_SCHED)");
+        skip::skip_named("deploy_latency", skip::RT_GROUPS, "the benchmark's node uses RT groups (cgroup v1 with RT_GROUP_SCHED)");
         return;
     }
     let env = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);

@@ -2,35 +2,23 @@
 //! curl, admission one workload at a time (pending, then running once capacity frees up), resize
 //! with stale and fresh generations, 400/401/404/409/413 answers, restart with re-adoption.
 
+#[path = "../../host/tests/common/mod.rs"]
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use rtslice_testkit::{root_or_skip, KernelLock};
+use common::is_v2;
+use rtslice_testkit::{root_or_skip, KernelLock, OnDrop};
 
 /// cgroup v1 with RT groups (the development VM): the reservations are RT groups sharing the node's
 /// 95 %. cgroup v2 (the kernel matrix's guests): SCHED_DEADLINE, every workload on CPU 1 (one node
-/// partition; CPU 0 stays the system's), whose cap is the kernel's less the deadline servers'.
+/// partition; CPU 0 stays the system's), whose cap is the kernel's less the deadline servers'. So
+/// 2 CPUs on both (lifecycle.rs, which spreads its workloads over CPUs 1 and 2, needs 3 on v2).
 fn usable() -> bool {
-    let online = rtslice_host::doctor::online_cpus().len();
-    let mechanisms = rtslice_host::doctor().mechanisms;
-    if is_v2() {
-        if online < 2 || !mechanisms.contains(&rtslice_host::Mechanism::Deadline) {
-            eprintln!("SKIPPED: on cgroup v2 the test needs 2 CPUs and SCHED_DEADLINE");
-            return false;
-        }
-        return true;
-    }
-    if online < 2 || !mechanisms.contains(&rtslice_host::Mechanism::RtGroup) {
-        eprintln!("SKIPPED: on cgroup v1 the test needs 2 CPUs and RT groups (RT_GROUP_SCHED)");
-        return false;
-    }
-    true
-}
-
-fn is_v2() -> bool {
-    !rtslice_host::cgroup::CgroupLayout::detect().expect("mountinfo").backend().expect("a cpuset+cpu backend").is_v1()
+    common::node_mechanism_or_skip(2, "CPU 0 stays the system's; every workload in one partition on CPU 1").is_some()
 }
 
 fn marker() -> String {
@@ -83,6 +71,8 @@ fn curl(socket: &Path, method: &str, path: &str, body: Option<&str>) -> (u16, se
     (code.trim().parse().unwrap(), serde_json::from_str(json).unwrap_or(serde_json::Value::Null))
 }
 
+/// A type rather than an `OnDrop`: besides stopping the daemon on drop, `stop` stops it on purpose
+/// and checks that it ended cleanly (the restart half of the test).
 struct Daemon {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<rtslice_node::Result<()>>>,
@@ -139,21 +129,6 @@ impl Drop for Daemon {
     }
 }
 
-/// Undoes the node even when the test panics.
-struct ResetOnDrop(PathBuf);
-
-impl Drop for ResetOnDrop {
-    fn drop(&mut self) {
-        if !self.0.join("node").exists() {
-            return;
-        }
-        if let Ok((node, _)) = rtslice_host::Node::open(rtslice_host::NodeOptions::with_state_dir(&self.0)) {
-            if let Err(e) = node.reset() {
-                eprintln!("cleanup: {e}");
-            }
-        }
-    }
-}
 
 fn pids_of(socket: &Path, n: &str) -> Vec<i64> {
     let (code, w) = curl(socket, "GET", &format!("/v1/workloads/{}", name(n)), None);
@@ -174,7 +149,18 @@ fn the_api_end_to_end_over_the_unix_socket() {
     }
     let _lock = KernelLock::acquire();
     let state = tempfile::tempdir().unwrap();
-    let _cleanup = ResetOnDrop(state.path().into());
+    // Undoes the node even when the test panics.
+    let state_dir = state.path().to_path_buf();
+    let _cleanup = OnDrop::new(move || {
+        if !state_dir.join("node").exists() {
+            return;
+        }
+        if let Ok((node, _)) = rtslice_host::Node::open(rtslice_host::NodeOptions::with_state_dir(&state_dir)) {
+            if let Err(e) = node.reset() {
+                eprintln!("cleanup: {e}");
+            }
+        }
+    });
     let socket = state.path().join("api.sock");
     let token_file = state.path().join("token");
     std::fs::write(&token_file, "0123456789abcdef-test-token\n").unwrap();

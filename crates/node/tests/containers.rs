@@ -6,10 +6,10 @@
 //! errors, and release — the process never leaves its cgroup and every value comes back.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rtslice_testkit::{root_or_skip, KernelLock};
+use rtslice_testkit::{root_or_skip, skip, KernelLock, KillOnDrop};
 use serde_json::{json, Value};
 
 fn curl(socket: &Path, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
@@ -24,7 +24,8 @@ fn curl(socket: &Path, method: &str, path: &str, body: Option<&Value>) -> (u16, 
     (code.trim().parse().unwrap(), serde_json::from_str(json).unwrap_or(Value::Null))
 }
 
-/// A kubelet-like tree in the cpu and cpuset hierarchies, removed (deepest first) on drop.
+/// A kubelet-like tree in the cpu and cpuset hierarchies, removed (deepest first) on drop. A type
+/// rather than an `OnDrop`: it builds the tree and finds its leaves (`leaf`) for the test.
 struct KubeTree {
     dirs: Vec<PathBuf>,
 }
@@ -68,16 +69,6 @@ impl Drop for KubeTree {
     }
 }
 
-struct Procs(Vec<Child>);
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).trim().to_string()
 }
@@ -104,16 +95,16 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
 fn containers_are_admitted_applied_in_place_and_released() {
     root_or_skip!();
     let _lock = KernelLock::acquire();
+    // Reservations inside kubelet's cgroups are RT group budgets (cgroup v1 with RT_GROUP_SCHED).
     if let Err(why) = rtslice_host::inplace::reservations_supported() {
-        eprintln!("SKIPPED: {why}");
+        skip::skip(skip::RT_GROUPS, why);
         return;
     }
-    if rtslice_host::doctor::online_cpus().len() < 2 {
-        eprintln!("SKIPPED: needs 2 CPUs");
+    if !skip::cpus_or_skip(2) {
         return;
     }
     let (Some(cpu), Some(cpuset)) = (rtslice_testkit::cgroup_mount(&["cpu"]), rtslice_testkit::cgroup_mount(&["cpuset"])) else {
-        eprintln!("SKIPPED: no v1 cpu and cpuset hierarchies");
+        skip::skip(skip::CGROUP_V1, "no v1 cpu and cpuset hierarchies");
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -129,10 +120,10 @@ fn containers_are_admitted_applied_in_place_and_released() {
     let root_budget = std::fs::read_to_string(cpu.join("rtslice").join("cpu.rt_runtime_us")).ok().and_then(|s| s.trim().parse::<i64>().ok());
 
     // The container's process, already in its cgroups (as runc leaves it).
-    let mut procs = Procs(Vec::new());
-    let first = Command::new("sleep").arg("600").spawn().unwrap();
+    let mut procs = Vec::new();
+    let first = KillOnDrop(Command::new("sleep").arg("600").spawn().unwrap());
     let pid = first.id();
-    procs.0.push(first);
+    procs.push(first);
     enter(&[cpu_leaf.clone(), cpuset_leaf.clone()], pid);
 
     let opts = rtslice_node::DaemonOptions {
@@ -211,9 +202,9 @@ fn containers_are_admitted_applied_in_place_and_released() {
     assert!(read(&cpuset_leaf.join("cgroup.procs")).lines().any(|l| l == pid.to_string()));
 
     // A process born later in the container gets its rule (the rescan).
-    let later = Command::new("sleep").arg("601").spawn().unwrap();
+    let later = KillOnDrop(Command::new("sleep").arg("601").spawn().unwrap());
     let later_pid = later.id();
-    procs.0.push(later);
+    procs.push(later);
     enter(&[cpu_leaf.clone(), cpuset_leaf.clone()], later_pid);
     wait_for("the later thread's rule", || policy(later_pid) == "SCHED_FIFO 10");
 

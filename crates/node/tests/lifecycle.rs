@@ -11,30 +11,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rtslice_node::{Action, Phase, Service, ServiceOptions};
-use rtslice_testkit::{root_or_skip, KernelLock};
+use common::is_v2;
+use rtslice_testkit::{root_or_skip, skip, skip_unless, KernelLock, OnDrop};
 
 /// Where the tests run: cgroup v1 with RT groups (the development VM: the reservations are RT
 /// groups, no partitions), or cgroup v2 (the kernel matrix's guests: SCHED_DEADLINE in the node's
-/// partitions, CPU 0 kept as housekeeping, so it needs 3 CPUs).
+/// partitions, CPU 0 kept as housekeeping, so it needs 3 CPUs); else skips for what is missing.
 fn usable() -> bool {
-    let online = rtslice_host::doctor::online_cpus().len();
-    let mechanisms = rtslice_host::doctor().mechanisms;
-    if is_v2() {
-        if online < 3 || !mechanisms.contains(&rtslice_host::Mechanism::Deadline) {
-            eprintln!("SKIPPED: on cgroup v2 the tests need 3 CPUs (CPU 0 stays the system's) and SCHED_DEADLINE");
-            return false;
-        }
-        return true;
-    }
-    if online < 2 || !mechanisms.contains(&rtslice_host::Mechanism::RtGroup) {
-        eprintln!("SKIPPED: on cgroup v1 the tests need 2 CPUs and RT groups (RT_GROUP_SCHED)");
-        return false;
-    }
-    true
-}
-
-fn is_v2() -> bool {
-    common::is_v2()
+    common::node_mechanism_or_skip(3, "CPU 0 stays the system's; the workloads' partitions take CPUs 1 and 2").is_some()
 }
 
 /// A workload's reservation as the kernel holds it, in µs of runtime every second: its RT group's
@@ -96,17 +80,17 @@ fn options(state: &Path) -> ServiceOptions {
     }
 }
 
-/// Resets the node even when the test panics (opened anew: the test's service is dropped first).
-struct ResetOnDrop(PathBuf);
-
-impl Drop for ResetOnDrop {
-    fn drop(&mut self) {
-        if !self.0.join("node").exists() {
+/// Resets the node in `state` even when the test panics (opened anew: the test's service is
+/// dropped first). Boxed, so the fixture can hold it.
+fn reset_on_drop(state: &Path) -> OnDrop<Box<dyn FnOnce()>> {
+    let state = state.to_path_buf();
+    OnDrop::new(Box::new(move || {
+        if !state.join("node").exists() {
             return;
         }
         // A test that injected a boot id wrote it into the base's journal: open with the same one.
-        let boot_id = Some(self.0.join("boot_id")).filter(|f| f.exists());
-        match rtslice_host::Node::open(rtslice_host::NodeOptions { boot_id_file: boot_id, ..rtslice_host::NodeOptions::with_state_dir(&self.0) }) {
+        let boot_id = Some(state.join("boot_id")).filter(|f| f.exists());
+        match rtslice_host::Node::open(rtslice_host::NodeOptions { boot_id_file: boot_id, ..rtslice_host::NodeOptions::with_state_dir(&state) }) {
             Ok((node, _)) => {
                 if let Err(e) = node.reset() {
                     eprintln!("cleanup: {e}");
@@ -114,14 +98,14 @@ impl Drop for ResetOnDrop {
             }
             Err(e) => eprintln!("cleanup: cannot open the node: {e}"),
         }
-    }
+    }))
 }
 
 /// What a service test starts from: the kernel lock held, the host's values before the test, and a
 /// state directory that is reset on drop (also when the test panics). Fields drop in order: the
 /// reset, the directory, the lock; a test's service, opened after its fixture, is dropped before it.
 struct Fixture {
-    _cleanup: ResetOnDrop,
+    _cleanup: OnDrop<Box<dyn FnOnce()>>,
     state: tempfile::TempDir,
     before: BTreeMap<String, String>,
     _lock: KernelLock,
@@ -135,7 +119,7 @@ fn fixture() -> Option<Fixture> {
     let lock = KernelLock::acquire();
     let before = common::snapshot();
     let state = tempfile::tempdir().unwrap();
-    Some(Fixture { _cleanup: ResetOnDrop(state.path().into()), state, before, _lock: lock })
+    Some(Fixture { _cleanup: reset_on_drop(state.path()), state, before, _lock: lock })
 }
 
 impl Fixture {
@@ -338,13 +322,14 @@ fn a_worker_pool_s_cfs_quota_follows_its_reservation_through_resizes() {
 #[test]
 fn study_b_through_apply_three_run_and_container4_waits_for_the_proposed_move() {
     root_or_skip!();
-    if rtslice_host::doctor::online_cpus().len() < 4 {
-        eprintln!("SKIPPED: study B's example needs CPUs 0-3 online (runs in the kernel matrix's 4-CPU guests)");
-        return;
-    }
+    skip_unless!(
+        rtslice_host::doctor::online_cpus().len() >= 4,
+        skip::CPUS_4,
+        "study B's example needs CPUs 0-3 online (runs in the kernel matrix's 4-CPU guests)"
+    );
     let _lock = KernelLock::acquire();
     let state = tempfile::tempdir().unwrap();
-    let _cleanup = ResetOnDrop(state.path().into());
+    let _cleanup = reset_on_drop(state.path());
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/study-b-worst-fit.yaml");
     let spec = rtslice_spec::parse(&std::fs::read_to_string(&path).unwrap(), "study-b-worst-fit.yaml").unwrap();
     // The example's node (CPUs 0-3, cap 95%, worst fit), without a mechanism: admission is the
@@ -368,7 +353,8 @@ fn study_b_through_apply_three_run_and_container4_waits_for_the_proposed_move() 
 }
 
 /// A daemon of this test process (the launched workloads are its children: it reaps them and
-/// knows their exit status).
+/// knows their exit status). A type rather than an `OnDrop`: the test talks to it (`call`,
+/// `events`) through the socket it keeps; dropping it stops the daemon.
 struct Daemon {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<rtslice_node::Result<()>>>,
@@ -434,7 +420,7 @@ fn restart_policies_with_backoff_and_the_event_log() {
     }
     let _lock = KernelLock::acquire();
     let state = tempfile::tempdir().unwrap();
-    let _cleanup = ResetOnDrop(state.path().into());
+    let _cleanup = reset_on_drop(state.path());
     let daemon = Daemon::start(options(state.path()), &state.path().join("api.sock"));
     // crash: fails after 0.2 s, restarted with a backoff of 0.5 s, 1 s, 2 s (capped); done: exits 0,
     // and on-failure leaves it exited; never: fails and stays exited; steady: keeps running.
@@ -521,7 +507,7 @@ fn after_a_reboot_the_desired_state_runs_again() {
     let _lock = KernelLock::acquire();
     let before = common::snapshot();
     let state = tempfile::tempdir().unwrap();
-    let _cleanup = ResetOnDrop(state.path().into());
+    let _cleanup = reset_on_drop(state.path());
     let mut svc = Service::open(options(state.path())).unwrap();
     svc.apply(&spec_of(&[workload("a", 200, None, ""), workload("b", 300, None, "    restart: on-failure\n")])).unwrap();
     let was: Vec<(Seen, serde_json::Value)> = ["a", "b"].iter().map(|n| (seen(&svc, n), svc.get(&name(n)).unwrap()["cpus"].clone())).collect();
@@ -596,7 +582,7 @@ fn threads_born_after_deploy_get_their_rules_from_the_daemon() {
     }
     let _lock = KernelLock::acquire();
     let state = tempfile::tempdir().unwrap();
-    let _cleanup = ResetOnDrop(state.path().into());
+    let _cleanup = reset_on_drop(state.path());
     let daemon = Daemon::start(options(state.path()), &state.path().join("api.sock"));
     // The launched shell matches no rule; the sleep it forks half a second later does.
     let body = format!(

@@ -185,10 +185,7 @@ mod tests {
 
     #[test]
     fn namespaces_with_a_veth_pair_talk_and_vanish() {
-        if !crate::process::is_root() {
-            eprintln!("SKIPPED namespaces_with_a_veth_pair_talk_and_vanish: needs root (CI runs as root)");
-            return;
-        }
+        rtslice_testkit::root_or_skip!();
         let tag = std::process::id() % 100_000;
         let (na, nb) = (format!("rtsys-{tag}-a"), format!("rtsys-{tag}-b"));
         let (va, vb) = (format!("rtsys{tag}a"), format!("rtsys{tag}b"));

@@ -211,7 +211,7 @@ mod tests {
         let c = match ProcConnector::subscribe() {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("SKIPPED: no process connector here ({e})");
+                rtslice_testkit::skip::skip(rtslice_testkit::skip::PROC_CONNECTOR, format!("no process connector here ({e})"));
                 return;
             }
         };

@@ -441,10 +441,7 @@ mod class_tests {
 
     #[test]
     fn fifo_when_root() {
-        if !crate::process::is_root() {
-            eprintln!("SKIPPED fifo_when_root: needs root (CI runs as root)");
-            return;
-        }
+        rtslice_testkit::root_or_skip!();
         std::thread::spawn(|| {
             rustix::process::setpriority_process(None, 4).unwrap();
             set_sched_class(SchedClass::Fifo, 3).unwrap();

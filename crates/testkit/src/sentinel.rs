@@ -346,10 +346,7 @@ mod tests {
 
     #[test]
     fn a_sentinel_and_its_partner_start_at_fifo_99_and_stop_when_dropped() {
-        if !crate::is_root() {
-            eprintln!("SKIPPED: needs root for SCHED_FIFO 99 (CI runs as root)");
-            return;
-        }
+        crate::skip_unless!(crate::is_root(), crate::skip::ROOT, "needs root for SCHED_FIFO 99 (CI runs as root)");
         let s = Sentinel::start(&[0]);
         assert_eq!(s.failed, None);
         std::thread::sleep(std::time::Duration::from_millis(100));

@@ -3,6 +3,7 @@
 //! fails, before its temporary state directory goes away.
 
 use rtslice_host::{reset, AgentCommand, ResetOptions, StateDir};
+use rtslice_testkit::OnDrop;
 
 /// The agent command for [`rtslice_host::ApplyOptions::agent`]: this test binary again, running only
 /// its `helper_agent_role` test with `role_var=agent` plus `extra_env` in its environment.
@@ -17,15 +18,25 @@ pub fn self_as_agent(role_var: &str, extra_env: Vec<(String, String)>) -> AgentC
     }
 }
 
-/// Resets the state directory when dropped (a failed assertion unwinds through it).
-pub struct ResetOnDrop(pub StateDir);
-
-impl Drop for ResetOnDrop {
-    fn drop(&mut self) {
-        if let Err(e) = reset(&self.0, ResetOptions::default()) {
+/// Resets the state directory `dir` when dropped (a failed assertion unwinds through it).
+pub fn reset_on_drop(dir: &std::path::Path) -> OnDrop<impl FnOnce()> {
+    let dir = StateDir::new(dir);
+    OnDrop::new(move || {
+        if let Err(e) = reset(&dir, ResetOptions::default()) {
             eprintln!("cleanup reset failed: {e}");
         }
+    })
+}
+
+/// True when this host offers `mech` (see `rtslice doctor`); else skips for it.
+#[allow(dead_code)] // not every test binary picks a mechanism
+pub fn has_mechanism(mech: rtslice_host::Mechanism) -> bool {
+    let ok = rtslice_host::doctor().mechanisms.contains(&mech);
+    if !ok {
+        // RT groups need cgroup v1 with RT_GROUP_SCHED: not in the kernel matrix's v2 guests.
+        rtslice_testkit::skip::skip(rtslice_testkit::skip::mechanism_need(&mech), format!("{mech} is not available on this host (see `rtslice doctor`)"));
     }
+    ok
 }
 
 /// The helper role's body: when this binary runs as the agent (`role_var=agent`, set by

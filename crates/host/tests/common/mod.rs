@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rtslice_host::cgroup::{Backend, CgroupLayout, GroupPaths};
-use rtslice_host::irq;
+use rtslice_host::{irq, Mechanism};
+use rtslice_testkit::{skip, OnDrop};
 
 /// The cgroup backend rtslice drives here: v1 (cpuset + cpu hierarchies) on the development VM, the
 /// unified v2 hierarchy in the real-kernel matrix's guests (`make test-kernels`).
@@ -16,8 +17,39 @@ pub fn backend() -> Backend {
     CgroupLayout::detect().expect("/proc/self/mountinfo").backend().expect("a cpuset+cpu backend")
 }
 
+/// True when the backend rtslice drives here is the unified (v2) hierarchy. Deliberately not
+/// `rtslice_testkit::cgroup_v2()`: the two agree wherever rtslice has a backend, but on a host
+/// where it has none (cgroup2 without cpuset or cpu, or them split across v1 and v2) testkit still
+/// answers while `backend()` fails the test. These tests read every path from `backend()` anyway,
+/// so the host and node tests (node's include this module) ask it for the mode too, and such a
+/// host stays a failure rather than becoming a skip.
 pub fn is_v2() -> bool {
     !backend().is_v1()
+}
+
+/// True when this host offers `mech` (see `rtslice doctor`); else records a skip for its need, and
+/// the caller returns (or goes on without that mechanism: a partial skip).
+pub fn has_mechanism(mech: Mechanism) -> bool {
+    let ok = rtslice_host::doctor().mechanisms.contains(&mech);
+    if !ok {
+        skip::skip(skip::mechanism_need(&mech), format!("this host does not offer {mech}, {} (see rtslice doctor)", mech.describe()));
+    }
+    ok
+}
+
+/// The reservation mechanism the node's tests run under here, or `None` having skipped for what is
+/// missing: cgroup v1 (the development VM) reserves with RT groups and needs 2 CPUs; cgroup v2 (the
+/// kernel matrix's guests) with SCHED_DEADLINE in the node's partitions, CPU 0 kept as the
+/// system's, on `v2_cpus` CPUs as `v2_layout` uses them.
+pub fn node_mechanism_or_skip(v2_cpus: usize, v2_layout: &str) -> Option<Mechanism> {
+    let online = rtslice_host::doctor::online_cpus().len();
+    let (mech, cpus, layout) = if is_v2() { (Mechanism::Deadline, v2_cpus, v2_layout) } else { (Mechanism::RtGroup, 2, "the reservations as RT groups") };
+    let mode = if is_v2() { "cgroup v2" } else { "cgroup v1" };
+    if online < cpus {
+        skip::skip(skip::cpus_need(cpus), format!("on {mode} the node tests need {cpus} CPUs ({layout}), this host has {online}"));
+        return None;
+    }
+    has_mechanism(mech).then_some(mech)
 }
 
 /// A workload's group in the driven hierarchy (v1: its cpuset and cpu dirs; v2: one dir).
@@ -277,20 +309,14 @@ pub fn sh() -> PathBuf {
     PathBuf::from("/bin/sh")
 }
 
-/// Resets on drop, so a failing assertion does not leave the host modified (the temp state dir
-/// must outlive it: declare the guard after the dir). A second reset after the test's own is a no-op.
-pub struct ResetOnDrop(pub rtslice_host::StateDir);
-
-impl ResetOnDrop {
-    pub fn new(path: &Path) -> ResetOnDrop {
-        ResetOnDrop(rtslice_host::StateDir::new(path))
-    }
-}
-
-impl Drop for ResetOnDrop {
-    fn drop(&mut self) {
-        if let Err(e) = rtslice_host::reset(&self.0, rtslice_host::ResetOptions::default()) {
+/// Resets the state directory `path` on drop, so a failing assertion does not leave the host
+/// modified (the temp state dir must outlive it: declare the guard after the dir). A second reset
+/// after the test's own is a no-op. Boxed, so a fixture struct can hold it as a field.
+pub fn reset_on_drop(path: &Path) -> OnDrop<Box<dyn FnOnce()>> {
+    let dir = rtslice_host::StateDir::new(path);
+    OnDrop::new(Box::new(move || {
+        if let Err(e) = rtslice_host::reset(&dir, rtslice_host::ResetOptions::default()) {
             eprintln!("cleanup reset failed: {e}");
         }
-    }
+    }))
 }
