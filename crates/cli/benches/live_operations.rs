@@ -8,7 +8,7 @@
 //! docs/api.md ("Live operations"). The functional half — the others keep their processes, cgroup
 //! files and thread policies — is the test `tests/node_cli.rs`.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use rtslice_testkit::KernelLock;
@@ -16,7 +16,7 @@ use rtslice_testkit::KernelLock;
 #[path = "../tests/live/mod.rs"]
 mod live;
 
-use live::{bin, rtslice, sli_counters, untouched, write, reset_node, term, Untouched};
+use live::{bin, rtslice, sli_counters, start_three_vbs, untouched, Untouched, EMU};
 
 fn main() {
     if !rtslice_testkit::is_root() {
@@ -32,20 +32,12 @@ fn main() {
     }
     let _lock = KernelLock::acquire();
     let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let socket = dir.path().join("api.sock");
-    let _cleanup = reset_node(state.clone());
-    let node = write(dir.path(), "node.yaml", "apiVersion: rtslice/v1\nnode:\n  housekeeping: 0\nworkloads: []\n");
-    let tag = std::process::id();
-    let full = |n: &str| format!("vbs{tag}-{n}");
-    // The vBS: OAI LTE on a 1.4 MHz carrier (6 PRBs) with one PRB scheduled, the lightest real
-    // configuration. Its CPU cost is mostly per-TTI (FFTs of the whole carrier, 4-5 thread hand-offs
+    // The vBS (live::EMU): its CPU cost is mostly per-TTI (FFTs of the whole carrier, 4-5 thread hand-offs
     // a millisecond) and differs ~2.5x between the VMs this test has run on (10 % PHY load on 25
     // PRBs cost ~10 % of a CPU on one, 26 % on another), so a fixed budget was either generous or
     // below the need: under 4 ms every 20 ms a vBS needing 5 ms was throttled for the rest of each
     // period and missed 5-50 % of its TTIs in every window, operation or not, which says nothing
     // about isolation. The budget is sized from this host's measurement instead.
-    const EMU: [&str; 8] = ["--profile", "oai-lte", "--prb", "6", "--traffic", "17%", "--cpus", "1"];
     let solo = Command::new(bin()).arg("emulate").args(EMU).args(["--duration", "4s", "--quiet", "--json"]).output().unwrap();
     let solo: serde_json::Value = serde_json::from_slice(&solo.stdout).unwrap_or_else(|e| panic!("emulate --json: {e}: {}", String::from_utf8_lossy(&solo.stderr)));
     let share = solo["cpu_percent_total"].as_f64().expect("cpu_percent_total") / 100.0;
@@ -65,51 +57,9 @@ fn main() {
     let runtime_us = ((budget * PERIOD_US as f64 / 100.0).ceil() as u64) * 100;
     let grown_us = runtime_us + runtime_us / 10;
     eprintln!("MEASURED: one vBS alone uses {:.1} % of CPU 1; budget {runtime_us} µs every {PERIOD_US} µs ({:.1}x), grown {grown_us} µs", 100.0 * share, runtime_us as f64 / (share * PERIOD_US as f64));
-    let vbs = |n: &str| {
-        format!(
-            "  - name: {}\n    launch:\n      command: [{}, emulate, {}, --duration, 30m, --quiet]\n    demand: {{ reservation: {{ runtime: {runtime_us}us, period: {PERIOD_US}us, count: 1 }} }}\n",
-            full(n),
-            bin(),
-            EMU[..6].join(", ")
-        )
-    };
-    let mut child = Command::new(bin())
-        .args(["daemon", "--mechanism", "rt_group", "--reset-on-exit", "--grace", "2", "--no-trace", "--node"])
-        .arg(&node)
-        .arg("--state-dir")
-        .arg(&state)
-        .arg("--socket")
-        .arg(&socket)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("daemon.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let stop_daemon = term(child.id());
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(std::time::Instant::now() < deadline, "the daemon did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // The daemon's own threads (API, telemetry, agent) stay on the housekeeping CPU, off CPU 1.
-    for tid in rtslice_sys::procfs::tasks(child.id()) {
-        assert_eq!(rtslice_sys::sched::get_affinity(tid as i32).unwrap(), vec![0], "daemon thread {tid} runs on housekeeping CPU 0 only");
-    }
+    let live = start_three_vbs(dir.path(), runtime_us, PERIOD_US);
+    let (socket, full, vbs) = (&live.socket, |n: &str| live.full(n), |n: &str| live.vbs(n, runtime_us, PERIOD_US));
     let ok = |o: Output| assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    ok(rtslice(&socket, &["deploy", "-"], Some(&format!("apiVersion: rtslice/v1\nworkloads:\n{}{}{}", vbs("du1"), vbs("du2"), vbs("du3")))));
-    for n in ["du1", "du2", "du3"] {
-        let cpus = std::fs::read_to_string(format!("/sys/fs/cgroup/cpuset/rtslice/{}/cpuset.cpus", full(n))).unwrap();
-        assert_eq!(cpus.trim(), "1", "{n} shares CPU 1 (CPU 0 is housekeeping)");
-        // Spawned by a daemon confined to CPU 0, the vBS still runs where its cpuset says.
-        let pid = std::fs::read_to_string(format!("/sys/fs/cgroup/cpuset/rtslice/{}/cgroup.procs", full(n))).unwrap();
-        let pid: i32 = pid.lines().next().and_then(|l| l.trim().parse().ok()).expect("the vBS runs");
-        assert_eq!(rtslice_sys::sched::get_affinity(pid).unwrap(), vec![1], "{n}'s process runs on its cpuset's CPU 1");
-    }
-    // The emulators calibrate for a few seconds, then report once a second.
-    let t0 = std::time::Instant::now();
-    while !["du1", "du2", "du3"].iter().all(|n| sli_counters(&socket).get(&full(n)).is_some_and(|c| c.1 > 2000)) {
-        assert!(t0.elapsed() < Duration::from_secs(90), "the emulators report TTIs in /metrics: {:?}", sli_counters(&socket));
-        std::thread::sleep(Duration::from_millis(200));
-    }
 
     // Windows of WINDOW each: quiet ones, and ones that begin with an operation.
     const WINDOW: Duration = Duration::from_secs(6);
@@ -220,7 +170,7 @@ fn main() {
     let phi = (chi2 / dof.max(1) as f64).max(1.0);
     let mut table = format!("{:<32}", "window");
     for w in &names {
-        table += &format!(" {:>20}", w.trim_start_matches(&format!("vbs{tag}-")));
+        table += &format!(" {:>20}", w.trim_start_matches(&full("")));
     }
     table += "   CPU 1 stalls (sentinel)\n";
     for win in &windows {
@@ -278,8 +228,5 @@ fn main() {
     } else {
         println!("live operations: miss ratios above the quiet windows' beyond counting noise:\n{}", above.join("\n"));
     }
-    // --reset-on-exit: SIGTERM stops every emulator and undoes the node (once: after the wait the
-    // pid may belong to another process).
-    drop(stop_daemon);
-    assert!(child.wait().unwrap().success());
+    live.stop();
 }

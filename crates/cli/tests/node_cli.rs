@@ -12,7 +12,7 @@ use rtslice_testkit::{root_or_skip, skip::cpus_or_skip, KernelLock};
 
 mod live;
 
-use live::{bin, rtslice, sli_counters, untouched, write, reset_node, term, Untouched};
+use live::{bin, rtslice, sli_counters, start_three_vbs, untouched, write, reset_node, term, Untouched};
 
 #[test]
 fn without_a_daemon_the_clients_say_how_to_start_it() {
@@ -240,63 +240,14 @@ fn three_emulated_vbs_a_fourth_added_one_resized_one_removed_the_others_unaffect
     );
     let _lock = KernelLock::acquire();
     let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let socket = dir.path().join("api.sock");
-    let _cleanup = reset_node(state.clone());
-    let node = write(dir.path(), "node.yaml", "apiVersion: rtslice/v1\nnode:\n  housekeeping: 0\nworkloads: []\n");
-    let tag = std::process::id();
-    let full = |n: &str| format!("vbs{tag}-{n}");
-    // The lightest real configuration (OAI LTE, 6 PRBs, one scheduled). Four budgets of 20 % and du1
-    // grown by 10 % sum to 0.82, inside RT groups' single 95 %: every operation is admitted
-    // whatever the vBS costs on this host; what it costs decides only how often it misses.
-    const EMU: [&str; 8] = ["--profile", "oai-lte", "--prb", "6", "--traffic", "17%", "--cpus", "1"];
+    // Four budgets of 20 % and du1 grown by 10 % sum to 0.82, inside RT groups' single 95 %: every
+    // operation is admitted whatever the vBS costs on this host; what it costs decides only how
+    // often it misses.
     const PERIOD_US: u64 = 20_000;
     let (runtime_us, grown_us) = (4_000u64, 4_400u64);
-    let vbs = |n: &str| {
-        format!(
-            "  - name: {}\n    launch:\n      command: [{}, emulate, {}, --duration, 30m, --quiet]\n    demand: {{ reservation: {{ runtime: {runtime_us}us, period: {PERIOD_US}us, count: 1 }} }}\n",
-            full(n),
-            bin(),
-            EMU[..6].join(", ")
-        )
-    };
-    let mut child = Command::new(bin())
-        .args(["daemon", "--mechanism", "rt_group", "--reset-on-exit", "--grace", "2", "--no-trace", "--node"])
-        .arg(&node)
-        .arg("--state-dir")
-        .arg(&state)
-        .arg("--socket")
-        .arg(&socket)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("daemon.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let stop_daemon = term(child.id());
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(std::time::Instant::now() < deadline, "the daemon did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // The daemon's own threads (API, telemetry, agent) stay on the housekeeping CPU, off CPU 1.
-    for tid in rtslice_sys::procfs::tasks(child.id()) {
-        assert_eq!(rtslice_sys::sched::get_affinity(tid as i32).unwrap(), vec![0], "daemon thread {tid} runs on housekeeping CPU 0 only");
-    }
+    let live = start_three_vbs(dir.path(), runtime_us, PERIOD_US);
+    let (socket, full, vbs) = (&live.socket, |n: &str| live.full(n), |n: &str| live.vbs(n, runtime_us, PERIOD_US));
     let ok = |o: Output| assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    ok(rtslice(&socket, &["deploy", "-"], Some(&format!("apiVersion: rtslice/v1\nworkloads:\n{}{}{}", vbs("du1"), vbs("du2"), vbs("du3")))));
-    for n in ["du1", "du2", "du3"] {
-        let cpus = std::fs::read_to_string(format!("/sys/fs/cgroup/cpuset/rtslice/{}/cpuset.cpus", full(n))).unwrap();
-        assert_eq!(cpus.trim(), "1", "{n} shares CPU 1 (CPU 0 is housekeeping)");
-        // Spawned by a daemon confined to CPU 0, the vBS still runs where its cpuset says.
-        let pid = std::fs::read_to_string(format!("/sys/fs/cgroup/cpuset/rtslice/{}/cgroup.procs", full(n))).unwrap();
-        let pid: i32 = pid.lines().next().and_then(|l| l.trim().parse().ok()).expect("the vBS runs");
-        assert_eq!(rtslice_sys::sched::get_affinity(pid).unwrap(), vec![1], "{n}'s process runs on its cpuset's CPU 1");
-    }
-    // The emulators calibrate for a few seconds, then report once a second.
-    let t0 = std::time::Instant::now();
-    while !["du1", "du2", "du3"].iter().all(|n| sli_counters(&socket).get(&full(n)).is_some_and(|c| c.1 > 2000)) {
-        assert!(t0.elapsed() < Duration::from_secs(90), "the emulators report TTIs in /metrics: {:?}", sli_counters(&socket));
-        std::thread::sleep(Duration::from_millis(200));
-    }
     // One operation on `operated`; the others' kernel view is the same after it, and each of them
     // completed TTIs in the seconds after it (a vBS an operation had stopped, restarted or starved
     // for good would report none: the emulator counts a TTI when its pipeline finishes it).
@@ -331,10 +282,7 @@ fn three_emulated_vbs_a_fourth_added_one_resized_one_removed_the_others_unaffect
     assert_eq!(rt_runtime(), runtime_us.to_string());
     operate("remove du2", &["du1", "du3", "du4"], &|| ok(rtslice(&socket, &["remove", &full("du2")], None)));
     assert!(!Path::new(&format!("/sys/fs/cgroup/cpu/rtslice/{}", full("du2"))).exists(), "du2's group is gone");
-    // --reset-on-exit: SIGTERM stops every emulator and undoes the node (once: after the wait the
-    // pid may belong to another process).
-    drop(stop_daemon);
-    assert!(child.wait().unwrap().success());
+    live.stop();
 }
 
 /// `curl` over TCP: (its exit code, the HTTP status it saw — 0 when there was no answer, the body).

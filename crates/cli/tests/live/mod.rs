@@ -4,7 +4,8 @@
 #![allow(dead_code)] // the test and the bench each use a part
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
 
 use rtslice_testkit::OnDrop;
 
@@ -123,4 +124,98 @@ pub fn sli_counters(socket: &Path) -> std::collections::BTreeMap<String, (u64, u
         }
     }
     m
+}
+
+/// The vBS both drive: OAI LTE on a 1.4 MHz carrier (6 PRBs) with one PRB scheduled, the lightest
+/// real configuration, on CPU 1.
+pub const EMU: [&str; 8] = ["--profile", "oai-lte", "--prb", "6", "--traffic", "17%", "--cpus", "1"];
+
+/// A daemon (`--mechanism rt_group --reset-on-exit`, CPU 0 as housekeeping) with three emulated
+/// vBS `du1`-`du3` deployed on CPU 1, as the live-operations test and benchmark start it. Dropped,
+/// it stops the daemon (SIGTERM) and then resets what a killed one would have left.
+pub struct LiveNode {
+    pub child: Child,
+    pub socket: PathBuf,
+    tag: u32,
+    stop: Option<OnDrop<Box<dyn FnOnce()>>>,
+    _reset: OnDrop<Box<dyn FnOnce()>>,
+}
+
+impl LiveNode {
+    /// A workload's name on this node (`vbs<pid>-<n>`).
+    pub fn full(&self, n: &str) -> String {
+        format!("vbs{}-{n}", self.tag)
+    }
+
+    /// One vBS's entry in a spec, under `runtime_us` every `period_us`.
+    pub fn vbs(&self, n: &str, runtime_us: u64, period_us: u64) -> String {
+        format!(
+            "  - name: {}\n    launch:\n      command: [{}, emulate, {}, --duration, 30m, --quiet]\n    demand: {{ reservation: {{ runtime: {runtime_us}us, period: {period_us}us, count: 1 }} }}\n",
+            self.full(n),
+            bin(),
+            EMU[..6].join(", ")
+        )
+    }
+
+    /// SIGTERM: `--reset-on-exit` stops every emulator and undoes the node; the daemon exits 0.
+    /// Once: after the wait the pid may belong to another process.
+    pub fn stop(mut self) {
+        drop(self.stop.take());
+        assert!(self.child.wait().unwrap().success(), "the daemon exits 0 on SIGTERM");
+    }
+}
+
+/// Starts the daemon in `dir` and deploys du1-du3 under `runtime_us` every `period_us`; returns once
+/// each reports TTIs. Checks on the way that the daemon's own threads stay on CPU 0 and each vBS
+/// runs where its cpuset says (CPU 1), though the daemon that spawned it is confined to CPU 0.
+pub fn start_three_vbs(dir: &Path, runtime_us: u64, period_us: u64) -> LiveNode {
+    let state = dir.join("state");
+    let socket = dir.join("api.sock");
+    let reset = reset_node(state.clone());
+    let node = write(dir, "node.yaml", "apiVersion: rtslice/v1\nnode:\n  housekeeping: 0\nworkloads: []\n");
+    let child = Command::new(bin())
+        .args(["daemon", "--mechanism", "rt_group", "--reset-on-exit", "--grace", "2", "--no-trace", "--node"])
+        .arg(&node)
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("--socket")
+        .arg(&socket)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("daemon.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let stop = term(child.id());
+    let live = LiveNode {
+        tag: std::process::id(),
+        socket,
+        stop: Some(OnDrop::new(Box::new(move || drop(stop)) as Box<dyn FnOnce()>)),
+        _reset: OnDrop::new(Box::new(move || drop(reset)) as Box<dyn FnOnce()>),
+        child,
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::os::unix::net::UnixStream::connect(&live.socket).is_err() {
+        assert!(std::time::Instant::now() < deadline, "the daemon did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The daemon's own threads (API, telemetry, agent) stay on the housekeeping CPU, off CPU 1.
+    for tid in rtslice_sys::procfs::tasks(live.child.id()) {
+        assert_eq!(rtslice_sys::sched::get_affinity(tid as i32).unwrap(), vec![0], "daemon thread {tid} runs on housekeeping CPU 0 only");
+    }
+    let spec = format!("apiVersion: rtslice/v1\nworkloads:\n{}{}{}", live.vbs("du1", runtime_us, period_us), live.vbs("du2", runtime_us, period_us), live.vbs("du3", runtime_us, period_us));
+    let o = rtslice(&live.socket, &["deploy", "-"], Some(&spec));
+    assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    for n in ["du1", "du2", "du3"] {
+        let cpus = std::fs::read_to_string(format!("/sys/fs/cgroup/cpuset/rtslice/{}/cpuset.cpus", live.full(n))).unwrap();
+        assert_eq!(cpus.trim(), "1", "{n} shares CPU 1 (CPU 0 is housekeeping)");
+        let pid = std::fs::read_to_string(format!("/sys/fs/cgroup/cpuset/rtslice/{}/cgroup.procs", live.full(n))).unwrap();
+        let pid: i32 = pid.lines().next().and_then(|l| l.trim().parse().ok()).expect("the vBS runs");
+        assert_eq!(rtslice_sys::sched::get_affinity(pid).unwrap(), vec![1], "{n}'s process runs on its cpuset's CPU 1");
+    }
+    // The emulators calibrate for a few seconds, then report once a second.
+    let t0 = std::time::Instant::now();
+    while !["du1", "du2", "du3"].iter().all(|n| sli_counters(&live.socket).get(&live.full(n)).is_some_and(|c| c.1 > 2000)) {
+        assert!(t0.elapsed() < Duration::from_secs(90), "the emulators report TTIs in /metrics: {:?}", sli_counters(&live.socket));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    live
 }
