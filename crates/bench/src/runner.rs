@@ -295,8 +295,12 @@ fn run_one(exp: &Experiment, cell: &Cell, seq: usize, repetition: u32, facts: &H
     rec
 }
 
-/// How long an emulator runs past the nominal end of the window (set-up and apply time).
-const EMU_TAIL: Duration = Duration::from_secs(2);
+/// How long an emulator may run past the nominal end of its warm-up and window: a backstop only.
+/// The runner ends it with SIGINT (it prints its summary and exits within a second) right after the
+/// window, because the set-up between its start and the warm-up (apply, a shield moving every other
+/// process, the interference starting) has no bound on a loaded host: with a 2 s tail, a shielded
+/// run's vBS had exited on its own before the warm-up ended (a quick study A run, 29 Nov).
+const EMU_TAIL: Duration = Duration::from_secs(60);
 
 /// Time an interference generator gets to reach full strength before the warm-up goes on.
 const NOISE_SETTLE: Duration = Duration::from_millis(700);
@@ -312,9 +316,7 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
         let mut netns = None;
         let mut addr = None;
         let argv: Vec<String> = if let Some(e) = &w.emulate {
-            // It ends by itself EMU_TAIL after the window (apply is fast: the interference starts
-            // after it and neighbours are held stopped during it); SIGINT is only the fallback,
-            // since not every profile ends promptly on it.
+            // SIGINT ends it right after the window; EMU_TAIL is the backstop should the runner die.
             let mut v = vec![rtslice.clone(), s("emulate"), s("--profile"), e.profile.clone(), s("--duration"), fmt_dur(total + EMU_TAIL), s("--json"), s("--quiet")];
             v.extend(e.args.iter().cloned());
             // Replicas draw their traffic (bursts) independently unless the file fixes a seed.
@@ -706,13 +708,12 @@ fn measure(ctx: &mut RunCtx, _cell: &Cell) -> Result<(), String> {
         results[i].latency_samples_us = parse::loadgen_rtts_us(&std::fs::read_to_string(&samples).unwrap_or_default());
         results[i].extra = parse::last_json_object(&c.stdout_text()).unwrap_or_default();
     }
-    // Workloads: emulators end on their own right after the window; the rest are stopped.
+    // Workloads: emulators are told to end (SIGINT: each profile prints its summary and exits
+    // within a second); the rest are stopped.
     for (k, r) in ctx.instances.iter_mut().enumerate() {
         let ir = &mut results[k];
         if r.workload.emulate.is_some() {
-            if interrupted || r.proc.wait_timeout(EMU_TAIL + Duration::from_secs(5)).is_none() {
-                r.proc.stop(Duration::from_secs(10));
-            }
+            r.proc.stop(Duration::from_secs(10));
             ir.exit_code = r.proc.poll().and_then(|s| s.code());
             match parse::emulator(&r.proc.stdout_text()) {
                 Ok(e) => ir.emu = Some(e),
