@@ -139,6 +139,14 @@ PY
 
 # ---- the exact test binaries `cargo test` builds ---------------------------------------------------
 OUT=${RTSLICE_KERNELS_OUT:-"${CARGO_TARGET_DIR:-$REPO/target}/kernels"}
+# The guests see the host's root over 9p but mount a tmpfs on /tmp, /run and /var/lib/rtslice
+# (kernels/init): a checkout or target directory there is invisible to them, and every guest would
+# stop at once with "cannot open …/guest.sh".
+for p in "$REPO" "${CARGO_TARGET_DIR:-$REPO/target}"; do
+  case "$(realpath -m "$p")/" in
+    /tmp/*|/run/*|/var/lib/rtslice/*) die "$p is under /tmp, /run or /var/lib/rtslice, which the guests mount a tmpfs over: clone the repository (and put CARGO_TARGET_DIR) elsewhere" ;;
+  esac
+done
 rm -rf "$OUT" && mkdir -p "$OUT"
 # One `cargo test --workspace --no-run`: the very binaries `make test` builds and runs (no second build,
 # no feature-unification rebuild); the guests run those of the crates that touch the kernel.
