@@ -37,9 +37,8 @@ fn comm(pid: i32) -> String {
 /// (CPU share of the spinners together, of the real-time process) under `mech`; `None` when the
 /// host lacks it.
 fn run(mech: Mechanism) -> Option<(f64, f64)> {
-    let online = rtslice_host::doctor::online_cpus().len();
-    if online < 2 {
-        skip::skip(skip::CPUS_2, format!("needs 2 CPUs (one for the house, one for the reservation), this host has {online}"));
+    // One CPU for the house, one for the reservation.
+    if !skip::cpus_or_skip(2) {
         return None;
     }
     let host = rtslice_host::HostFacts::detect().unwrap();

@@ -3,7 +3,6 @@
 //! - [`skip`]: the one way a test skips, naming the capability it lacks ([`skip_unless!`],
 //!   [`root_or_skip!`]); counted per capability by `make test`, and a failure where the run declared
 //!   the machine has it.
-//! - [`cgroup_v2`]: which cgroup mode this host runs, read once from its mounts.
 //! - [`OnDrop`]: the one cleanup guard: runs its closure when dropped, also when the test panics.
 //! - [`KernelLock`]: a host-wide `flock` so tests that change global kernel state (root cpuset,
 //!   IRQ affinity, RT budgets) or that measure latency never overlap, even across test binaries.
@@ -63,15 +62,6 @@ impl<F: FnOnce()> Drop for OnDrop<F> {
             f();
         }
     }
-}
-
-/// True when the host's cpu and cpuset controllers are on the unified (v2) hierarchy — the kernel
-/// matrix's guests and current distributions; false on a v1 or hybrid layout that mounts them as
-/// v1 hierarchies (the development VM).
-pub fn cgroup_v2() -> bool {
-    let mounts = rtslice_sys::procfs::cgroup_mounts().unwrap_or_default();
-    !mounts.iter().any(|m| !m.unified && (m.has_controller("cpu") || m.has_controller("cpuset")))
-        && mounts.iter().any(|m| m.unified)
 }
 
 /// True when the test runs as root (CI does).

@@ -17,12 +17,9 @@ pub fn backend() -> Backend {
     CgroupLayout::detect().expect("/proc/self/mountinfo").backend().expect("a cpuset+cpu backend")
 }
 
-/// True when the backend rtslice drives here is the unified (v2) hierarchy. Deliberately not
-/// `rtslice_testkit::cgroup_v2()`: the two agree wherever rtslice has a backend, but on a host
-/// where it has none (cgroup2 without cpuset or cpu, or them split across v1 and v2) testkit still
-/// answers while `backend()` fails the test. These tests read every path from `backend()` anyway,
-/// so the host and node tests (node's include this module) ask it for the mode too, and such a
-/// host stays a failure rather than becoming a skip.
+/// True when the backend rtslice drives here is the unified (v2) hierarchy: the one cgroup-mode
+/// check of the host and node tests (node's include this module). It fails the test on a host
+/// where rtslice has no backend, which stays a failure rather than becoming a skip.
 pub fn is_v2() -> bool {
     !backend().is_v1()
 }
