@@ -2,7 +2,9 @@
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::Mutex;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
@@ -34,7 +36,95 @@ pub(crate) struct BpfTracer {
     skel: RtlatSkel<'static>,
     _storage: SkelStorage,
     pub attach_kind: &'static str,
-    stats_fd: Option<OwnedFd>,
+    /// None when the kernel refused to switch its run-time statistics on (not permitted).
+    stats: Option<StatsSampler>,
+    /// The run time charged so far at the sampled ns per run, and the runs it covers: grown at each
+    /// read, so it never decreases as the estimate per run changes (a Prometheus counter).
+    charged: Mutex<(f64, u64)>,
+}
+
+/// What the programs cost, for the overhead report and the collector's health.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct RunStats {
+    /// Runs of the programs (every sched_switch and wake-up on the machine), counted by the
+    /// programs themselves: exact.
+    pub runs: u64,
+    /// Time in the programs: each run at the mean run time measured in the sample windows so far.
+    /// None before the first window ends, or when the statistics could not be switched on.
+    pub run_ns: Option<u64>,
+    /// Runs measured in the sample windows (the estimate's sample size).
+    pub sampled_runs: u64,
+    /// Runs the kernel skipped (recursion): lost events.
+    pub missed: u64,
+}
+
+/// The kernel's BPF run-time statistics (what `kernel.bpf_stats_enabled=1` turns on) cost every run
+/// of every BPF program on the machine two sched_clock() reads and a counter update — tens of ns
+/// per event for a tracer whose programs run at every context switch. They are switched on for a
+/// window of STATS_WINDOW at the start and then once every STATS_EVERY (5 %), and the run time per
+/// run measured in those windows is what the report and the health metrics scale by the exact run
+/// count.
+const STATS_WINDOW: Duration = Duration::from_millis(100);
+const STATS_EVERY: Duration = Duration::from_secs(2);
+
+/// A thread that switches the statistics on for the sample windows and sums the programs' run
+/// time and runs within them. Stops (and joins) when dropped.
+struct StatsSampler {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// (ns, runs) of the programs within the windows that ended.
+    sampled: Arc<Mutex<(u64, u64)>>,
+}
+
+impl StatsSampler {
+    /// Switches the statistics on for the first window now; None when the kernel refuses.
+    fn start(progs: Vec<OwnedFd>) -> Option<StatsSampler> {
+        // Held only as long as this fd: nothing global to restore afterwards.
+        let first = rtslice_sys::bpf::enable_run_time_stats().ok()?;
+        let sampled = Arc::new(Mutex::new((0u64, 0u64)));
+        let (stop, rx) = mpsc::channel::<()>();
+        let sums = sampled.clone();
+        let thread = std::thread::Builder::new()
+            .name("rtslice-bpfstats".into())
+            .spawn(move || {
+                let read = || -> Option<(u64, u64)> {
+                    progs.iter().try_fold((0u64, 0u64), |(ns, n), p| {
+                        let i = rtslice_sys::bpf::prog_run_stats(p.as_fd()).ok()?;
+                        Some((ns + i.run_time_ns, n + i.run_cnt))
+                    })
+                };
+                let mut on = Some(first);
+                loop {
+                    let Some(fd) = on.take().or_else(|| rtslice_sys::bpf::enable_run_time_stats().ok()) else { return };
+                    let before = read();
+                    let stopped = !matches!(rx.recv_timeout(STATS_WINDOW), Err(RecvTimeoutError::Timeout));
+                    let after = read();
+                    drop(fd);
+                    if let (Some(b), Some(a), Ok(mut s)) = (before, after, sums.lock()) {
+                        s.0 += a.0.saturating_sub(b.0);
+                        s.1 += a.1.saturating_sub(b.1);
+                    }
+                    if stopped || !matches!(rx.recv_timeout(STATS_EVERY - STATS_WINDOW), Err(RecvTimeoutError::Timeout)) {
+                        return;
+                    }
+                }
+            })
+            .ok()?;
+        Some(StatsSampler { stop: Some(stop), thread: Some(thread), sampled })
+    }
+
+    fn sampled(&self) -> (u64, u64) {
+        self.sampled.lock().map(|s| *s).unwrap_or_default()
+    }
+}
+
+impl Drop for StatsSampler {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 // SAFETY: the skeleton is Send + Sync (libbpf-cargo declares it so); `storage` is only touched in Drop.
@@ -165,26 +255,27 @@ impl BpfTracer {
                 }
                 set_single_tgid(&skel)?;
             }
-            // Run-time statistics of BPF programs (what kernel.bpf_stats_enabled=1 turns on), held
-            // only as long as this fd: nothing global to restore afterwards.
-            // Held only as long as this fd: nothing global to restore afterwards; without it
-            // (not permitted) run time and count are left out of the report.
-            let stats_fd = rtslice_sys::bpf::enable_run_time_stats().ok();
             skel.attach().map_err(|e| format!("attach: {e}\n{}", take_log()))?;
             if demand.is_some() {
                 if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
                     bss.demand_since = rtslice_sys::time::monotonic_ns();
                 }
             }
-            Ok((skel, stats_fd))
+            Ok(skel)
         })();
         match result {
-            Ok((skel, stats_fd)) => Ok(BpfTracer {
-                skel,
-                _storage: storage,
-                attach_kind: if raw { "raw_tp" } else { "tp_btf" },
-                stats_fd,
-            }),
+            Ok(skel) => {
+                let p = &skel.progs;
+                let progs = if raw { [&p.wakeup_raw, &p.wakeup_new_raw, &p.switch_raw] } else { [&p.wakeup_btf, &p.wakeup_new_btf, &p.switch_btf] };
+                let fds = progs.iter().filter_map(|p| p.as_fd().try_clone_to_owned().ok()).collect();
+                Ok(BpfTracer {
+                    skel,
+                    _storage: storage,
+                    attach_kind: if raw { "raw_tp" } else { "tp_btf" },
+                    stats: StatsSampler::start(fds),
+                    charged: Mutex::new((0.0, 0)),
+                })
+            }
             // The failed skeleton (if any) was dropped inside the closure; `storage` goes now.
             Err(e) => Err(e),
         }
@@ -318,23 +409,28 @@ impl BpfTracer {
         }
     }
 
-    /// (total run time ns, run count, runs the kernel skipped) of the attached programs; time and
-    /// count only while bpf_stats could be enabled. Skipped runs (recursion misses) are lost events.
-    pub fn run_stats(&self) -> (Option<(u64, u64)>, u64) {
+    /// What the attached programs cost so far: exact runs, run time at the sampled ns per run.
+    pub fn run_stats(&self) -> RunStats {
         let p = &self.skel.progs;
         let progs = if self.attach_kind == "raw_tp" {
             [&p.wakeup_raw, &p.wakeup_new_raw, &p.switch_raw]
         } else {
             [&p.wakeup_btf, &p.wakeup_new_btf, &p.switch_btf]
         };
-        let (mut ns, mut cnt, mut missed) = (0, 0, 0);
-        for prog in progs {
-            let Ok(info) = rtslice_sys::bpf::prog_run_stats(prog.as_fd()) else { return (None, 0) };
-            ns += info.run_time_ns;
-            cnt += info.run_cnt;
-            missed += info.recursion_misses;
-        }
-        (self.stats_fd.as_ref().map(|_| (ns, cnt)), missed)
+        let missed = progs.iter().filter_map(|p| rtslice_sys::bpf::prog_run_stats(p.as_fd()).ok()).map(|i| i.recursion_misses).sum();
+        let runs = match self.skel.maps.runs.lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY) {
+            Ok(Some(per_cpu)) => per_cpu.iter().filter_map(|v| v.get(..8)?.try_into().ok()).map(u64::from_ne_bytes).sum(),
+            _ => 0,
+        };
+        let (sampled_ns, sampled_runs) = self.stats.as_ref().map(StatsSampler::sampled).unwrap_or_default();
+        let run_ns = (sampled_runs > 0).then(|| {
+            let mut charged = self.charged.lock().unwrap_or_else(|e| e.into_inner());
+            let per_run = sampled_ns as f64 / sampled_runs as f64;
+            charged.0 += runs.saturating_sub(charged.1) as f64 * per_run;
+            charged.1 = charged.1.max(runs);
+            charged.0.round() as u64
+        });
+        RunStats { runs, run_ns, sampled_runs, missed }
     }
 }
 

@@ -62,10 +62,12 @@ pub struct ThreadCounts {
 pub struct TracerHealth {
     /// "tp_btf" or "raw_tp".
     pub attach_kind: &'static str,
-    /// Program runs (every sched_switch and wake-up on the machine), when the kernel's BPF run-time
-    /// statistics could be enabled.
+    /// Program runs (every sched_switch and wake-up on the machine), counted by the programs.
     pub program_runs: Option<u64>,
-    /// CPU time spent in the programs, same condition.
+    /// CPU time spent in the programs: the runs at the mean run time the kernel's BPF run-time
+    /// statistics measured in sample windows (on 100 ms of every 2 s: always on, they would slow
+    /// every BPF program on the machine). None before the first window ends or when they could not
+    /// be switched on; never decreasing.
     pub program_run_ns: Option<u64>,
     /// Runs the kernel skipped (recursion): events lost.
     pub missed_runs: u64,
@@ -188,12 +190,12 @@ impl ContinuousTrace {
     }
 
     pub fn health(&self) -> TracerHealth {
-        let (stats, missed_runs) = self.bpf.run_stats();
+        let stats = self.bpf.run_stats();
         TracerHealth {
             attach_kind: self.bpf.attach_kind,
-            program_runs: stats.map(|s| s.1),
-            program_run_ns: stats.map(|s| s.0),
-            missed_runs,
+            program_runs: Some(stats.runs),
+            program_run_ns: stats.run_ns,
+            missed_runs: stats.missed,
             lost_threads: self.bpf.lost_threads(),
             load_cpu_ns: self.load_cpu_ns,
             read_cpu_ns: self.read_cpu_ns,

@@ -331,10 +331,12 @@ impl TraceSession {
             ..Default::default()
         };
         if let Backend::Bpf(t) = &self.backend {
-            if let (Some((ns, runs)), _) = t.run_stats() {
+            let stats = t.run_stats();
+            o.bpf_runs = Some(stats.runs);
+            if let Some(ns) = stats.run_ns {
                 o.bpf_run_time_ns = Some(ns);
-                o.bpf_runs = Some(runs);
-                o.bpf_ns_per_run = (runs > 0).then(|| ns as f64 / runs as f64);
+                o.bpf_sampled_runs = Some(stats.sampled_runs);
+                o.bpf_ns_per_run = (stats.runs > 0).then(|| ns as f64 / stats.runs as f64);
                 o.bpf_cpu_pct = Some(100.0 * ns as f64 / 1e9 / secs.max(1e-9));
             }
         }
@@ -378,7 +380,7 @@ impl TraceSession {
                 }
             })
             .collect();
-        (threads, Lost { threads: t.lost_threads(), program_runs: t.run_stats().1 })
+        (threads, Lost { threads: t.lost_threads(), program_runs: t.run_stats().missed })
     }
 
     fn schedstat_threads(&self, baseline: &HashMap<u32, SchedStat>, secs: f64) -> Vec<ThreadReport> {

@@ -139,10 +139,15 @@ pub struct Lost {
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Overhead {
-    /// Time spent in the BPF programs, from the kernel's bpf_stats (enabled with BPF_ENABLE_STATS
-    /// for the session, the same switch as kernel.bpf_stats_enabled).
+    /// Time spent in the BPF programs: `bpf_runs` at the mean run time the kernel's bpf_stats
+    /// measured in sample windows (enabled with BPF_ENABLE_STATS, the same switch as
+    /// kernel.bpf_stats_enabled, for 100 ms of every 2 s: always on, they cost every run of every BPF
+    /// program on the machine two clock reads). None when they could not be enabled.
     pub bpf_run_time_ns: Option<u64>,
+    /// Runs of the programs (every switch and wake-up on the machine), counted by the programs.
     pub bpf_runs: Option<u64>,
+    /// Runs measured in the sample windows: the sample behind `bpf_ns_per_run`.
+    pub bpf_sampled_runs: Option<u64>,
     pub bpf_ns_per_run: Option<f64>,
     /// BPF run time as % of one CPU over the session.
     pub bpf_cpu_pct: Option<f64>,
@@ -349,9 +354,10 @@ impl TraceReport {
         let o = &self.overhead;
         let _ = writeln!(
             s,
-            "tracer overhead: BPF {} runs, {} ns/run, {} % of one CPU; loading {:.1} ms CPU; reading {:.1} ms CPU ({:.2} %)",
+            "tracer overhead: BPF {} runs, {} ns/run (sampled over {} runs), {} % of one CPU; loading {:.1} ms CPU; reading {:.1} ms CPU ({:.2} %)",
             o.bpf_runs.map(|x| x.to_string()).unwrap_or_else(|| "-".into()),
             f(o.bpf_ns_per_run),
+            o.bpf_sampled_runs.map(|x| x.to_string()).unwrap_or_else(|| "-".into()),
             o.bpf_cpu_pct.map(|x| format!("{x:.3}")).unwrap_or_else(|| "-".into()),
             o.load_cpu_ns as f64 / 1e6,
             o.read_cpu_ns as f64 / 1e6,

@@ -30,7 +30,10 @@ const volatile bool have_tids = true;
 /* Threads whose statistics could not be stored (map full): their events are lost. */
 __u64 lost_stats = 0;
 
-/* Demand buckets: off when demand_bucket_ns is 0 (the ring then has one unused slot). */
+/* Demand buckets: off when demand_bucket_ns is 0 (the ring then has one unused slot). A constant
+ * of the loaded program (.rodata): with it 0, as for `rtslice trace` and the node's continuous
+ * tracer, the verifier removes the demand code (the span's bpf_loop and its arithmetic) from the
+ * program, so only `rtslice profile` runs it. */
 const volatile __u64 demand_bucket_ns = 0;
 const volatile __u32 demand_slots = 1;
 /* The buckets a slice is spread over, its last ones: user space sets the buckets it has not yet
@@ -98,6 +101,29 @@ struct {
 	__type(key, __u32);
 	__type(value, struct tstats);
 } stats SEC(".maps");
+
+/* Runs of this object's programs, per CPU: the overhead's run count. The kernel counts runs (and
+ * their time) only while its BPF run-time statistics are on, and those cost every run of every BPF
+ * program on the machine two sched_clock() reads; user space turns them on for short sample windows
+ * only (src/bpf.rs) and counts runs here, with one inlined per-CPU increment. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} runs SEC(".maps");
+
+static __always_inline void count_run(void)
+{
+	__u32 zkey = 0;
+	__u64 *n = bpf_map_lookup_elem(&runs, &zkey);
+
+	/* Per CPU, and no two of these programs run nested on one CPU (a switch runs with interrupts
+	 * off; a wake-up's interrupt could only wake up, and the kernel skips a program that would run
+	 * nested in itself, counting a recursion miss): a plain increment is exact. */
+	if (n)
+		*n += 1;
+}
 
 /* An all-zero template for new entries (too big for the 512-byte BPF stack). */
 struct {
@@ -262,6 +288,11 @@ static __always_inline __u64 traced(struct task_struct *t, bool btf)
 	}
 	if (filter_mode == FILTER_CGROUP_SET && !cgroup_set_size)
 		return 0;
+	/* A CPU's idle task (pid 0, one side of most switches on a machine that is not saturated) is
+	 * no thread waiting for a CPU, even with the root cgroup as the target (runqlat skips it too):
+	 * no walk up the hierarchy for it. */
+	if (!KREAD(btf, t, pid))
+		return 0;
 	return in_cgroup(t, btf);
 }
 
@@ -330,8 +361,10 @@ static __always_inline void record(struct tstats *st, __u32 kind, __u64 delta_ns
 static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 {
 	struct tstats *st;
-	__u64 key = traced(p, btf);
+	__u64 key;
 
+	count_run();
+	key = traced(p, btf);
 	if (!key)
 		return 0;
 	st = stats_of(p, KREAD(btf, p, pid), key);
@@ -433,12 +466,18 @@ static __always_inline __u64 charged_ns(struct task_struct *p, bool btf)
 
 static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next, bool btf)
 {
-	__u64 now = bpf_ktime_get_ns();
-	__u32 cpu = bpf_get_smp_processor_id();
+	/* Every switch on the machine runs this: the filter first, and nothing else — not even the
+	 * clock — for a switch between two untraced tasks. */
+	__u64 key, next_key;
 	struct tstats *st;
-	__u64 key;
+	__u64 now;
 
+	count_run();
 	key = traced(prev, btf);
+	next_key = traced(next, btf);
+	if (!key && !next_key)
+		return 0;
+	now = bpf_ktime_get_ns();
 	if (key) {
 		st = stats_of(prev, KREAD(btf, prev, pid), key);
 		if (st) {
@@ -452,7 +491,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 				st->oncpu_ns += ran;
 				add_demand(st->oncpu_since, now, ran);
 				st->oncpu_since = 0;
-			} else if (!st->slices && demand_since && demand_since < now) {
+			} else if (demand_bucket_ns && !st->slices && demand_since && demand_since < now) {
 				/* What it was charged since demand_since is unknown: its wall time, which
 				 * over-counts by what the host took meanwhile. */
 				add_demand(demand_since, now, now - demand_since);
@@ -472,9 +511,10 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 		}
 	}
 
-	key = traced(next, btf);
-	if (key) {
-		st = stats_of(next, KREAD(btf, next, pid), key);
+	if (next_key) {
+		__u32 cpu = bpf_get_smp_processor_id();
+
+		st = stats_of(next, KREAD(btf, next, pid), next_key);
 		if (st) {
 			if (st->wait_since && now > st->wait_since)
 				record(st, st->wait_kind, now - st->wait_since);
