@@ -34,7 +34,8 @@ if [ -f "$R/script.sh" ]; then
   say "script exited with $?"; echo done >"$R/done"; exit 0
 fi
 per_test_timeout=${RTSLICE_KERNELS_TEST_TIMEOUT:-300}
-# RTSLICE_KERNELS_TESTS on the host: only the tests whose id matches this extended regex.
+# RTSLICE_KERNELS_TESTS on the host, or the guest's `tests` line in matrix.conf: only the tests whose
+# id matches this extended regex.
 filter=$(cat "$R/tests.filter" 2>/dev/null)
 here=$(dirname "$0")
 while read -r label bin kind; do

@@ -11,12 +11,15 @@
 # (row host, default 3600: it may queue for the KernelLock), RTSLICE_KERNELS_MEM (default 2G),
 # RTSLICE_KERNELS_SCRIPT (a shell script each guest runs instead of the tests, to investigate;
 # its output lands in <target>/kernels/<guest>/script.log), RTSLICE_KERNELS_TESTS (an extended
-# regex on `<crate>/<binary>::<test>`: only the matching tests run, to verify a fix in minutes).
+# regex on `<crate>/<binary>::<test>`: only the matching tests run, to verify a fix in minutes; it
+# replaces a guest's own `tests` subset from matrix.conf).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 CARGO=${CARGO:-cargo}
 CACHE=${RTSLICE_KERNELS_CACHE:-/var/cache/rtslice-kernels}
+# Three at once: the HCBS row (listed last, a subset of the tests) starts when the first Debian guest
+# ends; run as a fourth at once it would slow all three on a 2-CPU machine by about a third.
 PARALLEL=${RTSLICE_KERNELS_PARALLEL:-3}
 # Three guests at once on a 2-CPU host took 367-475 s each (rt-8cpu-iso the longest) with other
 # builds running; 900 s kills a hung guest while leaving a loaded machine its margin.
@@ -48,14 +51,16 @@ if [ -n "$missing" ]; then
 fi
 
 # ---- the matrix definition -------------------------------------------------------------------------
-declare -A KPATTERN
+declare -A KPATTERN KFILE
 GUESTS=()
-declare -A GKERNEL GCPUS GEXTRA GHAS
+declare -A GKERNEL GCPUS GEXTRA GHAS GTESTS
 while read -r kind a b c rest; do
   case $kind in
-    kernel) KPATTERN[$a]=$b ;;
+    # `kernel <alias> file <dir>`: a kernel image of our own (a test fixture), relative to the repository.
+    kernel) if [ "$b" = file ]; then KFILE[$a]=$c; else KPATTERN[$a]=$b; fi ;;
     guest) GUESTS+=("$a"); GKERNEL[$a]=$b; GCPUS[$a]=$c; GEXTRA[$a]=$rest ;;
     has) GHAS[$a]="$b $c $rest" ;;
+    tests) GTESTS[$a]=$b ;;
   esac
 done < <(grep -v '^\s*#' "$HERE/matrix.conf")
 SELECTED=${RTSLICE_KERNELS_GUESTS:-"${GUESTS[*]} host"}
@@ -63,8 +68,11 @@ TCG_THREADS=${RTSLICE_KERNELS_TCG:-single}
 selected() { [[ " $SELECTED " == *" $1 "* ]]; }
 
 # ---- kernels: apt-get download, cached by package version -----------------------------------------
-declare -A KDIR
+# KDIR: a writable directory per kernel (the initramfs is built there); KIMAGE: the image qemu boots;
+# KNAME: how the result lines name it; KSKIP: why its guests do not run (a fixture this machine lacks).
+declare -A KDIR KIMAGE KNAME KSKIP
 fetch_kernel() {  # alias -> sets KDIR[alias] to the extracted package (boot/, lib/modules/)
+  [ -n "${KFILE[$1]:-}" ] && { local_kernel "$1"; return; }
   local alias=$1 pattern=${KPATTERN[$1]} pkg ver dir
   pkg=$(apt-cache search --names-only "$pattern" 2>/dev/null | awk '{print $1}' | sort -V | tail -1)
   if [ -z "$pkg" ]; then
@@ -91,6 +99,30 @@ fetch_kernel() {  # alias -> sets KDIR[alias] to the extracted package (boot/, l
     say "apt offers no $pattern; using the cached $(basename "$dir")"
   fi
   KDIR[$alias]=$dir
+  KIMAGE[$alias]=$(ls "$dir"/root/boot/vmlinuz-* 2>/dev/null | head -1)
+  KNAME[$alias]=$(basename "$dir" | sed 's/^linux-image-//; s/-unsigned_.*//')
+}
+
+# A kernel built outside Debian (kernels/README.md: the HCBS kernel): <dir>/bzImage with everything
+# built in (no modules), checked against <dir>/bzImage.sha256. A machine without the directory skips
+# the guests that boot it, saying so on their result lines; a wrong checksum fails them.
+local_kernel() {
+  local alias=$1 src=${KFILE[$1]} release
+  case $src in /*) ;; *) src="$REPO/$src" ;; esac
+  KDIR[$alias]="$CACHE/file-$alias"
+  KNAME[$alias]="$alias"
+  if [ ! -d "$src" ]; then
+    KSKIP[$alias]="its kernel directory ${KFILE[$1]} ($src) is not on this machine (a test fixture: see kernels/README.md, \"Kernels of our own\")"
+    return 0
+  fi
+  [ -f "$src/bzImage" ] && [ -f "$src/bzImage.sha256" ] || { echo "kernels: $src lacks bzImage or bzImage.sha256"; return 1; }
+  (cd "$src" && sha256sum --quiet -c bzImage.sha256) >/dev/null 2>&1 \
+    || { echo "kernels: $src/bzImage does not match its bzImage.sha256 (a damaged or replaced fixture)"; return 1; }
+  mkdir -p "${KDIR[$alias]}" || return 1
+  KIMAGE[$alias]="$src/bzImage"
+  # The release from the image's header (the string at 0x200 + the 16-bit offset at 0x20e).
+  release=$(python3 -c 'import struct,sys; d=open(sys.argv[1],"rb").read(); o=struct.unpack_from("<H",d,0x20e)[0]+0x200; print(d[o:d.index(b" ",o)].decode())' "$src/bzImage" 2>/dev/null)
+  KNAME[$alias]="$alias${release:+ $release}, ${KFILE[$1]}"
 }
 
 build_initramfs() {  # kernel dir -> $dir/initramfs.cpio.gz (rebuilt every run: < 1 s)
@@ -99,7 +131,14 @@ build_initramfs() {  # kernel dir -> $dir/initramfs.cpio.gz (rebuilt every run: 
   mkdir -p "$w"/{bin,dev,proc,sys,modules,newroot}
   cp /bin/busybox "$w/bin/busybox"
   cp "$HERE/init" "$w/init" && chmod +x "$w/init"
-  mods=$(ls -d "$dir"/root/lib/modules/*/ | head -1)
+  mods=$(ls -d "$dir"/root/lib/modules/*/ 2>/dev/null | head -1)
+  if [ -z "$mods" ]; then
+    # A kernel of our own: 9p and virtio are built in, nothing to load.
+    : >"$w/modules/order"
+    (cd "$w" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1 >"$dir/initramfs.cpio.gz")
+    rm -rf "$w"
+    return
+  fi
   # 9p over virtio and what it needs, dependencies first, from each module's own "depends=" (the
   # package ships no modules.dep): netfs, 9pnet, 9pnet_virtio, 9p on 6.12; 6.1 adds fscache.
   python3 - "$mods" "$w/modules" <<'PY' || return 1
@@ -185,10 +224,12 @@ run_guest() {
   local g=$1 dir=${KDIR[${GKERNEL[$1]}]} res="$OUT/$1" vmlinuz rc t0 last
   mkdir -p "$res"
   cp "$OUT/tests.list" "$res/tests.list"; echo "$RTSLICE_BIN" >"$res/rtslice.bin"
-  if [ -n "${RTSLICE_KERNELS_TESTS:-}" ]; then echo "$RTSLICE_KERNELS_TESTS" >"$res/tests.filter"; else rm -f "$res/tests.filter"; fi
+  # The guest's own subset (matrix.conf `tests`), unless RTSLICE_KERNELS_TESTS names the tests to run.
+  local filter=${RTSLICE_KERNELS_TESTS:-${GTESTS[$1]:-}}
+  if [ -n "$filter" ]; then echo "$filter" >"$res/tests.filter"; else rm -f "$res/tests.filter"; fi
   echo "${GHAS[$1]:-}" | xargs >"$res/expect"
   [ -n "${RTSLICE_KERNELS_SCRIPT:-}" ] && cp "$RTSLICE_KERNELS_SCRIPT" "$res/script.sh"
-  vmlinuz=$(ls "$dir"/root/boot/vmlinuz-* | head -1)
+  vmlinuz=${KIMAGE[${GKERNEL[$1]}]}
   t0=$(date +%s)
   # qemu 7.2's multi-threaded TCG occasionally executes a stale int3 while the guest kernel patches its
   # own text (static keys, text_poke_bp): the guest dies with "Oops: int3" in whatever code it was
@@ -241,12 +282,14 @@ for g in "${GUESTS[@]}"; do
   a=${GKERNEL[$g]}
   [ -n "${KDIR[$a]:-}" ] && continue
   fetch_kernel "$a" || die "kernel $a unavailable"
+  [ -n "${KSKIP[$a]:-}" ] && continue
   build_initramfs "${KDIR[$a]}" || die "cannot build the initramfs for $a"
 done
 running=0
 for g in "${GUESTS[@]}"; do
   selected "$g" || continue
-  say "booting $g ($(basename "${KDIR[${GKERNEL[$g]}]}"), ${GCPUS[$g]} vCPUs${GEXTRA[$g]:+, ${GEXTRA[$g]}})"
+  [ -n "${KSKIP[${GKERNEL[$g]}]:-}" ] && continue
+  say "booting $g (${KNAME[${GKERNEL[$g]}]}, ${GCPUS[$g]} vCPUs${GEXTRA[$g]:+, ${GEXTRA[$g]}})"
   run_guest "$g" &
   running=$((running + 1))
   if [ "$running" -ge "$PARALLEL" ]; then wait -n; running=$((running - 1)); fi
@@ -255,17 +298,23 @@ wait
 if selected host; then say "running the same tests natively on this host"; run_native; fi
 
 # ---- report ----------------------------------------------------------------------------------------
-passed=0 failed=0
+passed=0 failed=0 skipped_rows=0
 for g in "${GUESTS[@]}" host; do
   selected "$g" || continue
   res="$OUT/$g"
+  if [ "$g" != host ] && [ -n "${KSKIP[${GKERNEL[$g]}]:-}" ]; then
+    # Never silent, never a failure: the row names what this machine lacks.
+    echo "kernels: SKIP $g (${KNAME[${GKERNEL[$g]}]}, ${GCPUS[$g]} vCPUs): ${KSKIP[${GKERNEL[$g]}]}"
+    skipped_rows=$((skipped_rows + 1))
+    continue
+  fi
   ok=$(grep -c '^ok ' "$res/results.txt" 2>/dev/null); skipped=$(grep -c '^skipped ' "$res/results.txt" 2>/dev/null)
   ignored=$(grep -c '^ignored ' "$res/results.txt" 2>/dev/null)
   # A test that ran out of its time says so (TIMEOUT after N s), one that failed says FAILED.
   bad=$(grep -E '^(FAILED|TIMEOUT) ' "$res/results.txt" 2>/dev/null | awk '{print $2 " (" $1 " after " substr($NF, 2, length($NF) - 2) ")"}' | tr '\n' ' ')
   nbad=$(grep -cE '^(FAILED|TIMEOUT) ' "$res/results.txt" 2>/dev/null)
   if [ "$g" = host ]; then what="this host $(uname -r), $(nproc) CPUs, native"
-  else what="$(basename "${KDIR[${GKERNEL[$g]}]}" | sed 's/^linux-image-//; s/-unsigned_.*//'), ${GCPUS[$g]} vCPUs, cgroup v2${GEXTRA[$g]:+, ${GEXTRA[$g]}}"; fi
+  else what="${KNAME[${GKERNEL[$g]}]}, ${GCPUS[$g]} vCPUs, cgroup v2${GEXTRA[$g]:+, ${GEXTRA[$g]}}${RTSLICE_KERNELS_TESTS:+, tests $RTSLICE_KERNELS_TESTS}${RTSLICE_KERNELS_TESTS:-${GTESTS[$g]:+, tests ${GTESTS[$g]}}}"; fi
   why=""
   if [ -f "$res/killed" ]; then why=$(cat "$res/killed")
   elif [ ! -f "$res/done" ] && grep -aq 'Kernel panic' "$res/console.log" 2>/dev/null; then
@@ -287,5 +336,5 @@ for g in "${GUESTS[@]}" host; do
   done
 done
 say "matrix wall time $(( $(date +%s) - T0 ))s; logs in $OUT/<guest>/"
-echo "kernels: $passed passed, $failed failed"
+echo "kernels: $passed passed, $failed failed$([ "$skipped_rows" -gt 0 ] && echo ", $skipped_rows skipped")"
 [ "$failed" -eq 0 ]

@@ -321,6 +321,56 @@ pub fn hcbs_available(layout: &CgroupLayout) -> bool {
     }
 }
 
+/// HCBS `cpu.rt.max` as read: the runtime (`None` for `max`: the group takes its tasks' time from
+/// the nearest ancestor with a budget) and the period, in µs.
+pub fn parse_rt_max(text: &str) -> Option<(Option<u64>, u64)> {
+    let mut it = text.split_whitespace();
+    let runtime = match it.next()? {
+        "max" => None,
+        r => Some(r.parse().ok()?),
+    };
+    let period = it.next()?.parse().ok()?;
+    Some((runtime, period))
+}
+
+/// HCBS: every group whose budget the root group's holds — a group with a budget whose ancestors
+/// below the root are all `max` (a budgeted group holds its own children's) — with its budget.
+/// Groups without the cpu controller (no `cpu.rt.max`) hold none, nor do their descendants.
+pub fn hcbs_root_groups(root: &Path) -> Vec<(PathBuf, rtslice_plan::kernel::GroupBudget)> {
+    let mut found = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+        for e in rd.flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let path = e.path();
+            match std::fs::read_to_string(path.join("cpu.rt.max")).ok().as_deref().and_then(parse_rt_max) {
+                Some((Some(runtime_us), period_us)) => {
+                    found.push((path, rtslice_plan::kernel::GroupBudget { runtime_us, period_us }))
+                }
+                Some((None, _)) => stack.push(path),
+                None => {}
+            }
+        }
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found
+}
+
+/// HCBS: the root group's budget and every group budget it holds now (see [`hcbs_root_groups`]);
+/// `None` without HCBS (no `cpu.rt.max` at the root of the cgroup2 tree).
+pub fn hcbs_root(root: &Path) -> Option<rtslice_plan::HcbsRoot> {
+    let (runtime, period_us) = parse_rt_max(&std::fs::read_to_string(root.join("cpu.rt.max")).ok()?)?;
+    Some(rtslice_plan::HcbsRoot {
+        // The root cannot be `max` (the kernel refuses it); read so, it holds nothing to give.
+        runtime_us: runtime.unwrap_or(0),
+        period_us,
+        others: hcbs_root_groups(root).into_iter().map(|(_, b)| b).collect(),
+    })
+}
+
 /// PIDs listed in a cgroup.procs (or tasks) file.
 pub fn read_pids(file: &Path) -> Vec<i32> {
     std::fs::read_to_string(file)
@@ -396,6 +446,34 @@ mod tests {
         assert_eq!(b.weight_writes(&g, 50)[0], (PathBuf::from("/cg/rtslice.slice/du1/cpu.weight"), "50".into()));
         assert_eq!(b.enable_controllers_writes(Path::new("/cg"))[0].1, "+cpuset +cpu");
         assert_eq!(b.cgroup_of("0::/rtslice.slice/du1\n"), Some(PathBuf::from("/cg/rtslice.slice/du1")));
+    }
+
+    #[test]
+    fn hcbs_groups_under_max_ancestors_draw_on_the_root() {
+        assert_eq!(parse_rt_max("max 0\n"), Some((None, 0)));
+        assert_eq!(parse_rt_max("0 1000000"), Some((Some(0), 1_000_000)));
+        assert_eq!(parse_rt_max("20000 100000"), Some((Some(20_000), 100_000)));
+        assert_eq!(parse_rt_max("bogus"), None);
+        let root = tempfile::tempdir().unwrap();
+        let mk = |rel: &str, rt_max: Option<&str>| {
+            let d = root.path().join(rel);
+            std::fs::create_dir_all(&d).unwrap();
+            if let Some(v) = rt_max {
+                std::fs::write(d.join("cpu.rt.max"), v).unwrap();
+            }
+        };
+        std::fs::write(root.path().join("cpu.rt.max"), "300000 1000000\n").unwrap();
+        mk("a", Some("max 0\n"));
+        mk("a/b", Some("20000 100000\n"));
+        mk("a/b/c", Some("10000 100000\n")); // b's own context: not the root's
+        mk("d", Some("50000 1000000\n"));
+        mk("e", None); // no cpu controller
+        mk("e/f", None);
+        let got = hcbs_root_groups(root.path());
+        let rel: Vec<String> = got.iter().map(|(p, b)| format!("{} {} {}", p.strip_prefix(root.path()).unwrap().display(), b.runtime_us, b.period_us)).collect();
+        assert_eq!(rel, vec!["a/b 20000 100000", "d 50000 1000000"]);
+        let r = hcbs_root(root.path()).unwrap();
+        assert_eq!((r.runtime_us, r.period_us, r.others.len()), (300_000, 1_000_000, 2));
     }
 
     #[test]

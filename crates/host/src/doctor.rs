@@ -92,6 +92,53 @@ fn finding(topic: &str, level: Level, detail: impl Into<String>, fix: impl Into<
     Finding { topic: topic.into(), level, detail: detail.into(), fix: fix.into() }
 }
 
+/// HCBS: present, the root group's budget (it boots at 0, when no group may have one) and the
+/// group budgets it holds, and what it takes to reserve: apply raises the root's budget as far as
+/// the workloads need (journaled; reset restores it), within the kernel's deadline admission.
+fn hcbs_finding(layout: &CgroupLayout) -> Finding {
+    let Some(root) = layout.v2.as_deref() else {
+        return finding("rt-groups", Level::Ok, "HCBS present: cgroup v2 cpu.rt.max reservations", "");
+    };
+    let Some(r) = cgroup::hcbs_root(root) else {
+        return finding(
+            "rt-groups",
+            Level::Warn,
+            format!("HCBS present, but {} is unreadable", root.join("cpu.rt.max").display()),
+            "run as root",
+        );
+    };
+    let held: f64 = r.others.iter().map(|b| b.runtime_us as f64 / b.period_us.max(1) as f64).sum();
+    let pct = |x: f64| format!("{:.1}%", x * 100.0);
+    let root_bw = r.runtime_us as f64 / r.period_us.max(1) as f64;
+    let groups = if r.others.is_empty() {
+        "no group has a budget".to_string()
+    } else {
+        format!("{} group(s) hold {} of it", r.others.len(), pct(held))
+    };
+    let cap = crate::prepare::HostFacts::detect().ok().and_then(|f| f.hcbs_cap());
+    let admits = cap.map(|c| format!(" (the kernel admits at most {}: its deadline cap less the fair servers')", pct(c))).unwrap_or_default();
+    let detail = format!(
+        "HCBS present (cgroup v2 cpu.rt.max: a deadline server per CPU per group, its FIFO/RR threads inside); the root \
+         group's budget \"{} {}\" ({} of every CPU, held from SCHED_DEADLINE admission), {groups}",
+        r.runtime_us,
+        r.period_us,
+        pct(root_bw)
+    );
+    let how = if r.runtime_us == 0 {
+        format!(
+            "the kernel boots the root at 0, when no group may have a budget: apply and the node service raise it to what the \
+             workloads need{admits}, journaled, and reset gives back \"0 {}\"",
+            r.period_us
+        )
+    } else {
+        format!(
+            "apply raises it when the workloads and the other groups need more{admits}; reset gives back \"{} {}\"",
+            r.runtime_us, r.period_us
+        )
+    };
+    finding("rt-groups", Level::Ok, format!("{detail}; {how}"), "")
+}
+
 /// The debugfs file of the scheduler's feature flags: reads as the whole list ("... NO_HRTICK ..."),
 /// takes one flag per write ("HRTICK" or "NO_HRTICK").
 pub const SCHED_FEATURES: &str = "/sys/kernel/debug/sched/features";
@@ -311,7 +358,7 @@ pub fn doctor_for(reserved: Option<&CpuList>) -> HostReport {
     let rt_group = layout.v1.get("cpu").map(|p| p.join("cpu.rt_runtime_us")).filter(|p| p.exists());
     let hcbs = cgroup::hcbs_available(&layout);
     match (&rt_group, hcbs) {
-        (_, true) => f.push(finding("rt-groups", Level::Ok, "HCBS present: cgroup v2 cpu.rt.max reservations", "")),
+        (_, true) => f.push(hcbs_finding(&layout)),
         (Some(p), false) => f.push(finding(
             "rt-groups",
             Level::Info,

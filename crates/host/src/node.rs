@@ -4,8 +4,9 @@
 //! *segments*, each a journal of its own (the usual `state.json`, in its own directory):
 //!
 //! - the **base** (`<state>/node/base`): what every workload shares and nothing else touches — the
-//!   parent cgroups in every hierarchy, the parent's RT budget (the node's cap), and on cgroup v1 the
-//!   root's load balancing and the `system` cpuset that lets workloads become exclusive partitions;
+//!   parent cgroups in every hierarchy, the parent's RT budget (the node's cap; under HCBS the root
+//!   group's budget as it was, which reset restores), and on cgroup v1 the root's load balancing and
+//!   the `system` cpuset that lets workloads become exclusive partitions;
 //! - one **workload segment** per deployed workload (`<state>/node/workloads/<name>`): its cgroups
 //!   (only files under its own directories), its launch, its thread rules, later its resizes.
 //!
@@ -13,7 +14,10 @@
 //! removal, after a crash — cannot touch another workload: same PIDs, cgroup files, thread attributes.
 //! The few node-wide values that depend on the set of workloads (v1: the CPUs of `system`, which must
 //! stay off exclusive partitions) live in directories the base created, are recomputed from the
-//! kernel after every operation and need no journal (removing the base removes them).
+//! kernel after every operation and need no journal (removing the base removes them). HCBS's root
+//! group budget follows the workloads too (raised before a budget needs it, lowered after one goes,
+//! never below its value before the node): the base journals its first value, which reset restores,
+//! and keeps the value it holds now as the entry's new one, which status compares.
 //!
 //! Crash safety: before an operation starts, an intent file (`op.json`) is written into the segment;
 //! it is removed when the operation ends. [`Node::open`] finds leftover intents and finishes or rolls
@@ -97,7 +101,8 @@ pub struct NodeBase {
     /// cgroup v1: the root stopped load balancing and `system` holds the CPUs no partition holds,
     /// so workloads can be exclusive partitions (dedicated CPUs, SCHED_DEADLINE).
     pub partitions: bool,
-    /// The parent's RT budget in µs every 1 s (RT groups, HCBS): the node's cap.
+    /// The parent's RT budget in µs every 1 s (RT groups): the node's cap. HCBS budgets none: the
+    /// parent stays `max` and the root group's budget follows the workloads (`Node::hcbs_settle_root`).
     pub parent_budget_us: Option<u64>,
     /// What the base could not do (e.g. partitions refused by the kernel), with the reason.
     #[serde(default)]
@@ -300,6 +305,9 @@ impl Node {
         };
         let node = Node { root, facts, base, opts, _lock: lock };
         node.recover(&mut opened)?;
+        // A crash between raising the root's HCBS budget and the operation it was for leaves more
+        // than the groups need.
+        node.hcbs_settle_root();
         Ok((node, opened))
     }
 
@@ -378,6 +386,7 @@ impl Node {
         }
         let prepared = self.prepare_one(setup, &[])?;
         let runc = self.runc_for(ws)?;
+        self.hcbs_raise_root(&prepared)?;
         std::fs::create_dir_all(&seg.path).map_err(|e| HostError::State { path: seg.path.clone(), reason: e.to_string() })?;
         write_json(&seg.path.join(INTENT), &Intent::Deploy, false)?;
         let _ = std::fs::write(seg.path.join("created"), "");
@@ -395,6 +404,7 @@ impl Node {
                 stop_unjournaled_launches(&seg);
                 let rollback_errors = txn.rollback();
                 self.refresh_system();
+                self.hcbs_settle_root();
                 if rollback_errors.is_empty() {
                     let _ = std::fs::remove_dir_all(&seg.path);
                 }
@@ -469,7 +479,10 @@ impl Node {
     /// those named in `except`: a resize replaces its own old version).
     fn prepare_one(&self, setup: &Setup, except: &[&str]) -> Result<Prepared> {
         let ws = &setup.workloads[0];
-        let (mut prepared, _warnings) = prepare(setup, &self.facts, self.base.mechanism)?;
+        // HCBS admission is node-wide, read from the kernel below: the root's groups as the node
+        // opened are no longer what they are.
+        let facts = HostFacts { hcbs_root: None, ..self.facts.clone() };
+        let (mut prepared, _warnings) = prepare(setup, &facts, self.base.mechanism)?;
         let mut p = prepared.remove(0);
         let v2 = !self.facts.backend.is_v1();
         // SCHED_DEADLINE workloads on exactly the same CPUs share one partition (a root domain), each
@@ -576,6 +589,28 @@ impl Node {
                      rebuilding its scheduling domains so); leave at least one housekeeping CPU"
                 )
             }));
+        }
+        if let (Mechanism::Hcbs, Some(cap)) = (self.base.mechanism, self.facts.hcbs_cap()) {
+            // Every budget the root group holds (the other workloads', other tools'), this one's
+            // own as it is now replaced: HCBS reserves them all on every CPU.
+            let cap = cap.min(self.opts.cap);
+            let held: f64 = crate::cgroup::hcbs_root_groups(&self.facts.backend.root().cpu)
+                .into_iter()
+                .filter(|(dir, _)| dir != &p.group.cpu)
+                .map(|(_, b)| b.runtime_us as f64 / b.period_us.max(1) as f64)
+                .sum();
+            let total = held + p.rt_budget.map_or(0.0, |r| r.bandwidth());
+            if total > cap + 1e-9 {
+                return Err(rejected(format!(
+                    "workload {}: HCBS reserves every group's budget on every CPU, whatever its cpuset (the root group's \
+                     budget holds them all), and with it the budgets would sum to {:.1}% ({:.1}% held by the other groups), \
+                     above the node's {:.1}% (the kernel admits its cap less the fair servers' share); remove or shrink a workload",
+                    ws.name,
+                    total * 100.0,
+                    held * 100.0,
+                    cap * 100.0
+                )));
+            }
         }
         if let (Mechanism::RtGroup | Mechanism::Hcbs, Some(budget)) = (self.base.mechanism, self.base.parent_budget_us) {
             let cap = budget as f64 / 1e6;
@@ -809,6 +844,87 @@ impl Node {
         out
     }
 
+    /// HCBS: the root group's `cpu.rt.max`, when the node reserves with HCBS.
+    fn hcbs_root_file(&self) -> Option<PathBuf> {
+        (self.base.mechanism == Mechanism::Hcbs).then(|| self.facts.backend.root().cpu.join("cpu.rt.max"))
+    }
+
+    /// HCBS: before `p`'s group gets its budget (a deploy, a resize), the root group's budget is
+    /// raised to hold it with every other group's it holds, if it does not already.
+    fn hcbs_raise_root(&self, p: &Prepared) -> Result<()> {
+        let (Some(file), Some(r)) = (self.hcbs_root_file(), p.rt_budget) else { return Ok(()) };
+        let root_dir = self.facts.backend.root().cpu;
+        let Some((runtime, period_us)) = fsio::read_opt(&file)?.as_deref().and_then(crate::cgroup::parse_rt_max) else {
+            return Ok(());
+        };
+        let others = crate::cgroup::hcbs_root_groups(&root_dir).into_iter().filter(|(d, _)| d != &p.group.cpu).map(|(_, b)| b).collect();
+        let root = rtslice_plan::HcbsRoot { runtime_us: runtime.unwrap_or(0), period_us, others };
+        let ours = rtslice_plan::kernel::GroupBudget { runtime_us: r.runtime_us(), period_us: r.period_us() };
+        match root.raised_for(&[ours]) {
+            Some(b) => self.set_hcbs_root(&file, b).map_err(|e| HostError::StepFailed {
+                step: format!("raise the root group's HCBS budget to \"{} {}\" for workload {}", b.runtime_us, b.period_us, p.ws.name),
+                source: Box::new(e),
+                rollback_errors: Vec::new(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// HCBS, after an operation (and at open): the root group's budget back down to what its groups
+    /// need, never below its value before the node (the base journal's). A refusal (a removed
+    /// group the kernel has not freed yet, beyond the retries) leaves the root holding more until
+    /// the next operation: nothing is over-admitted by that.
+    fn hcbs_settle_root(&self) {
+        let Some(file) = self.hcbs_root_file() else { return };
+        let Some(before) = self.hcbs_root_before(&file) else { return };
+        let Some((runtime, period_us)) = fsio::read_opt(&file).ok().flatten().as_deref().and_then(crate::cgroup::parse_rt_max) else { return };
+        let groups: Vec<rtslice_plan::kernel::GroupBudget> =
+            crate::cgroup::hcbs_root_groups(&self.facts.backend.root().cpu).into_iter().map(|(_, b)| b).collect();
+        let need = rtslice_plan::kernel::GroupBudget { runtime_us: rtslice_plan::kernel::hcbs_root_runtime_us(&groups, period_us), period_us };
+        let bw = rtslice_plan::kernel::hcbs_bw;
+        let target = if bw(need) > bw(before) { need } else { before };
+        if bw(target) != bw(rtslice_plan::kernel::GroupBudget { runtime_us: runtime.unwrap_or(0), period_us }) || target.period_us != period_us {
+            let _ = self.set_hcbs_root(&file, target);
+        }
+    }
+
+    /// The root's budget before the node started (the base journal's entry for it).
+    fn hcbs_root_before(&self, file: &Path) -> Option<rtslice_plan::kernel::GroupBudget> {
+        let state = StateDir::new(node_dir(&self.root).join("base")).load().ok()??;
+        state.changes.iter().find_map(|c| match c {
+            Change::Wrote { path, old, .. } if path == file => crate::cgroup::parse_rt_max(old)
+                .map(|(r, period_us)| rtslice_plan::kernel::GroupBudget { runtime_us: r.unwrap_or(0), period_us }),
+            _ => None,
+        })
+    }
+
+    /// Writes the root's budget, the base journal's entry saying so first (its `old` stays what
+    /// reset restores; `new` is what status compares): a crash in between leaves the entry ahead of
+    /// the kernel, which the next open settles.
+    fn set_hcbs_root(&self, file: &Path, b: rtslice_plan::kernel::GroupBudget) -> Result<()> {
+        let value = format!("{} {}", b.runtime_us, b.period_us);
+        let base_dir = StateDir::new(node_dir(&self.root).join("base"));
+        let set_new = |v: &str| -> Result<()> {
+            let Some(mut state) = base_dir.load()? else { return Ok(()) };
+            for c in state.changes.iter_mut() {
+                if let Change::Wrote { path, new, .. } = c {
+                    if path == file {
+                        *new = v.to_string();
+                    }
+                }
+            }
+            base_dir.save(&state)
+        };
+        set_new(&value)?;
+        let r = crate::txn::write_rt_aware(file, &value);
+        if r.is_err() {
+            if let Ok(now) = fsio::read_trim(file) {
+                let _ = set_new(&now);
+            }
+        }
+        r
+    }
+
     /// Removes a workload: stops what it launched (SIGTERM, grace, SIGKILL), undoes its segment,
     /// returns its CPUs. The other workloads are not touched.
     pub fn remove(&self, name: &str) -> Result<Removed> {
@@ -844,6 +960,7 @@ impl Node {
         let mut errors = crate::txn::stop_launched_first(&mut state.changes, 0, &mut ctx);
         errors.extend(undo_all(&mut state.changes, 0, &mut ctx));
         self.refresh_system();
+        self.hcbs_settle_root();
         if !errors.is_empty() {
             seg.save(&state)?;
             return Err(HostError::State {
@@ -891,6 +1008,7 @@ impl Node {
                 ws.name
             )));
         }
+        self.hcbs_raise_root(&p)?;
         let from = state.changes.len();
         write_json(&seg.path.join(INTENT), &Intent::Resize { from, before: Box::new(before.clone()) }, false)?;
         let mut txn = Txn::begin(&seg, &mut state, self.opts.fault);
@@ -904,6 +1022,7 @@ impl Node {
                 compact(&mut state);
                 seg.save(&state)?;
                 self.refresh_system();
+                self.hcbs_settle_root();
                 Ok(rec)
             }
             Err((step, err)) => {
@@ -911,6 +1030,7 @@ impl Node {
                 state.record = Some(before);
                 let _ = seg.save(&state);
                 self.refresh_system();
+                self.hcbs_settle_root();
                 if rollback_errors.is_empty() {
                     let _ = std::fs::remove_file(seg.path.join(INTENT));
                 }
@@ -1208,7 +1328,7 @@ fn apply_base(dir: &StateDir, facts: &HostFacts, opts: &NodeOptions) -> Result<N
     // at the root as workloads need them (`Node::ensure_shared_partition`).
     let partitions = facts.online.len() > 1;
     let cap = opts.cap.min(facts.rt_ratio).clamp(0.0, 1.0);
-    let parent_budget_us = matches!(mechanism, Mechanism::RtGroup | Mechanism::Hcbs).then(|| (cap * 1e6).floor() as u64);
+    let parent_budget_us = (mechanism == Mechanism::RtGroup).then(|| (cap * 1e6).floor() as u64);
     let mut base =
         NodeBase { mechanism, backend: b.clone(), online: facts.online.clone(), partitions, parent_budget_us, warnings: Vec::new() };
     std::fs::create_dir_all(&dir.path).map_err(|e| HostError::State { path: dir.path.clone(), reason: e.to_string() })?;
@@ -1284,6 +1404,12 @@ fn apply_base(dir: &StateDir, facts: &HostFacts, opts: &NodeOptions) -> Result<N
         Ok(())
     };
     let mut result = run(&mut txn, &ops);
+    if let (Ok(()), Mechanism::Hcbs) = (&result, mechanism) {
+        // The root group's HCBS budget as it is now: what reset gives back after the workloads
+        // (which raise and lower it, `Node::hcbs_settle_root`) are gone. Journaled, not written.
+        let file = root.cpu.join("cpu.rt.max");
+        result = fsio::read_trim(&file).and_then(|now| txn.record(Change::Wrote { path: file, old: now.clone(), new: now }));
+    }
     if result.is_ok() && !partition_ops.is_empty() {
         // An exclusive parent cannot overlap its siblings: another tool's cpuset at the root holding
         // the same CPUs makes the kernel refuse it. The node then runs without partitions (shared

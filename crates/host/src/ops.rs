@@ -113,6 +113,12 @@ pub fn cgroup_ops(prepared: &[Prepared], facts: &HostFacts, mech: Mechanism) -> 
                 }
             };
             enable(&mut ops, &root.cpuset);
+            if mech == Mechanism::Hcbs {
+                // HCBS: the groups' budgets come out of the root group's, which boots at 0 (no group
+                // may have one then): raise it first, as far as the kernel requires and no further.
+                // rtslice's parent stays `max` (a new group's value), so its groups draw on the root.
+                w(&mut ops, hcbs_root_writes(prepared, facts));
+            }
             ops.push(Op::Mkdir { path: parent.cpuset.clone(), evacuate_to: evac.clone() });
             enable(&mut ops, &parent.cpuset);
             let all: CpuList = prepared.iter().fold(CpuList::new(), |acc, p| acc.union(&p.ws.cpus));
@@ -129,11 +135,6 @@ pub fn cgroup_ops(prepared: &[Prepared], facts: &HostFacts, mech: Mechanism) -> 
                 ops.push(Op::Write { path: parent.cpuset.join("cpuset.cpus.exclusive"), value: exclusive.to_string() });
             } else if !exclusive.is_empty() {
                 ops.push(Op::Write { path: parent.cpuset.join("cpuset.cpus.partition"), value: "root".into() });
-            }
-            let total: f64 = prepared.iter().filter_map(|p| p.rt_budget.map(|r| r.bandwidth())).sum();
-            if mech == Mechanism::Hcbs && total > 0.0 {
-                let runtime = ((total * 1e6).ceil() as u64).min(1_000_000);
-                w(&mut ops, b.rt_budget_writes(&parent, runtime, 1_000_000));
             }
             for p in prepared {
                 ops.push(Op::Mkdir { path: p.group.cpuset.clone(), evacuate_to: evac.clone() });
@@ -155,6 +156,24 @@ pub fn cgroup_ops(prepared: &[Prepared], facts: &HostFacts, mech: Mechanism) -> 
         }
     }
     ops
+}
+
+/// HCBS: the root group's `cpu.rt.max` when it must hold more than it does for the prepared
+/// workloads' budgets (with the other groups' it holds: `HostFacts::hcbs_root`, a freshly booted
+/// kernel's when unknown) — what `rtslice plan` prints (`rtslice_plan::HcbsRoot::raised_for`).
+pub(crate) fn hcbs_root_writes(prepared: &[Prepared], facts: &HostFacts) -> Vec<(PathBuf, String)> {
+    let ours: Vec<rtslice_plan::kernel::GroupBudget> = prepared
+        .iter()
+        .filter_map(|p| p.rt_budget.map(|r| rtslice_plan::kernel::GroupBudget { runtime_us: r.runtime_us(), period_us: r.period_us() }))
+        .collect();
+    if ours.is_empty() {
+        return Vec::new();
+    }
+    let root = facts.hcbs_root.clone().unwrap_or_else(rtslice_plan::HcbsRoot::boot_default);
+    match root.raised_for(&ours) {
+        Some(b) => facts.backend.rt_budget_writes(&facts.backend.root(), b.runtime_us, b.period_us),
+        None => Vec::new(),
+    }
 }
 
 /// The v1 memory hierarchy, when it is mounted on its own (not co-mounted with cpuset or cpu).
@@ -217,15 +236,24 @@ mod tests {
         let ops = cgroup_ops(&p, &f, Mechanism::Hcbs);
         let wr = |path: &str, value: &str| Op::Write { path: path.into(), value: value.into() };
         assert_eq!(ops[0], wr("/cg/cgroup.subtree_control", "+cpuset +cpu"));
-        assert_eq!(ops[1], Op::Mkdir { path: "/cg/rtslice.slice".into(), evacuate_to: "/cg/cgroup.procs".into() });
+        assert_eq!(ops[1], wr("/cg/cpu.rt.max", "300000 1000000"));
+        assert_eq!(ops[2], Op::Mkdir { path: "/cg/rtslice.slice".into(), evacuate_to: "/cg/cgroup.procs".into() });
         assert!(ops.contains(&wr("/cg/rtslice.slice/cpuset.cpus", "2-3")));
         assert!(ops.contains(&wr("/cg/rtslice.slice/cpuset.cpus.partition", "root")));
-        assert!(ops.contains(&wr("/cg/rtslice.slice/cpu.rt.max", "300000 1000000")));
         assert!(ops.contains(&wr("/cg/rtslice.slice/du/cpuset.cpus.partition", "root")));
         assert!(ops.contains(&wr("/cg/rtslice.slice/du/cpu.rt.max", "300 1000")));
-        let parent_budget = ops.iter().position(|o| o == &wr("/cg/rtslice.slice/cpu.rt.max", "300000 1000000")).unwrap();
+        // The root (a freshly booted kernel's, at 0) holds the budget; rtslice's parent stays `max`.
+        assert!(!ops.iter().any(|o| matches!(o, Op::Write { path, .. } if path == Path::new("/cg/rtslice.slice/cpu.rt.max"))), "{ops:?}");
+        let root_budget = ops.iter().position(|o| o == &wr("/cg/cpu.rt.max", "300000 1000000")).unwrap();
         let child_budget = ops.iter().position(|o| o == &wr("/cg/rtslice.slice/du/cpu.rt.max", "300 1000")).unwrap();
-        assert!(parent_budget < child_budget, "parents are budgeted before children");
+        assert!(root_budget < child_budget, "the root is budgeted before any group");
+        // A root that holds the budget already is left as it is; one that holds others' too grows by ours.
+        let mut f2 = f.clone();
+        f2.hcbs_root = Some(rtslice_plan::HcbsRoot { runtime_us: 500_000, period_us: 1_000_000, others: vec![] });
+        assert!(!cgroup_ops(&p, &f2, Mechanism::Hcbs).iter().any(|o| matches!(o, Op::Write { path, .. } if path == Path::new("/cg/cpu.rt.max"))));
+        let other = rtslice_plan::kernel::GroupBudget { runtime_us: 250_000, period_us: 1_000_000 };
+        f2.hcbs_root = Some(rtslice_plan::HcbsRoot { runtime_us: 500_000, period_us: 1_000_000, others: vec![other] });
+        assert!(cgroup_ops(&p, &f2, Mechanism::Hcbs).contains(&wr("/cg/cpu.rt.max", "550000 1000000")));
     }
 
     #[test]
@@ -271,6 +299,7 @@ mod tests {
         let f = facts(Backend::V2 { root: root.path().into() });
         std::fs::write(root.path().join("cgroup.subtree_control"), "memory\n").unwrap();
         std::fs::write(root.path().join("cgroup.procs"), "").unwrap();
+        std::fs::write(root.path().join("cpu.rt.max"), "0 1000000\n").unwrap();
         let s = Setup { workloads: vec![wl("du", "2-3", Some((300, 1000)))], ..Default::default() };
         let (p, _) = prepare(&s, &f, Mechanism::Hcbs).unwrap();
         let ops = cgroup_ops(&p, &f, Mechanism::Hcbs);
@@ -302,5 +331,6 @@ mod tests {
         assert!(errors.is_empty(), "{errors:?}");
         assert!(!root.path().join("rtslice.slice").exists());
         assert_eq!(std::fs::read_to_string(root.path().join("cgroup.subtree_control")).unwrap(), "-cpuset -cpu");
+        assert_eq!(std::fs::read_to_string(root.path().join("cpu.rt.max")).unwrap(), "0 1000000", "the root's budget is given back");
     }
 }

@@ -21,6 +21,10 @@ pub struct HostFacts {
     pub available: Vec<Mechanism>,
     /// Global RT ratio (sched_rt_runtime_us / sched_rt_period_us), the kernel's admission cap.
     pub rt_ratio: f64,
+    /// sched_rt_runtime_us is -1: no admission at all (`rt_ratio` reads 1.0 then).
+    pub rt_unlimited: bool,
+    /// HCBS: the root group's budget and the group budgets it holds now (`cgroup::hcbs_root`).
+    pub hcbs_root: Option<rtslice_plan::HcbsRoot>,
     /// Bandwidth per CPU the deadline servers (fair_server) hold in SCHED_DEADLINE admission.
     pub dl_server: f64,
     /// CPUs isolated from the scheduler domains at boot (`isolcpus=domain`,
@@ -42,13 +46,20 @@ impl HostFacts {
             .unwrap_or_else(|_| "0".into());
         let runtime: i64 = fsio::read_trim("/proc/sys/kernel/sched_rt_runtime_us")?.parse().unwrap_or(950000);
         let period: f64 = fsio::read_trim("/proc/sys/kernel/sched_rt_period_us")?.parse().unwrap_or(1e6);
+        let available = crate::doctor::mechanisms(&layout);
+        let hcbs_root = match &backend {
+            Backend::V2 { root } if available.contains(&Mechanism::Hcbs) => crate::cgroup::hcbs_root(root),
+            _ => None,
+        };
         Ok(HostFacts {
             online: crate::doctor::online_cpus(),
             mems: if mems.is_empty() { "0".into() } else { mems },
-            available: crate::doctor::mechanisms(&layout),
+            available,
             layout,
             backend,
             rt_ratio: if runtime < 0 { 1.0 } else { runtime as f64 / period },
+            rt_unlimited: runtime < 0,
+            hcbs_root,
             dl_server: dl_server_share(),
             boot_isolated: fsio::read_trim("/sys/devices/system/cpu/isolated")
                 .ok()
@@ -62,13 +73,22 @@ impl HostFacts {
         let (hz, hrtick) = tick_facts();
         rtslice_plan::KernelFacts {
             available: self.available.clone(),
-            rt_cap: (self.rt_ratio < 1.0).then_some(self.rt_ratio),
+            // A ratio of 1 is a cap too (the HCBS kernel's default): deadline threads and HCBS
+            // budgets still leave the fair servers their share; only -1 disables admission.
+            rt_cap: (!self.rt_unlimited).then_some(self.rt_ratio),
             dl_server: self.dl_server,
             hz,
             hrtick,
             no_partition_cpus: self.no_partition_cpus().iter().collect(),
             partition_parent_holds_all: matches!(self.backend, Backend::V2 { .. }),
+            hcbs_root: self.hcbs_root.clone(),
         }
+    }
+
+    /// HCBS: the share of each CPU the root group's budget may hold — the kernel admits it as
+    /// deadline bandwidth on every CPU, beside the fair servers (`None`: no admission, -1).
+    pub fn hcbs_cap(&self) -> Option<f64> {
+        (!self.rt_unlimited).then(|| (self.rt_ratio - self.dl_server).max(0.0))
     }
 
     /// The CPUs no exclusive partition may hold: v2 refuses partitions holding CPUs isolated at boot
@@ -206,6 +226,26 @@ pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec
             )));
         }
     }
+    if let (Mechanism::Hcbs, Some(cap)) = (mech, facts.hcbs_cap()) {
+        // One root budget holds every group's and is reserved on every CPU, whatever the groups'
+        // cpusets (rtslice_plan::HcbsRoot): the budgets sum over the whole host.
+        let ours: f64 = setup.workloads.iter().filter_map(|w| w.reservation.map(|r| r.whole_micros().bandwidth())).sum();
+        let others: f64 =
+            facts.hcbs_root.iter().flat_map(|r| &r.others).map(|b| b.runtime_us as f64 / b.period_us.max(1) as f64).sum();
+        if ours + others > cap + 1e-9 {
+            return Err(rejected(format!(
+                "HCBS reserves each group's budget on every CPU, whatever its cpuset (the root group's budget holds them all, \
+                 admitted as deadline bandwidth on each CPU): the reservations sum to {:.1}%{}, above the {:.1}% the kernel \
+                 admits (sched_rt_runtime_us/sched_rt_period_us {:.1}% less the fair servers' {:.1}%); fewer or smaller \
+                 reservations, or --mechanism deadline",
+                (ours + others) * 100.0,
+                if others > 0.0 { format!(" with the {:.1}% other groups hold", others * 100.0) } else { String::new() },
+                cap * 100.0,
+                facts.rt_ratio * 100.0,
+                facts.dl_server * 100.0
+            )));
+        }
+    }
     if mech == Mechanism::RtGroup {
         let total: f64 = setup.workloads.iter().filter_map(|w| w.reservation.map(|r| r.bandwidth())).sum();
         if total > facts.rt_ratio + 1e-9 {
@@ -297,7 +337,21 @@ pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec
                         )));
                     }
                 }
-                Mechanism::RtGroup | Mechanism::Hcbs => rt_budget = Some(res.whole_micros()),
+                Mechanism::RtGroup => rt_budget = Some(res.whole_micros()),
+                Mechanism::Hcbs => {
+                    // The group holds what the explicit SCHED_DEADLINE rules leave of the reservation
+                    // (as `rtslice plan` prints it: the same function).
+                    let dl: Vec<(u64, u64)> = ws
+                        .threads
+                        .iter()
+                        .filter_map(|r| match r.policy {
+                            Some(SchedAttr::Deadline { runtime_ns, period_ns, .. }) => Some((runtime_ns, period_ns)),
+                            _ => None,
+                        })
+                        .collect();
+                    rt_budget = rtslice_plan::kernel::hcbs_group_budget(res, ws.cpus.len() as u32, &dl)
+                        .map(|b| Reservation::from_micros(b.runtime_us, b.period_us));
+                }
                 Mechanism::None => {}
             }
         }
@@ -450,6 +504,8 @@ pub(crate) mod fixtures {
             backend,
             available: vec![Mechanism::Hcbs, Mechanism::Deadline],
             rt_ratio: 0.95,
+            rt_unlimited: false,
+            hcbs_root: None,
             dl_server: 0.05,
             boot_isolated: CpuList::new(),
         }
@@ -587,12 +643,17 @@ mod plan_agrees_with_apply {
             cap in prop::sample::select(vec![50u32, 90, 95, 100]),
             housekeeping in any::<bool>(),
             ws in prop::collection::vec((1u32..=95, prop::sample::select(vec![1u32, 5, 10, 20, 100]), 1u32..=2, 0u32..=3, any::<bool>(), any::<bool>()), 1..=4),
-            requested in prop::sample::select(vec![None, Some(Mechanism::Deadline), Some(Mechanism::RtGroup)]),
+            requested in prop::sample::select(vec![None, Some(Mechanism::Deadline), Some(Mechanism::RtGroup), Some(Mechanism::Hcbs)]),
         ) {
             let ws: Vec<_> = ws.into_iter().map(|(r, p, c, n, d, f)| (r.min(p * 95 / 100).max(1).min(p), p, c, n, d, f)).collect();
             let text = spec_text(cap, housekeeping, &ws);
             let spec = rtslice_spec::parse(&text, "gen.yaml").map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
-            let facts = host(vec![Mechanism::Deadline, Mechanism::RtGroup]);
+            // HCBS lives on cgroup v2 (its root group's budget as a freshly booted kernel has it).
+            let facts = if requested == Some(Mechanism::Hcbs) {
+                fixtures::facts(Backend::V2 { root: "/cg".into() })
+            } else {
+                host(vec![Mechanism::Deadline, Mechanism::RtGroup])
+            };
             let kernel = KernelFacts {
                 available: facts.available.clone(),
                 rt_cap: Some(facts.rt_ratio),
@@ -601,6 +662,7 @@ mod plan_agrees_with_apply {
                 hrtick: false,
                 no_partition_cpus: Vec::new(),
                 partition_parent_holds_all: matches!(facts.backend, Backend::V2 { .. }),
+                hcbs_root: facts.hcbs_root.clone(),
             };
             let mut plan = rtslice_plan::plan_for_kernel(&spec, &NodeFacts::with_cpus(4), &kernel, requested);
             let k = plan.kernel.clone().expect("plan_for_kernel carries the kernel plan");
@@ -613,6 +675,13 @@ mod plan_agrees_with_apply {
             }
             prop_assert_eq!(mech, k.mechanism, "{}", text);
             let (prepared, _) = prepare(&setup, &facts, mech).map_err(|e| TestCaseError::fail(format!("apply refuses what plan admitted: {e}\n{text}")))?;
+            if mech == Mechanism::Hcbs {
+                // The root group's budget: written as the plan says, or left as it is.
+                let root = crate::ops::hcbs_root_writes(&prepared, &facts);
+                let planned: Vec<(std::path::PathBuf, String)> =
+                    k.root_budget.iter().map(|b| ("/cg/cpu.rt.max".into(), format!("{} {}", b.runtime_us, b.period_us))).collect();
+                prop_assert_eq!(root, planned, "{}", text);
+            }
             for (p, kw) in prepared.iter().zip(&k.workloads) {
                 prop_assert_eq!(&p.ws.name, &kw.name);
                 prop_assert_eq!(p.partition, kw.partition, "{} partition\n{}", kw.name, text);

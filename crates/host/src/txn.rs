@@ -525,16 +525,25 @@ fn wait_for_cpus(effective: &Path, cpus: &crate::CpuList) {
 /// the group after an RCU grace period, so an admission check right after a reset can see it as still
 /// in use and answer EINVAL although the budget is free.
 const RT_BUDGET_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+/// The same for HCBS: the 7.2 + RFC v6 kernel the matrix boots gave a removed group's budget back
+/// within 50 ms mostly, but once only after more than 2 s (hcbs-4cpu row: a 10 % group reset, a
+/// 20 % one applied at once was refused its budget).
+const HCBS_BUDGET_SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
 
-fn write_rt_aware(path: &Path, value: &str) -> Result<()> {
-    let is_rt_budget = path.file_name().is_some_and(|n| n == "cpu.rt_runtime_us");
+/// HCBS (`cpu.rt.max`) the same: a removed group's budget is still counted in its parent's until
+/// the kernel frees the group, so the root given back its value right after a reset can be refused
+/// (EINVAL: the children above the parent); and a deadline thread that just exited holds its
+/// bandwidth until its 0-lag time, refusing the root's budget meanwhile (EBUSY).
+pub(crate) fn write_rt_aware(path: &Path, value: &str) -> Result<()> {
+    let name = path.file_name().unwrap_or_default();
+    let is_rt_budget = name == "cpu.rt_runtime_us" || name == "cpu.rt.max";
+    let transient = |e: Option<i32>| e == Some(libc::EINVAL) || (name == "cpu.rt.max" && e == Some(libc::EBUSY));
+    let settle = if name == "cpu.rt.max" { HCBS_BUDGET_SETTLE } else { RT_BUDGET_SETTLE };
     let started = std::time::Instant::now();
     loop {
         match fsio::write(path, value) {
             Err(HostError::Write { source, .. })
-                if is_rt_budget
-                    && source.raw_os_error() == Some(libc::EINVAL)
-                    && started.elapsed() < RT_BUDGET_SETTLE =>
+                if is_rt_budget && transient(source.raw_os_error()) && started.elapsed() < settle =>
             {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }

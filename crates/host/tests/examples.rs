@@ -376,6 +376,9 @@ fn assert_applied_as_planned(name: &str, k: &rtslice_plan::KernelPlan, applied: 
     if let Some(us) = k.parent_runtime_us {
         assert_eq!(read(backend().parent().cpu.join("cpu.rt_runtime_us")), us.to_string(), "{name} parent budget");
     }
+    if let Some(b) = k.root_budget {
+        assert_eq!(read(backend().root().cpu.join("cpu.rt.max")), format!("{} {}", b.runtime_us, b.period_us), "{name} root budget");
+    }
     for (kw, rec) in k.workloads.iter().zip(&applied.workloads) {
         assert_eq!(kw.name, rec.name);
         let g = group(&kw.name);
@@ -385,7 +388,10 @@ fn assert_applied_as_planned(name: &str, k: &rtslice_plan::KernelPlan, applied: 
             read(g.cpuset.join("cpuset.cpu_exclusive")) == "1"
         };
         assert_eq!(partition, kw.partition, "{name} {}: partition", kw.name);
-        if let Some(b) = kw.group_budget {
+        if let (Some(b), rtslice_plan::Mechanism::Hcbs) = (kw.group_budget, k.mechanism) {
+            // HCBS (cgroup v2): one file, and the root group's budget raised as the plan says.
+            assert_eq!(read(g.cpu.join("cpu.rt.max")), format!("{} {}", b.runtime_us, b.period_us), "{name} {}", kw.name);
+        } else if let Some(b) = kw.group_budget {
             assert_eq!(read(g.cpu.join("cpu.rt_runtime_us")), b.runtime_us.to_string(), "{name} {}", kw.name);
             assert_eq!(read(g.cpu.join("cpu.rt_period_us")), b.period_us.to_string(), "{name} {}", kw.name);
         }

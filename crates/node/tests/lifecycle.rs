@@ -21,11 +21,22 @@ fn usable() -> bool {
     common::node_mechanism_or_skip(3, "CPU 0 stays the system's; the workloads' partitions take CPUs 1 and 2").is_some()
 }
 
+/// The kernel has HCBS (cgroup v2 `cpu.rt.max`): the node's default mechanism there.
+fn hcbs() -> bool {
+    rtslice_host::cgroup::CgroupLayout::detect().is_ok_and(|l| rtslice_host::cgroup::hcbs_available(&l))
+}
+
 /// A workload's reservation as the kernel holds it, in µs of runtime every second: its RT group's
-/// runtime (v1), or its thread's SCHED_DEADLINE runtime (v2: the one `sleep` thread takes it all).
+/// runtime (v1; HCBS: `cpu.rt.max`), or its thread's SCHED_DEADLINE runtime (v2: the one `sleep`
+/// thread takes it all).
 fn budget_us(svc: &Service, n: &str) -> u64 {
     let rec = svc.host().record(&name(n)).unwrap().unwrap_or_else(|| panic!("{n} is deployed"));
     let w = &rec.workloads[0];
+    if hcbs() {
+        let text = std::fs::read_to_string(w.group.cpu.join("cpu.rt.max")).unwrap();
+        assert!(text.trim().ends_with(" 1000000"), "{n}: period: {text}");
+        return text.split_whitespace().next().unwrap().parse().unwrap();
+    }
     if !is_v2() {
         return std::fs::read_to_string(w.group.cpu.join("cpu.rt_runtime_us")).unwrap().trim().parse().unwrap();
     }
@@ -41,7 +52,9 @@ fn budget_us(svc: &Service, n: &str) -> u64 {
 /// Whether a thread (as `seen` shows it) runs under the workload's rule: SCHED_FIFO 10 under RT
 /// groups; SCHED_DEADLINE (policy 6) where the reservation is a deadline budget.
 fn under_rule(t: &str) -> bool {
-    t.starts_with(if is_v2() { "policy 6 priority 0" } else { "policy 1 priority 10" })
+    // cgroup v2 reserves with SCHED_DEADLINE, unless the kernel has HCBS (the node's default there:
+    // the FIFO rule inside the group's budget, as on v1).
+    t.starts_with(if is_v2() && !hcbs() { "policy 6 priority 0" } else { "policy 1 priority 10" })
 }
 
 fn marker() -> String {
@@ -227,8 +240,8 @@ fn apply_touches_only_the_difference() {
     assert_eq!(seen(&svc, "a"), a0, "a is not touched");
     let b1 = seen(&svc, "b");
     assert_eq!((&b1.pids, &b1.threads), (&b0.pids, &b0.threads), "b resized in place: same processes, same rules");
-    if !is_v2() {
-        // RT groups: the budget is a file of b's group (SCHED_DEADLINE: its thread's parameters).
+    if !is_v2() || hcbs() {
+        // RT groups, HCBS: the budget is a file of b's group (SCHED_DEADLINE: its thread's parameters).
         assert_ne!(b1.files, b0.files, "b's budget changed");
     }
     assert_eq!(budget_us(&svc, "b"), 150_000);

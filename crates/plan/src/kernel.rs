@@ -86,16 +86,135 @@ pub struct KernelFacts {
     /// distribute cpu downstream"). False on cgroup v1 (exclusive cpusets, no such parent).
     #[serde(default)]
     pub partition_parent_holds_all: bool,
+    /// HCBS: the root group's budget now and the budgets it holds for groups that are not
+    /// rtslice's (read on this host); `None` plans for a freshly booted HCBS kernel
+    /// ([`HcbsRoot::boot_default`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hcbs_root: Option<HcbsRoot>,
+}
+
+/// HCBS (cgroup v2 `cpu.rt.max`): the root group's budget reserves that bandwidth on every CPU, in
+/// the kernel's SCHED_DEADLINE admission beside the deadline threads and the fair servers, and
+/// every group whose ancestors below the root are all `max` draws its budget from it (the kernel
+/// refuses a group's budget that would take the root's groups above the root's: EINVAL). A new
+/// group reads `max 0`, and the root boots at `0 1000000`: no group can have a budget until the
+/// root has one.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HcbsRoot {
+    /// The root's `cpu.rt.max`.
+    pub runtime_us: u64,
+    pub period_us: u64,
+    /// The budgets of the other groups the root's budget holds now (not rtslice's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others: Vec<GroupBudget>,
+}
+
+impl HcbsRoot {
+    /// A freshly booted HCBS kernel: the root at `0 1000000`, no group with a budget.
+    pub fn boot_default() -> HcbsRoot {
+        HcbsRoot { runtime_us: 0, period_us: 1_000_000, others: Vec::new() }
+    }
+
+    /// The root's budget as a group budget.
+    pub fn budget(&self) -> GroupBudget {
+        GroupBudget { runtime_us: self.runtime_us, period_us: self.period_us }
+    }
+
+    /// What the root's `cpu.rt.max` must become to also hold `ours` (with the other groups'):
+    /// `None` when it holds them already (the kernel asks for no more), else the least runtime at
+    /// the root's own period that the kernel's check admits ([`hcbs_root_runtime_us`]).
+    pub fn raised_for(&self, ours: &[GroupBudget]) -> Option<GroupBudget> {
+        let all: Vec<GroupBudget> = self.others.iter().chain(ours).copied().collect();
+        let period_us = if self.period_us == 0 { 1_000_000 } else { self.period_us };
+        let need = hcbs_root_runtime_us(&all, period_us);
+        (hcbs_bw(GroupBudget { runtime_us: need, period_us }) > hcbs_bw(self.budget())).then_some(GroupBudget { runtime_us: need, period_us })
+    }
+}
+
+/// HCBS: a reserved workload's group budget — its reservation less what its explicit
+/// SCHED_DEADLINE rules take of it (`(runtime_ns, period_ns)` of each rule, shared by the threads it
+/// matches). Those threads hold budgets of their own, admitted by the kernel beside the group
+/// servers; the group's budget holding them too would reserve that bandwidth twice (and a deadline
+/// thread gains nothing from a group server). `None` when they take all of it: the group then stays
+/// `max`. What the rules take is counted at the reservation's period per CPU, rounded up to whole
+/// µs, so rules and group never hold more than the reservation together.
+pub fn hcbs_group_budget(reservation: Reservation, cpus: u32, deadline_rules: &[(u64, u64)]) -> Option<GroupBudget> {
+    let r = reservation.whole_micros();
+    let period_ns = r.period.as_nanos();
+    let taken_ns: u128 = deadline_rules
+        .iter()
+        .map(|&(runtime_ns, rule_period_ns)| (runtime_ns as u128 * period_ns).div_ceil(rule_period_ns.max(1) as u128))
+        .sum();
+    let per_cpu_us = taken_ns.div_ceil(cpus.max(1) as u128 * 1000);
+    let left = (r.runtime_us() as u128).saturating_sub(per_cpu_us) as u64;
+    (left > 0).then_some(GroupBudget { runtime_us: left, period_us: r.period_us() })
+}
+
+/// A budget as the kernel compares budgets: `to_ratio(period, runtime)`, runtime/period in units
+/// of 2^-20 rounded down (kernel/sched/core.c, BW_SHIFT 20; the HCBS checks sum these).
+pub fn hcbs_bw(b: GroupBudget) -> u64 {
+    if b.period_us == 0 {
+        return 0;
+    }
+    (((b.runtime_us as u128 * 1000) << 20) / (b.period_us as u128 * 1000)) as u64
+}
+
+/// The least runtime (µs) every `period_us` whose bandwidth, as the kernel rounds it
+/// ([`hcbs_bw`]), covers the sum of `groups`' (each rounded as the kernel does): what a parent
+/// (the root) needs under HCBS for its children to be admitted. 20 ms / 100 ms needs 200000 µs
+/// every 1 s; two of them 400000.
+pub fn hcbs_root_runtime_us(groups: &[GroupBudget], period_us: u64) -> u64 {
+    let sum: u128 = groups.iter().map(|g| hcbs_bw(*g) as u128).sum();
+    // The least R with floor((R * 1000 << 20) / (P * 1000)) >= sum: R = ceil(sum * P / 2^20).
+    let mut r = ((sum * period_us as u128) + (1 << 20) - 1) >> 20;
+    while hcbs_bw(GroupBudget { runtime_us: r as u64, period_us }) < sum as u64 {
+        r += 1;
+    }
+    r as u64
 }
 
 /// The kernel parameters `apply` writes for a plan under one mechanism.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct KernelPlan {
     pub mechanism: Mechanism,
-    /// RT groups / HCBS: the budget of rtslice's parent group, `runtime_us` every 1 s.
+    /// RT groups: the budget of rtslice's parent group, `runtime_us` every 1 s. (HCBS: none, the
+    /// parent stays `max` and the workloads' budgets come from the root's.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_runtime_us: Option<u64>,
+    /// HCBS: the root group's `cpu.rt.max` before apply (what reset restores) …
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_before: Option<GroupBudget>,
+    /// … and what apply writes there before any group's budget, when it must hold more (the
+    /// workloads' budgets with the other groups'); `None`: the root's budget holds them already.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_budget: Option<GroupBudget>,
     pub workloads: Vec<KernelWorkload>,
+}
+
+impl KernelPlan {
+    /// The lines `rtslice plan` prints about the groups above the workloads' (rtslice's parent;
+    /// under HCBS the root group), each a value apply writes or keeps.
+    pub fn parent_lines(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if let Some(us) = self.parent_runtime_us {
+            v.push(format!("rtslice parent group: RT budget {us} µs every 1000000 µs"));
+        }
+        if self.mechanism == Mechanism::Hcbs {
+            let was = self.root_before.map(|b| format!("\"{} {}\"", b.runtime_us, b.period_us)).unwrap_or_default();
+            match self.root_budget {
+                Some(b) => v.push(format!(
+                    "root group: cpu.rt.max \"{} {}\" (it reads {was}; the root's budget must hold every group's; reset restores it)",
+                    b.runtime_us, b.period_us
+                )),
+                None if self.workloads.iter().any(|w| w.group_budget.is_some()) => {
+                    v.push(format!("root group: cpu.rt.max stays {was} (it holds the groups' budgets already)"))
+                }
+                None => {}
+            }
+            v.push("rtslice parent group: cpu.rt.max stays \"max\" (its groups' budgets come from the root's)".to_string());
+        }
+        v
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -120,6 +239,18 @@ pub struct KernelWorkload {
 pub struct GroupBudget {
     pub runtime_us: u64,
     pub period_us: u64,
+}
+
+impl KernelWorkload {
+    /// The group budget as the files apply writes under `mech`: HCBS `cpu.rt.max "runtime period"`,
+    /// RT groups `cpu.rt_runtime_us` and `cpu.rt_period_us`.
+    pub fn group_line(&self, mech: Mechanism) -> Option<String> {
+        let b = self.group_budget?;
+        Some(match mech {
+            Mechanism::Hcbs => format!("cpu.rt.max=\"{} {}\"", b.runtime_us, b.period_us),
+            _ => format!("cpu.rt_runtime_us={} cpu.rt_period_us={}", b.runtime_us, b.period_us),
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -210,7 +341,8 @@ fn pct(x: f64) -> String {
 /// The kernel's cap per CPU for the mechanism (deadline threads also leave the deadline servers' share).
 fn kernel_cap(kernel: &KernelFacts, mech: Mechanism) -> Option<f64> {
     let cap = kernel.rt_cap?;
-    Some(if mech == Mechanism::Deadline { (cap - kernel.dl_server).max(0.0) } else { cap })
+    // HCBS: the root's budget is admitted as deadline bandwidth on every CPU, beside the servers.
+    Some(if matches!(mech, Mechanism::Deadline | Mechanism::Hcbs) { (cap - kernel.dl_server).max(0.0) } else { cap })
 }
 
 /// Plans `spec` for a host whose kernel is described by `kernel`, under `requested` (or the
@@ -304,7 +436,7 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
                 "the spec's cap {} is above what the kernel admits under {mech} ({}: sched_rt_runtime_us/sched_rt_period_us{}); planned with {}",
                 pct(spec.node.cap),
                 pct(cap),
-                if mech == Mechanism::Deadline && kernel.dl_server > 0.0 {
+                if matches!(mech, Mechanism::Deadline | Mechanism::Hcbs) && kernel.dl_server > 0.0 {
                     format!(" less the deadline servers' {}", pct(kernel.dl_server))
                 } else {
                     String::new()
@@ -376,6 +508,33 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
                         ));
                         break;
                     }
+                }
+            }
+        }
+        if refuse.is_none() && mech == Mechanism::Hcbs {
+            // One root budget holds every group's, and it is reserved on every CPU whatever the
+            // groups' cpusets: the budgets sum, over all CPUs, with the other groups' the root holds.
+            let root = kernel.hcbs_root.clone().unwrap_or_else(HcbsRoot::boot_default);
+            let others: f64 = root.others.iter().map(|b| b.runtime_us as f64 / b.period_us.max(1) as f64).sum();
+            let mut total = others;
+            for w in &p.workloads {
+                let Some(r) = w.realtime_reservation() else { continue };
+                total += r.whole_micros().bandwidth();
+                if total > spec.node.cap + 1e-9 {
+                    refuse = Some((
+                        w.name.clone(),
+                        format!(
+                            "HCBS reserves each group's budget on every CPU, whatever its cpuset (the root group's budget holds them \
+                             all and the kernel admits it as deadline bandwidth on each CPU): with it the budgets sum to {}{}, above \
+                             the {} the kernel admits there (sched_rt_runtime_us/sched_rt_period_us{}, or the spec's cap); fewer or \
+                             smaller reservations, or --mechanism deadline",
+                            pct(total),
+                            if others > 0.0 { format!(" with the other groups' {}", pct(others)) } else { String::new() },
+                            pct(spec.node.cap),
+                            if kernel.dl_server > 0.0 { format!(" less the fair servers' {}", pct(kernel.dl_server)) } else { String::new() },
+                        ),
+                    ));
+                    break;
                 }
             }
         }
@@ -592,7 +751,7 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
         }
     }
     plan.warnings.extend(warnings);
-    let mut k = kernel_plan(&plan, mech, kernel.rt_cap.unwrap_or(1.0), kernel.available.contains(&Mechanism::RtGroup));
+    let mut k = kernel_plan(&plan, mech, kernel);
     for kw in k.workloads.iter_mut() {
         // As apply: a workload on CPUs no partition may hold gets a plain cpuset.
         if plan.workloads.iter().any(|w| w.name == kw.name && w.cpus.iter().any(|c| kernel.no_partition_cpus.contains(c))) {
@@ -754,7 +913,39 @@ pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<Kerne
                 )
             };
         }
-        (Some(r), Mechanism::RtGroup | Mechanism::Hcbs) => {
+        (Some(r), Mechanism::Hcbs) => {
+            let dl: Vec<(u64, u64)> = threads
+                .iter()
+                .filter_map(|t| match t.sched {
+                    ThreadSched::Deadline { runtime, period, .. } => Some((runtime.as_nanos() as u64, period.as_nanos() as u64)),
+                    _ => None,
+                })
+                .collect();
+            group_budget = hcbs_group_budget(r, w.cpus.len() as u32, &dl);
+            let fmt = rtslice_spec::units::format_duration;
+            budget = match (group_budget, dl.is_empty()) {
+                (Some(b), true) => format!(
+                    "the group's budget {} every {} on each of its CPUs bounds all its real-time threads together",
+                    fmt(Duration::from_micros(b.runtime_us)),
+                    fmt(Duration::from_micros(b.period_us))
+                ),
+                (Some(b), false) => format!(
+                    "its SCHED_DEADLINE rules hold their parts of {} every {} as budgets of their own; the group's budget, the \
+                     rest ({} every {} on each of its CPUs), bounds its FIFO/RR threads together",
+                    fmt(r.runtime),
+                    fmt(r.period),
+                    fmt(Duration::from_micros(b.runtime_us)),
+                    fmt(Duration::from_micros(b.period_us))
+                ),
+                (None, _) => format!(
+                    "its SCHED_DEADLINE rules hold all of {} every {} as budgets of their own; the group gets no budget (it stays \
+                     `max`)",
+                    fmt(r.runtime),
+                    fmt(r.period)
+                ),
+            };
+        }
+        (Some(r), Mechanism::RtGroup) => {
             group_budget = Some(GroupBudget { runtime_us: r.runtime_us(), period_us: r.period_us() });
             budget = format!(
                 "the group's budget {} every {} on each of its CPUs bounds all its real-time threads together",
@@ -807,9 +998,11 @@ pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<Kerne
     Some(KernelWorkload { name: w.name.clone(), partition, group_budget, cfs_quota, threads, budget })
 }
 
-/// The parameters apply writes for `plan` under `mech` (`rt_groups`: the host has RT group
-/// scheduling, [`kernel_workload_on`]).
-pub fn kernel_plan(plan: &Plan, mech: Mechanism, rt_cap: f64, rt_groups: bool) -> KernelPlan {
+/// The parameters apply writes for `plan` under `mech` on a kernel described by `kernel` (RT group
+/// scheduling there: [`kernel_workload_on`]; HCBS: the root group's budget).
+pub fn kernel_plan(plan: &Plan, mech: Mechanism, kernel: &KernelFacts) -> KernelPlan {
+    let rt_cap = kernel.rt_cap.unwrap_or(1.0);
+    let rt_groups = kernel.available.contains(&Mechanism::RtGroup);
     let mut workloads: Vec<KernelWorkload> = plan.workloads.iter().filter_map(|w| kernel_workload_on(w, mech, rt_groups)).collect();
     for k in workloads.iter_mut() {
         // A workload spanning every CPU of the node needs no partition (apply leaves it balanced).
@@ -819,8 +1012,57 @@ pub fn kernel_plan(plan: &Plan, mech: Mechanism, rt_cap: f64, rt_groups: bool) -
     }
     // The parent holds the sum of whatever group budgets there are (RT groups, HCBS, a CFS pool's
     // group under SCHED_DEADLINE with RT groups): no group budget, no parent budget.
+    if mech == Mechanism::Hcbs {
+        // The parent stays `max` (a new group's value: the kernel needs nothing there); the root
+        // holds the budgets (host `cgroup_ops`).
+        let root = kernel.hcbs_root.clone().unwrap_or_else(HcbsRoot::boot_default);
+        let ours: Vec<GroupBudget> = workloads.iter().filter_map(|k| k.group_budget).collect();
+        let root_budget = if ours.is_empty() { None } else { root.raised_for(&ours) };
+        return KernelPlan { mechanism: mech, parent_runtime_us: None, root_before: Some(root.budget()), root_budget, workloads };
+    }
     let total: f64 = workloads.iter().filter_map(|k| k.group_budget.map(|b| b.runtime_us as f64 / b.period_us as f64)).sum();
-    let parent_runtime_us =
-        (total > 0.0).then(|| ((total * 1e6).ceil() as u64).min(if mech == Mechanism::Hcbs { 1_000_000 } else { (rt_cap * 1e6) as u64 }));
-    KernelPlan { mechanism: mech, parent_runtime_us, workloads }
+    let parent_runtime_us = (total > 0.0).then(|| ((total * 1e6).ceil() as u64).min((rt_cap * 1e6) as u64));
+    KernelPlan { mechanism: mech, parent_runtime_us, root_before: None, root_budget: None, workloads }
+}
+
+#[cfg(test)]
+mod hcbs_tests {
+    use super::*;
+
+    fn b(runtime_us: u64, period_us: u64) -> GroupBudget {
+        GroupBudget { runtime_us, period_us }
+    }
+
+    #[test]
+    fn the_root_gets_the_least_budget_the_kernels_check_admits() {
+        // 20 ms / 100 ms is 209715 in 2^-20 units (rounded down), and so is 200000 / 1000000.
+        assert_eq!(hcbs_bw(b(20_000, 100_000)), 209_715);
+        assert_eq!(hcbs_root_runtime_us(&[b(20_000, 100_000)], 1_000_000), 200_000);
+        assert_eq!(hcbs_root_runtime_us(&[b(20_000, 100_000), b(20_000, 100_000)], 1_000_000), 400_000);
+        assert_eq!(hcbs_root_runtime_us(&[], 1_000_000), 0);
+        // Thirds: each rounded down by the kernel, the sum covered by the least runtime.
+        let third = b(33_333, 100_000);
+        let r = hcbs_root_runtime_us(&[third, third, third], 1_000_000);
+        assert!(hcbs_bw(b(r, 1_000_000)) >= 3 * hcbs_bw(third) && hcbs_bw(b(r - 1, 1_000_000)) < 3 * hcbs_bw(third), "{r}");
+        // A root that holds them already is left alone; one that does not is raised, other groups included.
+        let root = HcbsRoot { runtime_us: 800_000, period_us: 1_000_000, others: vec![] };
+        assert_eq!(root.raised_for(&[b(20_000, 100_000)]), None);
+        let root = HcbsRoot { runtime_us: 250_000, period_us: 1_000_000, others: vec![b(100_000, 1_000_000)] };
+        assert_eq!(root.raised_for(&[b(20_000, 100_000)]), Some(b(300_000, 1_000_000)));
+        assert_eq!(HcbsRoot::boot_default().raised_for(&[b(20_000, 100_000)]), Some(b(200_000, 1_000_000)));
+    }
+
+    #[test]
+    fn deadline_rules_take_their_part_of_the_reservation_before_the_group() {
+        let r = Reservation::from_micros(20_000, 100_000);
+        assert_eq!(hcbs_group_budget(r, 1, &[]), Some(b(20_000, 100_000)));
+        // 1 ms every 20 ms is 5 ms every 100 ms: the group keeps 15 ms.
+        assert_eq!(hcbs_group_budget(r, 1, &[(1_000_000, 20_000_000)]), Some(b(15_000, 100_000)));
+        // On two CPUs the rules' 5 ms is 2.5 ms of each CPU's 20.
+        assert_eq!(hcbs_group_budget(r, 2, &[(1_000_000, 20_000_000)]), Some(b(17_500, 100_000)));
+        // Rules sharing the whole reservation leave the group nothing: it stays `max`.
+        assert_eq!(hcbs_group_budget(r, 1, &[(11_000_000, 100_000_000), (9_000_000, 100_000_000)]), None);
+        // A third of a µs is rounded against the group.
+        assert_eq!(hcbs_group_budget(r, 3, &[(1_000_000, 100_000_000)]), Some(b(19_666, 100_000)));
+    }
 }

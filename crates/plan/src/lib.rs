@@ -24,7 +24,7 @@ use crate::topo::Topo;
 
 pub use cache::{contiguous, CacheDomainPlan, CachePlan, CacheShare, DomainMask, WorkloadCache};
 pub use foreign::{foreign_on, ForeignBasis, ForeignRt};
-pub use kernel::{plan_for_kernel, KernelFacts, KernelPlan, Mechanism};
+pub use kernel::{plan_for_kernel, HcbsRoot, KernelFacts, KernelPlan, Mechanism};
 pub use sizing::{model_profile, Sizing, SizingBasis, SizingFacts, SloTarget};
 pub use types::*;
 

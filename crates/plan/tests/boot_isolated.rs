@@ -21,6 +21,7 @@ fn guest() -> (NodeFacts, KernelFacts) {
         hrtick: false,
         no_partition_cpus: (4..8).collect(),
         partition_parent_holds_all: true,
+        hcbs_root: None,
     };
     (facts, kernel)
 }

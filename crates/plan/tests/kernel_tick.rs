@@ -19,6 +19,7 @@ fn kernel() -> KernelFacts {
         hrtick: false,
         no_partition_cpus: vec![],
         partition_parent_holds_all: false,
+        hcbs_root: None,
     }
 }
 

@@ -600,16 +600,16 @@ fn render_with(plan: &Plan, planned_for: &str, here: &ThisHost) -> String {
     }
     if let Some(k) = &plan.kernel {
         let _ = writeln!(out, "\nkernel parameters apply will write (mechanism {}: {}):", k.mechanism, k.mechanism.describe());
-        if let Some(us) = k.parent_runtime_us {
-            let _ = writeln!(out, "  rtslice parent group: RT budget {us} µs every 1000000 µs");
+        for line in k.parent_lines() {
+            let _ = writeln!(out, "  {line}");
         }
         for w in &k.workloads {
             let _ = writeln!(out, "  {}:{}", w.name, if w.partition { " exclusive cpuset partition" } else { "" });
             if !w.budget.is_empty() {
                 let _ = writeln!(out, "      budget: {}", w.budget);
             }
-            if let Some(b) = w.group_budget {
-                let _ = writeln!(out, "      group: cpu.rt_runtime_us={} cpu.rt_period_us={}", b.runtime_us, b.period_us);
+            if let Some(line) = w.group_line(k.mechanism) {
+                let _ = writeln!(out, "      group: {line}");
             }
             if let Some(q) = w.cfs_quota {
                 let _ = writeln!(
