@@ -54,13 +54,15 @@ fi
 declare -A KPATTERN KFILE
 GUESTS=()
 declare -A GKERNEL GCPUS GEXTRA GHAS GTESTS
+DEFAULT_TESTS=""
 while read -r kind a b c rest; do
   case $kind in
     # `kernel <alias> file <dir>`: a kernel image of our own (a test fixture), relative to the repository.
     kernel) if [ "$b" = file ]; then KFILE[$a]=$c; else KPATTERN[$a]=$b; fi ;;
     guest) GUESTS+=("$a"); GKERNEL[$a]=$b; GCPUS[$a]=$c; GEXTRA[$a]=$rest ;;
     has) GHAS[$a]="$b $c $rest" ;;
-    tests) GTESTS[$a]=$b ;;
+    # `tests * <regex>`: every guest without a `tests` line of its own, and row host.
+    tests) if [ "$a" = "*" ]; then DEFAULT_TESTS=$b; else GTESTS[$a]=$b; fi ;;
   esac
 done < <(grep -v '^\s*#' "$HERE/matrix.conf")
 SELECTED=${RTSLICE_KERNELS_GUESTS:-"${GUESTS[*]} host"}
@@ -204,7 +206,7 @@ for line in open(out + "/artifacts.json"):
     if m.get("reason") != "compiler-artifact" or not m.get("executable"):
         continue
     crate = m["manifest_path"].split("/")[-2]
-    if m["profile"]["test"] and crate in ("host", "agent", "trace", "node"):
+    if m["profile"]["test"] and crate in ("host", "agent", "trace", "node", "cli"):
         # A library's own tests (`unit`) run in one process per binary in the guests (guest.sh).
         kind = "unit" if "lib" in m["target"]["kind"] else "test"
         tests.append(crate + "/" + m["target"]["name"] + " " + m["executable"] + " " + kind)
@@ -213,7 +215,7 @@ for line in open(out + "/artifacts.json"):
 open(out + "/tests.list", "w").write("".join(t + "\n" for t in sorted(tests)))
 open(out + "/rtslice.bin", "w").write((rtslice or "") + "\n")
 PY
-[ -s "$OUT/tests.list" ] || die "cargo built no test binaries of host, agent, trace, node (see $OUT/build.log)"
+[ -s "$OUT/tests.list" ] || die "cargo built no test binaries of host, agent, trace, node, cli (see $OUT/build.log)"
 RTSLICE_BIN=$(cat "$OUT/rtslice.bin")
 [ -x "$RTSLICE_BIN" ] || die "cargo test built no rtslice binary (see $OUT/artifacts.json)"
 # The guest mounts a tmpfs on the state directory; its mount point must exist on the shared root.
@@ -225,7 +227,7 @@ run_guest() {
   mkdir -p "$res"
   cp "$OUT/tests.list" "$res/tests.list"; echo "$RTSLICE_BIN" >"$res/rtslice.bin"
   # The guest's own subset (matrix.conf `tests`), unless RTSLICE_KERNELS_TESTS names the tests to run.
-  local filter=${RTSLICE_KERNELS_TESTS:-${GTESTS[$1]:-}}
+  local filter=${RTSLICE_KERNELS_TESTS:-${GTESTS[$1]:-$DEFAULT_TESTS}}
   if [ -n "$filter" ]; then echo "$filter" >"$res/tests.filter"; else rm -f "$res/tests.filter"; fi
   echo "${GHAS[$1]:-}" | xargs >"$res/expect"
   [ -n "${RTSLICE_KERNELS_SCRIPT:-}" ] && cp "$RTSLICE_KERNELS_SCRIPT" "$res/script.sh"
@@ -266,7 +268,8 @@ run_native() {
   local res="$OUT/host" t0
   mkdir -p "$res"
   cp "$OUT/tests.list" "$res/tests.list"; echo "$RTSLICE_BIN" >"$res/rtslice.bin"
-  if [ -n "${RTSLICE_KERNELS_TESTS:-}" ]; then echo "$RTSLICE_KERNELS_TESTS" >"$res/tests.filter"; else rm -f "$res/tests.filter"; fi
+  local filter=${RTSLICE_KERNELS_TESTS:-$DEFAULT_TESTS}
+  if [ -n "$filter" ]; then echo "$filter" >"$res/tests.filter"; else rm -f "$res/tests.filter"; fi
   t0=$(date +%s)
   # Natively, tests queue for the host-wide KernelLock behind other users' kernel tests (normal on a
   # shared machine): a longer bound than a guest's.

@@ -88,16 +88,22 @@ fn run(mech: Mechanism) -> Option<(f64, f64)> {
         assert_eq!((read("cpu.rt_runtime_us"), b.runtime_us), ("30000".into(), 30_000), "the RT group holds the real-time part");
     }
     let sd = StateDir::new(dir.path());
-    let deadline = Instant::now() + Duration::from_secs(10);
+    // Settling is functional (the agent rules the real-time process, status sees no drift), not a
+    // latency: late_threads measures how fast rules land. In a TCG guest beside two others, the
+    // three `sh` spinners, the agent's event, its re-split and each `status` (it reads every
+    // workload file) took ~8 s of the 10 s this once allowed, and 11 s in one CI run.
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(60);
     let (rt, spin) = loop {
         let pids = rtslice_host::workload_pids(&g.cpuset);
         let rt: Vec<i32> = pids.iter().copied().filter(|&p| comm(p) == "rtspin").collect();
         let spin: Vec<i32> = pids.iter().copied().filter(|&p| comm(p) == "spin").collect();
         let ruled = rt.len() == 1 && sched::get_attr(rt[0]).is_ok_and(|a| a == rt_want);
         if ruled && spin.len() == 3 && status(&sd).unwrap().drift.is_empty() {
+            eprintln!("settled after {:.1} s", started.elapsed().as_secs_f64());
             break (rt[0], spin);
         }
-        assert!(Instant::now() < deadline, "the workload never settled: rtspin {rt:?}, spin {spin:?}, drift {:?}", status(&sd).unwrap().drift);
+        assert!(Instant::now() < deadline, "the workload never settled: rtspin {rt:?}, spin {spin:?}, drift {:?}\n{}", status(&sd).unwrap().drift, unsettled(&rt, &rt_want, g, dir.path()));
         std::thread::sleep(Duration::from_millis(50));
     };
     for &p in &spin {
@@ -117,6 +123,31 @@ fn run(mech: Mechanism) -> Option<(f64, f64)> {
         "three spinners against a 20 % quota are throttled: {throttled}"
     );
     Some(((s1 - s0) as f64 / hz / secs, (r1 - r0) as f64 / hz / secs))
+}
+
+/// What a failed wait for the rules shows: the real-time thread's policy against the rule's, its
+/// CPUs against the group's partition, and what the agent said (a refusal is in its log and stats).
+fn unsettled(rt: &[i32], want: &SchedAttr, g: &rtslice_host::cgroup::GroupPaths, state: &std::path::Path) -> String {
+    let mut out = String::new();
+    for &p in rt {
+        let allowed = std::fs::read_to_string(format!("/proc/{p}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with("Cpus_allowed_list"))
+            .unwrap_or_default()
+            .to_string();
+        out += &format!("rtspin {p}: {:?}, want {want:?}; {allowed}\n", sched::get_attr(p));
+    }
+    for f in ["cpuset.cpus", "cpuset.cpus.effective", "cpuset.cpus.partition"] {
+        let v = std::fs::read_to_string(g.cpuset.join(f)).unwrap_or_else(|e| e.to_string());
+        out += &format!("{f}: {}\n", v.trim());
+    }
+    for f in ["agent.stats.json", "agent.log"] {
+        let v = std::fs::read_to_string(state.join(f)).unwrap_or_else(|e| e.to_string());
+        let tail: Vec<&str> = v.lines().rev().take(30).collect();
+        out += &format!("{f}:\n{}\n", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+    }
+    out
 }
 
 fn check(mech: Mechanism) {

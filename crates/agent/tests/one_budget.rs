@@ -70,13 +70,17 @@ fn run(mech: Mechanism) -> Option<(f64, usize)> {
     let _cleanup = reset_on_drop(dir.path());
     let group = applied.workloads[0].group.cpuset.clone();
     let sd = StateDir::new(dir.path());
-    // The parent and its four workers, every one under the rule.
-    let deadline = Instant::now() + Duration::from_secs(10);
+    // The parent and its four workers, every one under the rule — eventually: how fast is
+    // late_threads' measure; a TCG guest beside two others needed most of the 10 s once allowed
+    // here for the sibling cfs_pool test (docs/testing.md, flaky failures).
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(60);
     let pids = loop {
         let pids = rtslice_host::workload_pids(&group);
         let st = status(&sd).unwrap();
         let ruled = pids.iter().all(|&p| sched::get_attr(p).is_ok_and(|a| a.is_realtime()));
         if pids.len() == 5 && ruled && st.drift.is_empty() {
+            eprintln!("settled after {:.1} s", started.elapsed().as_secs_f64());
             break pids;
         }
         assert!(Instant::now() < deadline, "the workload never settled: pids {pids:?}, drift {:?}", st.drift);
