@@ -105,10 +105,11 @@ pub struct WorkloadSpec {
     /// Reserved share of each CPU for `reservation` (default 0.6 of a CPU).
     #[serde(default)]
     pub reservation: Option<f64>,
-    /// `reservation` with the spec's `reclaim: true`: under SCHED_DEADLINE, SCHED_FLAG_RECLAIM and a
-    /// split of the budget that follows each thread's measured use.
+    /// The spec's `reclaim` for `reservation`: under SCHED_DEADLINE, SCHED_FLAG_RECLAIM and a split
+    /// of the budget that follows each thread's measured use. Unset: the spec's default (on, unless
+    /// a CFS pool shares the reservation); `false` keeps the fixed split.
     #[serde(default)]
-    pub reclaim: bool,
+    pub reclaim: Option<bool>,
     /// What the vBS needs, for the strategies that size a reservation from it: `peak` (the
     /// profile's largest execution time every period) and `slo` (the smallest reservation the
     /// periodic model says meets the miss ratio).
@@ -807,7 +808,7 @@ pub(crate) fn test_vbs(name: &str, share: u32) -> WorkloadSpec {
         replicas: 1,
         threads: vec![],
         reservation: None,
-        reclaim: false,
+        reclaim: None,
         slo: Some(test_slo()),
     }
 }

@@ -47,9 +47,9 @@ pub struct Placement {
     pub dedicated: bool,
     /// Reserved share of each CPU in `cpus`.
     pub reservation: Option<f64>,
-    /// The reservation reclaims (the spec's `reclaim`).
+    /// The spec's `reclaim` for the reservation (unset: the spec's default).
     #[serde(default)]
-    pub reclaim: bool,
+    pub reclaim: Option<bool>,
     /// The planner sizes the reservation from this SLO and profile (`slo` strategy).
     #[serde(default)]
     pub slo: Option<SloSpec>,
@@ -261,7 +261,7 @@ pub fn layout(strategy: Strategy, workloads: &[(WorkloadSpec, u32)], host: &Host
             isolcpus: false,
             dedicated: false,
             reservation: None,
-            reclaim: false,
+            reclaim: None,
             slo: None,
         };
         if w.role == Role::Neighbour {

@@ -433,8 +433,9 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
             ctx.rec.notes.push("RT group throttling forced: the neighbour shares the reserved CPUs".into());
         }
         // A reclaiming reservation's split follows each thread's measured use: the agent measures
-        // and re-splits (as `rtslice apply` starts it for users).
-        if layout.placements.iter().any(|p| p.reclaim) {
+        // and re-splits (as `rtslice apply` starts it for users). Reclaiming is the planner's
+        // default for a reservation: every reservation not told otherwise gets the agent.
+        if layout.placements.iter().any(|p| p.reservation.is_some() && p.reclaim != Some(false)) {
             opts.agent = Some(rtslice_host::AgentCommand::rtslice_binary(opt.rtslice.clone()));
         }
         if cell.strategy == Strategy::ClosedLoop {

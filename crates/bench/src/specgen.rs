@@ -142,7 +142,7 @@ pub fn adapting(spec: &Spec, plan: &rtslice_plan::Plan, interval: Duration) -> R
             period: Some(reservation.period),
             count: None,
             cpus: Some(wp.cpus.clone()),
-            reclaim: wp.reclaim,
+            reclaim: Some(wp.reclaim),
         }));
         w.profile = None;
         w.adapt = Some(rtslice_spec::Adapt { min: Some(reservation.runtime), max: Some(max), interval });

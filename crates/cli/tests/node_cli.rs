@@ -69,13 +69,21 @@ fn sleepers() -> Vec<i32> {
     v
 }
 
+/// Whether the host has a group budget mechanism the daemon's default picks: RT groups (cgroup v1)
+/// or HCBS (cgroup v2, the matrix's hcbs-4cpu row). The workloads below share one CPU, which
+/// per-thread SCHED_DEADLINE (exclusive partitions) cannot give them.
+fn group_budgets() -> bool {
+    let m = rtslice_host::doctor().mechanisms;
+    m.contains(&rtslice_host::Mechanism::RtGroup) || m.contains(&rtslice_host::Mechanism::Hcbs)
+}
+
 #[test]
 fn deploy_resize_remove_and_kill_9_of_the_daemon() {
     root_or_skip!();
     if !cpus_or_skip(2) {
         return;
     }
-    rtslice_testkit::skip_unless!(rtslice_host::doctor().mechanisms.contains(&rtslice_host::Mechanism::RtGroup), rtslice_testkit::skip::RT_GROUPS, "the workloads share CPU 1 through RT-group budgets");
+    rtslice_testkit::skip_unless!(group_budgets(), rtslice_testkit::skip::RT_GROUPS, "the workloads share CPU 1 through group budgets (RT groups or HCBS)");
     let _lock = KernelLock::acquire();
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
@@ -163,7 +171,7 @@ fn apply_through_the_daemon_and_in_process_changes_only_the_difference() {
     if !cpus_or_skip(2) {
         return;
     }
-    rtslice_testkit::skip_unless!(rtslice_host::doctor().mechanisms.contains(&rtslice_host::Mechanism::RtGroup), rtslice_testkit::skip::RT_GROUPS, "the workloads share CPU 1 through RT-group budgets");
+    rtslice_testkit::skip_unless!(group_budgets(), rtslice_testkit::skip::RT_GROUPS, "the workloads share CPU 1 through group budgets (RT groups or HCBS)");
     let _lock = KernelLock::acquire();
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");

@@ -69,9 +69,10 @@ fn host_smoke_example_applies_with_each_mechanism_and_resets() {
         // v1 through the system cpuset, v2 because the partition took the CPU from the root.
         assert!(!sched::get_affinity(0).unwrap().contains(cpu));
         match mech {
+            // The example writes no `reclaim`: a reservation reclaims by default (docs/spec.md).
             Mechanism::Deadline => assert_eq!(
                 sched::get_attr(pid).unwrap(),
-                SchedAttr::Deadline { runtime_ns: 20_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000, reclaim: false }
+                SchedAttr::Deadline { runtime_ns: 20_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000, reclaim: true }
             ),
             _ => {
                 assert_eq!(sched::get_attr(pid).unwrap(), SchedAttr::Fifo { priority: 10 });

@@ -1025,6 +1025,12 @@ impl Service {
         if !launched || procs.is_empty() || procs.iter().any(|p| p.alive()) {
             return Ok(());
         }
+        // Reaped again now that every one is gone: a process that became a zombie between the
+        // reap above and the liveness check is reaped here, its status known (a TCG guest once
+        // logged its first crash as "status unknown" so).
+        for p in &procs {
+            reap(p.pid, &mut self.exits);
+        }
         // Every launched process is gone: the workload exited. Its status is known when the daemon
         // was its parent (reaped); after a daemon restart it is not, and counts as a failure.
         let statuses: Vec<Option<ExitStatus>> = procs.iter().map(|p| self.exits.remove(&p.pid)).collect();
@@ -1452,7 +1458,7 @@ fn in_force_of(w: &Workload, plan: &WorkloadPlan) -> Option<Demand> {
             period: Some(reservation.period),
             count: None,
             cpus: Some(plan.cpus.clone()),
-            reclaim: plan.reclaim,
+            reclaim: Some(plan.reclaim),
         })),
         _ => None,
     }

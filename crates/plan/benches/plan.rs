@@ -28,7 +28,7 @@ fn big_spec() -> Spec {
                 period: Some(Duration::from_millis(100)),
                 count: Some(1 + next(4) as u32),
                 cpus: None,
-                reclaim: false,
+                reclaim: None,
             }),
         };
         workloads.push(Workload { name: format!("w{i}"), demand: Some(demand), ..Workload::default() });
@@ -48,7 +48,7 @@ fn newcomer(name: &str, permille: u64) -> Workload {
             period: Some(Duration::from_millis(100)),
             count: Some(1),
             cpus: None,
-            reclaim: false,
+            reclaim: None,
         })),
         ..Workload::default()
     }

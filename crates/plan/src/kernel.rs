@@ -979,7 +979,8 @@ pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<Kerne
         budget.push_str(
             "; reclaim: SCHED_FLAG_RECLAIM (GRUB: a thread may run on bandwidth its partition leaves unused, up to the kernel's cap) \
              and one pool of bandwidth: the agent re-splits the rules' budgets together over their threads by each one's measured \
-             CPU use every 200 ms (a quarter of the pool in equal parts; each thread's part at its rule's period), never more than the pool in total",
+             CPU use every 200 ms (a quarter of the pool in equal parts; each thread's part at its rule's period), never more than the pool in total \
+             (the default; `reclaim: false` in the reservation keeps the split fixed and each thread to its part)",
         );
     }
     for t in threads.iter_mut() {

@@ -62,3 +62,39 @@ fn slo_sizing_on_a_tick_enforced_kernel_assumes_exact_enforcement() {
         assert_eq!(reservation(&p), reservation(&exact), "{mech:?}");
     }
 }
+
+/// A reservation reclaims unless told not to (issue 39): under SCHED_DEADLINE its thread rules carry
+/// the `reclaim` flag (GRUB, and one pool the agent splits by demand) with `reclaim` unset;
+/// `reclaim: false` keeps the fixed split; a rule that gives a `share` of the reservation to a CFS
+/// pool turns the default off (reclaiming threads would take that pool's bandwidth), and an explicit
+/// `reclaim: true` still turns it on there.
+#[test]
+fn a_reservation_reclaims_by_default_unless_told_not_to_or_a_cfs_pool_shares_it() {
+    let facts = NodeFacts { online: vec![0, 1], isolcpus: vec![], ..Default::default() };
+    let plan = |reclaim: &str, pool: bool| {
+        let text = format!(
+            "apiVersion: rtslice/v1\nnode:\n  cpus: 0-1\n  housekeeping: 0\nworkloads:\n  - name: vbs\n    demand:\n      reservation: {{ runtime: 7ms, period: 10ms, cpus: 1{reclaim} }}\n    threads:\n      - {{ match: \"^TXRX$\", policy: fifo, priority: 97 }}\n      - {{ match: \"^WORKER[0-9]+$\", policy: fifo, priority: 96 }}\n{}",
+            if pool { "      - { match: \"^STACK$\", share: 20% }\n" } else { "" }
+        );
+        let spec = rtslice_spec::parse(&text, "vbs.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let p = plan_for_kernel(&spec, &facts, &kernel(), Some(Mechanism::Deadline));
+        assert!(p.all_admitted(), "{:?}", p.rejected);
+        let k = p.kernel.clone().unwrap();
+        let flags: Vec<bool> = k.workloads[0]
+            .threads
+            .iter()
+            .filter(|t| matches!(t.sched, rtslice_plan::ThreadSched::Deadline { .. }))
+            .map(|t| t.flags.iter().any(|f| f == "reclaim"))
+            .collect();
+        assert_eq!(flags.len(), 2, "both real-time rules become SCHED_DEADLINE: {:?}", k.workloads[0].threads);
+        assert!(flags.iter().all(|f| *f == flags[0]), "{flags:?}");
+        assert_eq!(p.workloads[0].reclaim, flags[0], "the plan and its kernel parameters agree");
+        (flags[0], k.workloads[0].budget.clone())
+    };
+    let (on, budget) = plan("", false);
+    assert!(on, "the natural spec reclaims");
+    assert!(budget.contains("the default") && budget.contains("reclaim: false"), "plan says it is the default and how to opt out: {budget}");
+    assert!(!plan(", reclaim: false", false).0, "reclaim: false opts out");
+    assert!(!plan("", true).0, "a CFS pool turns the default off");
+    assert!(plan(", reclaim: true", true).0, "an explicit reclaim: true beside a pool");
+}

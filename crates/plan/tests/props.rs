@@ -17,7 +17,7 @@ fn reservation(name: String, permille: u64, count: u32, shield: bool) -> Workloa
             period: Some(Duration::from_millis(100)),
             count: Some(count),
             cpus: None,
-            reclaim: false,
+            reclaim: None,
         })),
         isolation: Isolation { shield, ..Isolation::default() },
         ..Workload::default()

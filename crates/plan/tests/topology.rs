@@ -85,7 +85,7 @@ fn workload(i: usize, m: &Machine, hk: u32, (kind, permille, count, smt, loc, ni
             period: Some(Duration::from_millis(100)),
             count,
             cpus,
-            reclaim: false,
+            reclaim: None,
         })
     };
     let (demand, smt) = match kind {

@@ -383,7 +383,7 @@ fn push_workloads(cx: &mut Reader, notes: &mut Notes, spec: &mut Spec, name: &st
                 cx.err(at, &join(rt, "cpu.rt_runtime_us"), "runtime exceeds the period");
                 return;
             }
-            Demand::Reservation(Reservation { runtime, period: vdu.period, count: Some(count), cpus: None, reclaim: false })
+            Demand::Reservation(Reservation { runtime, period: vdu.period, count: Some(count), cpus: None, reclaim: None })
         }
         (None, true) => Demand::Dedicated(Dedicated { count: Some(count), cpus: None }),
         (None, false) => {

@@ -724,9 +724,11 @@ pub struct Reservation {
     #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::CpuListText>"))]
     pub cpus: Option<Vec<u32>>,
     /// Under SCHED_DEADLINE, let the workload's threads use bandwidth nobody else uses
-    /// (SCHED_FLAG_RECLAIM, GRUB): the guarantee stays runtime/period. docs/spec.md.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub reclaim: bool,
+    /// (SCHED_FLAG_RECLAIM, GRUB) and split its budget by their measured demand: the guarantee
+    /// stays runtime/period. Unset: on, unless a rule gives a `share` of the reservation to a CFS
+    /// pool (which reclaiming threads would take from). docs/spec.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1088,7 +1090,7 @@ impl Spec {
                 period: w.hints.period.or(f.period),
                 count: Some(vcpus),
                 cpus: None,
-                reclaim: false,
+                reclaim: None,
             })),
             None => Some(Demand::BestEffort(BestEffort { weight: None, cap: Some(vcpus as f64), cpus: None })),
         }
@@ -1129,11 +1131,11 @@ impl Workload {
 impl Demand {
     /// `runtime` every `period` on each of `count` CPUs the planner chooses.
     pub fn reservation(runtime: Duration, period: Duration, count: u32) -> Demand {
-        Demand::Reservation(Reservation { runtime, period: Some(period), count: Some(count), cpus: None, reclaim: false })
+        Demand::Reservation(Reservation { runtime, period: Some(period), count: Some(count), cpus: None, reclaim: None })
     }
     /// `runtime` every `period` on exactly these CPUs.
     pub fn reservation_on(runtime: Duration, period: Duration, cpus: Vec<u32>) -> Demand {
-        Demand::Reservation(Reservation { runtime, period: Some(period), count: None, cpus: Some(cpus), reclaim: false })
+        Demand::Reservation(Reservation { runtime, period: Some(period), count: None, cpus: Some(cpus), reclaim: None })
     }
     /// These whole CPUs, exclusively.
     pub fn dedicated(cpus: Vec<u32>) -> Demand {

@@ -180,7 +180,7 @@ fn workload(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<WorkloadSpec> {
     let replicas = m.optional(r, "replicas", u32_of).unwrap_or(1);
     let threads = m.optional(r, "threads", |r, n, p| list(r, n, p, "thread rules", thread)).unwrap_or_default();
     let reservation = m.optional(r, "reservation", float);
-    let reclaim = m.optional(r, "reclaim", boolean).unwrap_or(false);
+    let reclaim = m.optional(r, "reclaim", boolean);
     let slo = m.optional(r, "slo", slo);
     Some(WorkloadSpec { name: name?, emulate, command, ping, loadgen, output, role, share, replicas, threads, reservation, reclaim, slo })
 }

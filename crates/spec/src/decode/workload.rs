@@ -611,7 +611,8 @@ fn demand(cx: &mut Reader, n: &yaml::Node, path: &str, known: &Known) -> Option<
             if r.has("period") && period.is_none() || !ok {
                 return None;
             }
-            let reclaim = r.get("reclaim").and_then(|x| cx.boolean(x, &join(&p, "reclaim"))).unwrap_or(false);
+            // Unset: the planner's default (rtslice_plan: on unless a CFS pool shares the reservation).
+            let reclaim = r.get("reclaim").and_then(|x| cx.boolean(x, &join(&p, "reclaim")));
             Some(Demand::Reservation(Reservation { runtime: runtime?, period, count, cpus, reclaim }))
         }
         "dedicated" => {
