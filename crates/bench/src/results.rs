@@ -19,6 +19,9 @@ pub enum RunStatus {
     Failed { error: String },
     /// The strategy cannot run on this host (e.g. isolcpus without boot isolation).
     Skipped { reason: String },
+    /// The layout did not fit: the planner's admission, or the kernel's at apply (refused before
+    /// anything was touched), said no — an answer about this host's capacity, not a failure.
+    Refused { reason: String },
     /// Stopped by Ctrl-C; what was measured until then is kept.
     Interrupted,
 }
@@ -29,6 +32,7 @@ impl RunStatus {
             RunStatus::Ok => "ok",
             RunStatus::Failed { .. } => "failed",
             RunStatus::Skipped { .. } => "skipped",
+            RunStatus::Refused { .. } => "did not fit",
             RunStatus::Interrupted => "interrupted",
         }
     }
@@ -256,7 +260,7 @@ impl Results {
         for r in &self.runs {
             let error = match &r.status {
                 RunStatus::Failed { error } => error.clone(),
-                RunStatus::Skipped { reason } => reason.clone(),
+                RunStatus::Skipped { reason } | RunStatus::Refused { reason } => reason.clone(),
                 _ => String::new(),
             };
             let base = format!(

@@ -127,8 +127,10 @@ pub fn run(exp: &Experiment, opt: &Options) -> Result<Results, BenchError> {
         bar.set_message(format!("{} #{}", cell.id, slot.repetition + 1));
         let mut rec = run_one(exp, cell, slot.seq, slot.repetition, &facts, opt);
         rec.counters = counters.clone();
-        if let RunStatus::Failed { error } = &rec.status {
-            bar.println(format!("run {} ({}) failed: {}", slot.seq, cell.id, error.lines().next().unwrap_or("")));
+        match &rec.status {
+            RunStatus::Failed { error } => bar.println(format!("run {} ({}) failed: {}", slot.seq, cell.id, error.lines().next().unwrap_or(""))),
+            RunStatus::Refused { reason } => bar.println(format!("run {} ({}) did not fit: {}", slot.seq, cell.id, reason.lines().next().unwrap_or(""))),
+            _ => {}
         }
         results.runs.push(rec);
         // Written after every run: a killed bench still leaves everything measured so far.
@@ -235,6 +237,9 @@ struct RunCtx<'a> {
     oci: Option<crate::experiment::OciVariant>,
     /// The closed-loop strategy's node (workloads deployed through the node service in-process).
     closed_loop: Option<crate::closed_loop::ClosedLoop>,
+    /// Why the layout did not fit, when admission refused it (the planner's, or apply's before it
+    /// touched anything): the run ends as `Refused`, not `Failed`.
+    refused: Option<String>,
 }
 
 fn run_one(exp: &Experiment, cell: &Cell, seq: usize, repetition: u32, facts: &HostShape, opt: &Options) -> RunRecord {
@@ -274,7 +279,7 @@ fn run_one(exp: &Experiment, cell: &Cell, seq: usize, repetition: u32, facts: &H
         rec.status = RunStatus::Failed { error: format!("cannot create {}: {e}", dir.display()) };
         return rec;
     }
-    let mut ctx = RunCtx { exp, opt, dir, noise: None, instances: vec![], applied: false, rec, oci: variant.oci.clone(), closed_loop: None };
+    let mut ctx = RunCtx { exp, opt, dir, noise: None, instances: vec![], applied: false, rec, oci: variant.oci.clone(), closed_loop: None, refused: None };
     let outcome = execute(&mut ctx, cell, &layout, facts, &workloads);
     // Before teardown: the workloads' lives (the emulators end with their window), not the reset.
     ctx.rec.stolen = procfs::stolen_between(&steal_at_start, &procfs::stolen_s());
@@ -283,9 +288,13 @@ fn run_one(exp: &Experiment, cell: &Cell, seq: usize, repetition: u32, facts: &H
         errors.push(e);
     }
     teardown(&mut ctx, &mut errors);
+    let ctx_refused = ctx.refused.take();
     let mut rec = ctx.rec;
     rec.wall_s = t0.elapsed().as_secs_f64();
-    rec.status = if !errors.is_empty() {
+    rec.status = if let (Some(reason), [_]) = (ctx_refused, errors.as_slice()) {
+        // Refused, and the teardown after it clean: the layout did not fit this host.
+        RunStatus::Refused { reason }
+    } else if !errors.is_empty() {
         RunStatus::Failed { error: errors.join("\n") }
     } else if opt.stop.load(Ordering::SeqCst) {
         RunStatus::Interrupted
@@ -407,7 +416,9 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
         let plan = rtslice_plan::plan(&spec, &node_facts);
         if !plan.all_admitted() {
             let why: Vec<String> = plan.rejected.iter().map(|r| format!("{}: {}", r.name, r.reason)).collect();
-            return Err(format!("the planner rejected the {} layout: {}", cell.strategy, why.join("; ")));
+            let reason = format!("the planner rejected the {} layout: {}", cell.strategy, why.join("; "));
+            ctx.refused = Some(reason.clone());
+            return Err(reason);
         }
         // What the planner sized (the `slo` strategy), and where it put each reservation.
         for w in plan.workloads.iter().filter(|w| w.sizing.is_some() || layout.placements.iter().any(|p| p.name == w.name && p.planner_placed())) {
@@ -459,8 +470,14 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
             Ok(a) => a,
             Err(first) => {
                 nap(Duration::from_secs(1), &opt.stop);
-                let a = rtslice_host::apply(&plan, rtslice_host::OciDefaults::default(), &opts)
-                    .map_err(|e| format!("apply ({} layout), tried twice 1 s apart: {e} (first attempt: {first})", cell.strategy))?;
+                let a = rtslice_host::apply(&plan, rtslice_host::OciDefaults::default(), &opts).map_err(|e| {
+                    let msg = format!("apply ({} layout), tried twice 1 s apart: {e} (first attempt: {first})", cell.strategy);
+                    // The kernel's admission (or apply's own) said no before anything was touched.
+                    if matches!(e, rtslice_host::HostError::Rejected(_)) {
+                        ctx.refused = Some(msg.clone());
+                    }
+                    msg
+                })?;
                 ctx.rec.notes.push(format!("apply succeeded on the second attempt; the first failed: {first}"));
                 a
             }

@@ -248,6 +248,25 @@ blocks:
     }
 
     #[test]
+    fn a_layout_that_did_not_fit_is_reported_as_such_not_as_a_failure() {
+        let mut r = synth();
+        let x = r.runs.iter_mut().find(|x| x.cell == "lat/user/dedicated" && x.repetition == 0).unwrap();
+        x.status = RunStatus::Refused { reason: "the planner rejected the dedicated layout: vbs: no CPU left".into() };
+        x.instances.clear();
+        let secs = sections(&r);
+        let overview = secs.iter().find(|s| s.id == "overview").unwrap();
+        assert!(
+            overview.items.iter().any(|it| matches!(it, Item::Para(p) if p.contains("1 failed") && p.contains("1 did not fit (refused by admission"))),
+            "{:?}",
+            overview.items
+        );
+        let p = table(&secs, "Runs that did not complete");
+        let row = p.rows.iter().find(|row| row[2] == "did not fit").expect("the refusal is listed");
+        assert!(row[3].contains("no CPU left"), "{row:?}");
+        assert_eq!(p.rows.iter().filter(|row| row[2] == "failed").count(), 1, "{:?}", p.rows);
+    }
+
+    #[test]
     fn html_is_self_contained_and_escaped() {
         let r = synth();
         let secs = sections(&r);

@@ -39,6 +39,7 @@ pub(super) fn overview(r: &Results) -> Section {
     let ok = r.runs.iter().filter(|x| x.status == RunStatus::Ok).count();
     let failed = r.runs.iter().filter(|x| matches!(x.status, RunStatus::Failed { .. })).count();
     let skipped = r.runs.iter().filter(|x| matches!(x.status, RunStatus::Skipped { .. })).count();
+    let refused = r.runs.iter().filter(|x| matches!(x.status, RunStatus::Refused { .. })).count();
     let planned = r.cells.len() * e.repetitions as usize;
     let mut items = vec![];
     if !e.description.is_empty() {
@@ -46,12 +47,13 @@ pub(super) fn overview(r: &Results) -> Section {
     }
     items.push(Item::Para(format!(
         "{} cells × {} repetition(s), {} s measured after {} s warm-up per run{}; runs interleaved (every cell once per round). \
-         {ok} run(s) ok, {failed} failed, {skipped} skipped{}.",
+         {ok} run(s) ok, {failed} failed, {skipped} skipped{}{}.",
         r.cells.len(),
         e.repetitions,
         e.duration.as_secs_f64(),
         e.warmup.as_secs_f64(),
         if e.quick { " (--quick)" } else { "" },
+        if refused > 0 { format!(", {refused} did not fit (refused by admission: this host's capacity, not a failure)") } else { String::new() },
         if r.interrupted { format!(", stopped by Ctrl-C after {} of {planned} runs", r.runs.len()) } else { String::new() }
     )));
     // Headline: one row per cell, the few numbers an operator reads first.
@@ -643,6 +645,7 @@ pub(super) fn problems(r: &Results) -> Section {
         match &x.status {
             RunStatus::Failed { error } => t.rows.push(vec![x.seq.to_string(), x.cell.clone(), "failed".into(), error.clone()]),
             RunStatus::Skipped { reason } => t.rows.push(vec![x.seq.to_string(), x.cell.clone(), "skipped".into(), reason.clone()]),
+            RunStatus::Refused { reason } => t.rows.push(vec![x.seq.to_string(), x.cell.clone(), "did not fit".into(), reason.clone()]),
             RunStatus::Interrupted => t.rows.push(vec![x.seq.to_string(), x.cell.clone(), "interrupted".into(), "Ctrl-C".into()]),
             RunStatus::Ok => {}
         }

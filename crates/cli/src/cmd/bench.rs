@@ -205,6 +205,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("interrupted: {} of {runs} runs done", results.runs.len());
         return Ok(ExitCode::from(130));
     }
+    let refused = results.runs.iter().filter(|r| matches!(r.status, RunStatus::Refused { .. })).count();
+    if refused > 0 {
+        println!("{refused} run(s) did not fit this host (refused by admission, nothing applied); the report lists why");
+    }
     if failed > 0 {
         super::error(format_args!("{failed} run(s) failed; see the report's \"Failed and skipped runs\" section"));
         return Ok(ExitCode::from(EXIT_FAILURE));

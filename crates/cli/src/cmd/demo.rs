@@ -32,6 +32,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Some((results, failed)) = run_and_summarize("demo", &exp, &args.out, !args.quiet.quiet, args.json.json)? else {
         return Ok(ExitCode::from(EXIT_FAILURE));
     };
+    let refused = results.runs.iter().filter(|r| matches!(r.status, rtslice_bench::results::RunStatus::Refused { .. })).count();
+    if refused > 0 {
+        say(format!("{refused} run(s) did not fit this machine (refused by admission before anything was applied: its capacity, not a failure); the report says why."));
+    }
     if failed > 0 {
         say(format!("{failed} run(s) failed; the report lists why."));
     }
