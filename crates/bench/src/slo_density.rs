@@ -70,6 +70,35 @@ pub fn upper_bound(misses: u64, ttis: u64, confidence: f64) -> f64 {
     hi
 }
 
+/// The two-sided Clopper-Pearson interval on a miss ratio at `confidence` (each side at half the
+/// rest): (0, upper) with no miss, (lower, 1) with nothing but misses.
+pub fn interval(misses: u64, ttis: u64, confidence: f64) -> (f64, f64) {
+    if ttis == 0 {
+        return (0.0, 1.0);
+    }
+    let one_sided = 1.0 - (1.0 - confidence) / 2.0;
+    let upper = upper_bound(misses, ttis, one_sided);
+    if misses == 0 {
+        return (0.0, upper);
+    }
+    // The lower limit: the smallest p with P(X ≥ misses | ttis, p) ≥ alpha/2, i.e. where
+    // P(X ≤ misses − 1) falls to 1 − alpha/2 (it falls as p rises: bisect).
+    let target = one_sided;
+    let (mut lo, mut hi) = (0.0, misses as f64 / ttis as f64);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if binomial_cdf(misses - 1, ttis, mid) > target {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+        if hi - lo < hi * 1e-9 {
+            break;
+        }
+    }
+    (lo, upper)
+}
+
 /// The fewest TTIs that can claim `target` at `confidence`: with no miss at all.
 pub fn ttis_needed(target: f64, confidence: f64) -> u64 {
     ((1.0 - confidence).ln() / (1.0 - target).ln()).ceil() as u64
@@ -226,6 +255,19 @@ mod tests {
         }
         assert_eq!(upper_bound(3, 3, 0.95), 1.0);
         assert_eq!(upper_bound(0, 0, 0.95), 1.0);
+    }
+
+    /// Two-sided 95 % Clopper-Pearson limits, computed independently (beta quantiles
+    /// B(0.025; k, n−k+1) and B(0.975; k+1, n−k)).
+    #[test]
+    fn two_sided_interval_matches_published_limits() {
+        for (k, n, lo, hi) in [(5u64, 100u64, 0.016432, 0.112835), (1, 10, 0.002529, 0.445016), (20, 1000, 0.012258, 0.030720)] {
+            let (l, h) = interval(k, n, 0.95);
+            assert!((l - lo).abs() / lo < 3e-3 && (h - hi).abs() / hi < 3e-3, "k={k} n={n}: [{l}, {h}] vs [{lo}, {hi}]");
+        }
+        let (l, h) = interval(0, 1000, 0.95);
+        assert_eq!(l, 0.0);
+        assert!((h - 0.003682).abs() < 1e-5, "{h}");
     }
 
     fn run(strategy: Strategy, n: usize, misses: &[u64], ttis: u64) -> RunPoint {

@@ -187,6 +187,16 @@ blocks:
         let row = head.rows.iter().find(|x| x[0] == "lat/user/none").unwrap();
         assert!(row.contains(&"5.00e-2".to_string()), "{row:?}");
         assert_eq!(head.rows.iter().find(|x| x[0] == "lat/user/dedicated").unwrap()[1], "1/2");
+        // Each miss ratio with its interval; a strategy against no isolation in the same scenario
+        // only where the intervals do not overlap: 0 of 1,000 TTIs against 100 of 2,000 is lower,
+        // 0 of 2,000 against 0 of 2,000 is noise.
+        let col = |name: &str| head.headers.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}: {:?}", head.headers));
+        let (ci, vs) = (col("95 % interval"), col("vs noA"));
+        let cell = |id: &str| head.rows.iter().find(|x| x[0] == id).unwrap();
+        assert_eq!(cell("lat/user/none")[ci], "[4.1e-2, 6.0e-2]");
+        assert_eq!(cell("lat/user/none")[vs], "");
+        assert_eq!(cell("lat/user/dedicated")[vs], "lower");
+        assert_eq!(cell("lat/idle/dedicated")[vs], "within noise");
         // Study A's table: rows = threads, bucket × scenario columns.
         let lat = table(&secs, "Scheduling latency, noA");
         assert_eq!(lat.headers[1], "0–1 µs idle");
