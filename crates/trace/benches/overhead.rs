@@ -252,14 +252,7 @@ fn measure(cond: Cond, pp: &PingPong, n: u64, cpu: usize, all_cpus: &[usize]) ->
                     )
                     .expect("rtslice BPF tracer");
                     ready_tx.send(()).unwrap();
-                    let mut next = Instant::now() + Duration::from_secs(1);
-                    while !done.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(20));
-                        if Instant::now() >= next {
-                            let _ = session.snapshot();
-                            next += Duration::from_secs(1);
-                        }
-                    }
+                    snapshot_every_second_until(&session, &done);
                     session.finish()
                 })
             };
@@ -418,6 +411,12 @@ fn serve(pid: u32) {
             done.store(true, Ordering::Relaxed);
         });
     }
+    snapshot_every_second_until(&session, &done);
+    session.finish();
+}
+
+/// Keeps a tracer session as the daemon does (a snapshot read every second) until `done`.
+fn snapshot_every_second_until(session: &TraceSession, done: &AtomicBool) {
     let mut next = Instant::now() + Duration::from_secs(1);
     while !done.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(20));
@@ -426,7 +425,6 @@ fn serve(pid: u32) {
             next += Duration::from_secs(1);
         }
     }
-    session.finish();
 }
 
 fn main() {
