@@ -515,9 +515,24 @@ pub(crate) fn workload_rules(txn: &mut Txn, p: &Prepared) -> Result<()> {
     }
     let threads = crate::rules::workload_threads(&p.group.cpuset);
     let names: Vec<(i32, String)> = threads.iter().map(|(_, tid, comm)| (*tid, comm.clone())).collect();
+    let assigned = rules.assign(&names);
+    // The bandwidth a reclaiming pool's threads hold now against what this plan gives the pool: the
+    // agent's split (below) is kept only while it fits the pool. A resize that shrinks the
+    // reservation must shrink the threads whatever split they hold — kept, the old budget stayed in
+    // force until the agent's next re-split, and the kernel counted it against what the shrink had
+    // freed (a node resize from 25 % to 15 % left 250 ms in the guests, cgroup v2, 29 November).
+    let bw = |a: SchedAttr| match a {
+        SchedAttr::Deadline { runtime_ns, period_ns, .. } if period_ns > 0 => runtime_ns as f64 / period_ns as f64,
+        _ => 0.0,
+    };
+    let pool: Vec<&(i32, crate::rules::Wanted)> =
+        assigned.iter().filter(|(_, w)| matches!(w.policy, Some(SchedAttr::Deadline { reclaim: true, .. }))).collect();
+    let pool_planned: f64 = pool.iter().filter_map(|(_, w)| w.policy).map(bw).sum();
+    let pool_held: f64 = pool.iter().filter_map(|(tid, _)| crate::sched::get_attr(*tid).ok()).map(bw).sum();
+    let split_fits = pool_held <= pool_planned * (1.0 + 1e-6);
     // A SCHED_DEADLINE rule's budget is split over every thread it matches; threads the agent already
     // ruled (born since launch) shrink before any thread takes more.
-    for (tid, w) in crate::rules::shrink_first(rules.assign(&names)) {
+    for (tid, w) in crate::rules::shrink_first(assigned) {
         let comm = names.iter().find(|(t, _)| *t == tid).map(|(_, c)| c.as_str()).unwrap_or("?");
         let deadline = matches!(w.policy, Some(SchedAttr::Deadline { .. }));
         // A reclaiming pool's thread the agent has already given its share: the agent runs from
@@ -530,7 +545,7 @@ pub(crate) fn workload_rules(txn: &mut Txn, p: &Prepared) -> Result<()> {
                 && matches!(crate::sched::get_attr(tid), Ok(SchedAttr::Deadline { .. }))
                 && crate::rules::conforms(tid, &w).is_ok()
         };
-        if agent_ruled() {
+        if split_fits && agent_ruled() {
             continue;
         }
         let r = (|| {

@@ -624,7 +624,17 @@ fn deadline_workloads_on_the_same_cpus_share_a_partition() {
         assert_eq!(read(part.join("cpuset.cpu_exclusive")), "1");
     }
     let a = views_in(&part, "a");
-    node.deploy(&deadline_reserved("b", on, 300)).expect("b shares a's partition");
+    // b reclaims (a demand pool the agent splits, as a spec's reservation does by default).
+    let reclaiming = |mut s: Setup| {
+        s.workloads[0].reclaim = true;
+        for r in &mut s.workloads[0].threads {
+            if let Some(SchedAttr::Deadline { reclaim, .. }) = r.policy.as_mut() {
+                *reclaim = true;
+            }
+        }
+        s
+    };
+    node.deploy(&reclaiming(deadline_reserved("b", on, 300))).expect("b shares a's partition");
     assert_eq!(views_in(&part, "a"), a, "deploying b touched a");
     for n in ["a", "b"] {
         let rec = node.record(&name(n)).unwrap().unwrap();
@@ -646,9 +656,16 @@ fn deadline_workloads_on_the_same_cpus_share_a_partition() {
     let e = node.deploy(&deadline_reserved("big", on, 500)).unwrap_err();
     assert!(e.to_string().contains("would sum to 100.0%"), "{e}");
     assert_eq!(views_in(&part, "a"), a, "a refused deploy touched a");
-    // A resize of b in place keeps it in the partition.
-    node.resize(&deadline_reserved("b", on, 100)).expect("shrink b");
+    // A resize of b in place keeps it in the partition, and its thread holds the smaller budget at
+    // once (a pool's split is the agent's only while it fits the pool).
+    node.resize(&reclaiming(deadline_reserved("b", on, 100))).expect("shrink b");
     assert_eq!(views_in(&part, "a"), a, "resizing b touched a");
+    let b_pid = node.record(&name("b")).unwrap().unwrap().workloads[0].pids[0].pid;
+    assert!(
+        matches!(rtslice_host::sched::get_attr(b_pid), Ok(SchedAttr::Deadline { runtime_ns: 100_000_000, reclaim: true, .. })),
+        "b after its shrink: {:?}",
+        rtslice_host::sched::get_attr(b_pid)
+    );
     assert_consistent(&node);
     node.remove(&name("a")).expect("remove a");
     assert!(part.exists(), "b is still in it");
