@@ -55,19 +55,24 @@ pub fn upper_bound(misses: u64, ttis: u64, confidence: f64) -> f64 {
         return 1.0 - alpha.powf(1.0 / ttis as f64);
     }
     // The CDF falls as p rises: bisect for the p where it crosses alpha.
-    let (mut lo, mut hi) = (misses as f64 / ttis as f64, 1.0);
+    bisect(misses as f64 / ttis as f64, 1.0, |p| binomial_cdf(misses, ttis, p) > alpha).1
+}
+
+/// Bisects [lo, hi] for where `below` (true below the crossing, false above it) changes, to a
+/// relative 1e-9: the bracket around the crossing.
+fn bisect(mut lo: f64, mut hi: f64, below: impl Fn(f64) -> bool) -> (f64, f64) {
     for _ in 0..200 {
         let mid = 0.5 * (lo + hi);
-        if binomial_cdf(misses, ttis, mid) > alpha {
+        if below(mid) {
             lo = mid;
         } else {
             hi = mid;
         }
-        if hi - lo < lo * 1e-9 {
+        if hi - lo < hi * 1e-9 {
             break;
         }
     }
-    hi
+    (lo, hi)
 }
 
 /// The two-sided Clopper-Pearson interval on a miss ratio at `confidence` (each side at half the
@@ -83,20 +88,8 @@ pub fn interval(misses: u64, ttis: u64, confidence: f64) -> (f64, f64) {
     }
     // The lower limit: the smallest p with P(X ≥ misses | ttis, p) ≥ alpha/2, i.e. where
     // P(X ≤ misses − 1) falls to 1 − alpha/2 (it falls as p rises: bisect).
-    let target = one_sided;
-    let (mut lo, mut hi) = (0.0, misses as f64 / ttis as f64);
-    for _ in 0..200 {
-        let mid = 0.5 * (lo + hi);
-        if binomial_cdf(misses - 1, ttis, mid) > target {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-        if hi - lo < hi * 1e-9 {
-            break;
-        }
-    }
-    (lo, upper)
+    let lower = bisect(0.0, misses as f64 / ttis as f64, |p| binomial_cdf(misses - 1, ttis, p) > one_sided).0;
+    (lower, upper)
 }
 
 /// The fewest TTIs that can claim `target` at `confidence`: with no miss at all.
