@@ -68,6 +68,14 @@ fn pool_setup(name: &str, cpu: &str, runtime_ms: u64, period_ms: u64, launch: La
     }
 }
 
+/// Resets the state directory `dir`, then checks the root group's budget is back at `root_before`
+/// and the host at its snapshot `before` (a cleanup guard's reset after this one is a no-op).
+fn reset_and_check(dir: &Path, root_before: &str, before: &std::collections::BTreeMap<String, String>) {
+    reset(&StateDir::new(dir), ResetOptions::default()).unwrap();
+    assert_eq!(read(root_rt_max()), root_before, "reset gives the root its budget back");
+    assert_same(before, &snapshot());
+}
+
 fn sleeper() -> Launch {
     Launch::Command { argv: vec!["sleep".into(), "120".into()], env: vec![], cwd: None }
 }
@@ -163,10 +171,7 @@ fn four_forked_fifo_workers_share_one_group_budget() {
     assert!(share >= floor, "{:.1} % of a CPU: the budget was not given (floor {:.0} %)", share * 100.0, floor * 100.0);
     let st = status(&StateDir::new(dir.path())).unwrap();
     assert!(st.drift.is_empty(), "{:?}", st.drift);
-    reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
-    drop(_cleanup);
-    assert_eq!(read(root_rt_max()), root_before, "reset gives the root its budget back");
-    assert_same(&before, &snapshot());
+    reset_and_check(dir.path(), &root_before, &before);
 }
 
 /// The root group's budget is raised only as far as the kernel requires: a root that holds the
@@ -619,12 +624,5 @@ fn an_eight_worker_pool_completes_every_job_under_one_group_budget() {
     }
     assert_eq!(cgroup_of(pid), format!("/{}/{name}", parent_name()));
     assert!(status(&StateDir::new(dir.path())).unwrap().drift.is_empty());
-    reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
-    drop(_cleanup);
-    assert_eq!(
-        read(root_rt_max()),
-        root_before,
-        "reset gives the root its budget back"
-    );
-    assert_same(&before, &snapshot());
+    reset_and_check(dir.path(), &root_before, &before);
 }
