@@ -221,13 +221,17 @@ RTSLICE_BIN=$(cat "$OUT/rtslice.bin")
 # The guest mounts a tmpfs on the state directory; its mount point must exist on the shared root.
 mkdir -p /var/lib/rtslice
 
+# The tests a row runs (an extended regex; empty: all): RTSLICE_KERNELS_TESTS, else the row's own
+# `tests` line, else `tests *` — what the row is given and what its result line says.
+row_filter() { echo "${RTSLICE_KERNELS_TESTS:-${GTESTS[$1]:-$DEFAULT_TESTS}}"; }
+
 # ---- one guest -------------------------------------------------------------------------------------
 run_guest() {
   local g=$1 dir=${KDIR[${GKERNEL[$1]}]} res="$OUT/$1" vmlinuz rc t0 last
   mkdir -p "$res"
   cp "$OUT/tests.list" "$res/tests.list"; echo "$RTSLICE_BIN" >"$res/rtslice.bin"
   # The guest's own subset (matrix.conf `tests`), unless RTSLICE_KERNELS_TESTS names the tests to run.
-  local filter=${RTSLICE_KERNELS_TESTS:-${GTESTS[$1]:-$DEFAULT_TESTS}}
+  local filter; filter=$(row_filter "$1")
   if [ -n "$filter" ]; then echo "$filter" >"$res/tests.filter"; else rm -f "$res/tests.filter"; fi
   echo "${GHAS[$1]:-}" | xargs >"$res/expect"
   [ -n "${RTSLICE_KERNELS_SCRIPT:-}" ] && cp "$RTSLICE_KERNELS_SCRIPT" "$res/script.sh"
@@ -268,7 +272,7 @@ run_native() {
   local res="$OUT/host" t0
   mkdir -p "$res"
   cp "$OUT/tests.list" "$res/tests.list"; echo "$RTSLICE_BIN" >"$res/rtslice.bin"
-  local filter=${RTSLICE_KERNELS_TESTS:-$DEFAULT_TESTS}
+  local filter; filter=$(row_filter host)
   if [ -n "$filter" ]; then echo "$filter" >"$res/tests.filter"; else rm -f "$res/tests.filter"; fi
   t0=$(date +%s)
   # Natively, tests queue for the host-wide KernelLock behind other users' kernel tests (normal on a
@@ -317,7 +321,7 @@ for g in "${GUESTS[@]}" host; do
   bad=$(grep -E '^(FAILED|TIMEOUT) ' "$res/results.txt" 2>/dev/null | awk '{print $2 " (" $1 " after " substr($NF, 2, length($NF) - 2) ")"}' | tr '\n' ' ')
   nbad=$(grep -cE '^(FAILED|TIMEOUT) ' "$res/results.txt" 2>/dev/null)
   if [ "$g" = host ]; then what="this host $(uname -r), $(nproc) CPUs, native"
-  else what="${KNAME[${GKERNEL[$g]}]}, ${GCPUS[$g]} vCPUs, cgroup v2${GEXTRA[$g]:+, ${GEXTRA[$g]}}${RTSLICE_KERNELS_TESTS:+, tests $RTSLICE_KERNELS_TESTS}${RTSLICE_KERNELS_TESTS:-${GTESTS[$g]:+, tests ${GTESTS[$g]}}}"; fi
+  else what="${KNAME[${GKERNEL[$g]}]}, ${GCPUS[$g]} vCPUs, cgroup v2${GEXTRA[$g]:+, ${GEXTRA[$g]}}$(f=$(row_filter "$g"); echo "${f:+, tests $f}")"; fi
   why=""
   if [ -f "$res/killed" ]; then why=$(cat "$res/killed")
   elif [ ! -f "$res/done" ] && grep -aq 'Kernel panic' "$res/console.log" 2>/dev/null; then
