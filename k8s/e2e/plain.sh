@@ -48,7 +48,7 @@ plain_pods() {
   # 1. A pod runs to completion and its output comes back through the apiserver -> kubelet path.
   t=$(date +%s)
   pod_yaml hello "$BUSYBOX_IMAGE" '["/bin/sh", "-c", "echo hello from a pod on $(uname -n)"]' | kc apply -f - >/dev/null
-  if wait_for 90 "pod hello Succeeded" "$K8S_LOGS/kubelet.log" phase_is hello Succeeded 2>/dev/null; then
+  if wait_for 240 "pod hello Succeeded" "$K8S_LOGS/kubelet.log" phase_is hello Succeeded 2>/dev/null; then
     out=$(kc logs hello 2>&1)
     if [ "$out" = "hello from a pod on $(uname -n)" ]; then pass "plain pod" "ran to completion in $(( $(date +%s) - t ))s, kubectl logs: $out"
     else fail "plain pod" "Succeeded, but kubectl logs says: $out"; fi
@@ -60,8 +60,8 @@ plain_pods() {
   # 2. A long-running pod's processes are in kubelet's own cgroups, and deleting the pod stops them
   # (busybox sh as PID 1 ignores SIGTERM unless it traps it) and removes the cgroup.
   pod_yaml sleeper "$BUSYBOX_IMAGE" '["/bin/sh", "-c", "trap \"exit 0\" TERM; while true; do sleep 1; done"]' | kc apply -f - >/dev/null
-  if ! wait_for 60 "pod sleeper Running" "$K8S_LOGS/kubelet.log" phase_is sleeper Running 2>/dev/null; then
-    fail "pod in kubelet's cgroups" "sleeper not Running after 60s: $(why_not sleeper)"; return
+  if ! wait_for 180 "pod sleeper Running" "$K8S_LOGS/kubelet.log" phase_is sleeper Running 2>/dev/null; then
+    fail "pod in kubelet's cgroups" "sleeper not Running after 180s: $(why_not sleeper)"; return
   fi
   cg=$(container_cgroup sleeper)
   pids=$(cat "$cg/cgroup.procs" 2>/dev/null | tr '\n' ' ')
@@ -72,12 +72,12 @@ plain_pods() {
   fi
   t=$(date +%s)
   kc delete pod sleeper --wait=false >/dev/null 2>&1
-  if wait_for 40 "pod sleeper deleted" "$K8S_LOGS/kubelet.log" pod_gone sleeper 2>/dev/null; then
+  if wait_for 120 "pod sleeper deleted" "$K8S_LOGS/kubelet.log" pod_gone sleeper 2>/dev/null; then
     local left=""
     for p in $pids; do [ -d /proc/$p ] && left="$left $p"; done
     if [ -z "$left" ] && [ ! -d "$cg" ]; then pass "pod deleted" "in $(( $(date +%s) - t ))s: processes gone, cgroup removed"
     else fail "pod deleted" "gone from the API but pids${left:- none} alive, cgroup $([ -d "$cg" ] && echo still there || echo removed)"; fi
   else
-    fail "pod deleted" "still in the API after 40s: $(why_not sleeper)"
+    fail "pod deleted" "still in the API after 120s: $(why_not sleeper)"
   fi
 }
