@@ -206,8 +206,18 @@ fn demand_split(spinner_period_ns: Option<u64>) {
         assert!(Instant::now() < deadline, "the workload never settled: {:?}", threads());
         std::thread::sleep(Duration::from_millis(50));
     }
+    // The one budget is never exceeded while the agent re-splits it (checked at every sample); the
+    // split reaches the busy thread within 3 s natively. A TCG guest's agent sees its demand
+    // windows stretched by the host (a CI run's rt-8cpu-iso guest, beside a cargo build: 15 ms of 40
+    // after 3 s, the idle threads still near the equal split), so there it is given up to 30 s: what
+    // is judged is where the split goes, not how fast.
+    let converge = Duration::from_secs_f64(rtslice_testkit::timing_bound("demand split convergence (s)", 3.0, 30.0));
+    let busy_holds_most = || {
+        let ts = threads();
+        ts.iter().find(|(_, c)| c == "spinner").is_some_and(|(t, _)| held_per_100ms(*t) > budget_ns / 2)
+    };
     let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(3) {
+    while t0.elapsed() < Duration::from_secs(3) || (t0.elapsed() < converge && !busy_holds_most()) {
         // A consistent sample: the agent may re-split between two reads (shrinking one thread, then
         // growing another), so read until two passes agree.
         let (ts, total) = loop {
@@ -230,7 +240,7 @@ fn demand_split(spinner_period_ns: Option<u64>) {
         spinner_period_ns,
         budget_ns / 4
     );
-    assert!(spinner > budget_ns / 2, "the busy thread holds most of the budget after 3 s: {spinner} ns, others {others:?}");
+    assert!(spinner > budget_ns / 2, "the busy thread holds most of the budget after {:.1} s: {spinner} ns, others {others:?}", t0.elapsed().as_secs_f64());
     assert!(others.iter().all(|&o| o > 0 && o < spinner), "the idle ones keep a part: {others:?}");
     for (tid, comm) in &ts {
         let SchedAttr::Deadline { period_ns, deadline_ns, reclaim: true, .. } = sched::get_attr(*tid).unwrap() else {

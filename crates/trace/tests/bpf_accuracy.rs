@@ -443,10 +443,11 @@ fn demand_profile_counts_long_slices_in_full() {
     // run (three guests at once on a noisy host, 2026-11-26 23:45) the 6.1 guest's profile read
     // 0.9729 against schedstat's 0.9844 (the other guests: gaps 0.0007 and 0.0015), and in a
     // clean-clone `make test` (2026-11-27 09:30) the 8-vCPU guest's 0.9602 against 0.9967 (gap
-    // 0.0365; the 4-vCPU guests passed). A guest's bound of 0.05 still fails what this test is for
-    // there: a profiler that spreads only part of each slice read 0.07 against 0.99.
+    // 0.0365; the 4-vCPU guests passed), and in a clean-clone run beside a cargo build (2026-12-01)
+    // the 6.1 guest's 0.9262 against 0.9775 (gap 0.0513). A guest's bound of 0.15 still fails what
+    // this test is for there: a profiler that spreads only part of each slice read 0.07 against 0.99.
     // The ends and the clocks' residual either way; above, also the first slice's steal.
-    let bound = rtslice_testkit::timing_bound("demand share gap", 0.002 + 0.003, 0.05);
+    let bound = rtslice_testkit::timing_bound("demand share gap", 0.002 + 0.003, 0.15);
     let above = bound + stolen_share + 0.005;
     assert!(
         prof_share - sched_share <= above && sched_share - prof_share <= bound,
