@@ -21,9 +21,10 @@ CACHE=${RTSLICE_KERNELS_CACHE:-/var/cache/rtslice-kernels}
 # Three at once: the HCBS row (listed last, a subset of the tests) starts when the first Debian guest
 # ends; run as a fourth at once it would slow all three on a 2-CPU machine by about a third.
 PARALLEL=${RTSLICE_KERNELS_PARALLEL:-3}
-# Three guests at once on a 2-CPU host took 367-475 s each (rt-8cpu-iso the longest) with other
-# builds running; 900 s kills a hung guest while leaving a loaded machine its margin.
-GUEST_TIMEOUT=${RTSLICE_KERNELS_GUEST_TIMEOUT:-1500}
+# A bound for a hung guest, with a loaded machine's margin: rows took 308-1,160 s in CI's runs, and
+# in a clean-clone run here beside a cargo-deb build and a cargo check (2026-12-01) two rows were
+# killed at the former 1,500 s with tests left. 2,400 s still ends a run within CI's 90 minutes.
+GUEST_TIMEOUT=${RTSLICE_KERNELS_GUEST_TIMEOUT:-2400}
 MEM=${RTSLICE_KERNELS_MEM:-2G}
 NATIVE_TIMEOUT=${RTSLICE_KERNELS_NATIVE_TIMEOUT:-3600}
 T0=$(date +%s)
