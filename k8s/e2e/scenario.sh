@@ -121,7 +121,7 @@ scenario() {
     wait_for 180 "the inventory annotation of Node $n" "$K8S_LOGS/$logn.log" has_inventory "$n" || ok=""
   done
   if [ -n "$ok" ]; then pass "scenario: inventories" "published on $K8S_NODE and $SCN_INVENTORY_NODES inventory-only nodes"
-  else fail "scenario: inventories" "not every Node got rtslice.io/inventory within 60s"; return; fi
+  else fail "scenario: inventories" "not every Node got rtslice.io/inventory within 180s"; return; fi
   # kube-scheduler again, now with the extender.
   stop kube-scheduler 10
   start_scheduler "http://127.0.0.1:$EXTENDER_PORT" 2>"$K8S_LOGS/scheduler-extender.err" \
