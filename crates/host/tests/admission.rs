@@ -129,6 +129,6 @@ fn twenty_applies_of_an_attached_five_thread_stack_succeed_first_try() {
         took.get(took.len() / 2),
         took.last()
     );
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
     assert_eq!(first_try, 20, "{failures:#?}");
 }

@@ -163,7 +163,7 @@ fn a_devices_irqs_follow_its_workload_and_reset_restores_them() {
     assert!(st.drift.is_empty(), "{:?}", st.drift);
     eprintln!("{} ({}): {moved} IRQ(s) moved to CPU {cpu}, {managed} managed left alone; {} change(s) journaled", dev.address, dev.driver.as_deref().unwrap_or("-"), applied.changes);
     reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
 }
 
 #[test]
@@ -189,7 +189,7 @@ fn a_missing_or_driverless_device_is_refused_before_anything_is_touched() {
         let msg = e.to_string();
         assert!(msg.contains(says) && (msg.contains("lspci -D") || msg.contains("drivers_probe")), "{msg}");
         assert!(StateDir::new(dir.path()).load().unwrap().is_none_or(|s| s.changes.is_empty()), "nothing journaled");
-        assert_same(&before, &snapshot());
+        assert_restored(&before);
         eprintln!("{}: {msg}", dev.address);
     }
 }
@@ -247,5 +247,5 @@ fn a_containers_device_node_and_its_cgroup_rule_are_there_and_it_reads_where_the
     }
     eprintln!("{}: {} ({}:{}) is in the container with the host's numbers", dev.address, node.path.display(), node.major, node.minor);
     reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
 }

@@ -92,7 +92,7 @@ fn host_smoke_example_applies_with_each_mechanism_and_resets() {
         assert!(st.drift.is_empty(), "{mech}: {:?}", st.drift);
         assert_eq!(st.mechanism, Some(mech));
         reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
-        assert_same(&before, &snapshot());
+        assert_restored(&before);
     }
 }
 
@@ -142,7 +142,7 @@ fn study_b_example_scaled_to_this_host_uses_rt_groups_for_overlapping_reservatio
     assert_eq!(st.workloads.len(), plan.workloads.len());
     assert!(st.workloads.iter().all(|w| w.pids.len() == 1));
     reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
 }
 
 #[test]
@@ -179,7 +179,7 @@ fn study_a_example_scaled_dedicated_cpu_with_wide_affinity_and_fifo_rule() {
     assert_eq!(sched::get_affinity(pid).unwrap(), CpuList::from_cpus([cpu]));
     assert!(status(&StateDir::new(dir.path())).unwrap().drift.is_empty());
     reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
 }
 
 /// Every shipped example whose node fits this host's CPUs (and boot isolation) is planned, applied
@@ -224,12 +224,12 @@ fn every_shipped_example_that_fits_applies_resets_and_rolls_back_at_every_step()
             Ok(a) => a,
             Err(rtslice_host::HostError::Rejected(why)) => {
                 skipped.push(format!("{name}: this host's admission rejects it: {why}"));
-                assert_same(&before, &snapshot());
+                assert_restored(&before);
                 continue;
             }
             Err(e) => {
                 // Go on with the other examples (each one's failure is reported at the end).
-                assert_same(&before, &snapshot());
+                assert_restored(&before);
                 failed.push(format!("{name}: {e}"));
                 continue;
             }
@@ -248,7 +248,7 @@ fn every_shipped_example_that_fits_applies_resets_and_rolls_back_at_every_step()
         let st = status(&StateDir::new(state.path())).unwrap();
         assert!(st.drift.is_empty(), "{name}: {:?}", st.drift);
         reset(&StateDir::new(state.path()), ResetOptions::default()).unwrap();
-        assert_same(&before, &snapshot());
+        assert_restored(&before);
         // Fault injection at every step of this example's apply.
         for k in 0..applied.changes {
             let o = ApplyOptions { fault: rtslice_host::Fault { fail_change: Some(k) }, ..opts.clone() };
@@ -260,7 +260,7 @@ fn every_shipped_example_that_fits_applies_resets_and_rolls_back_at_every_step()
                 other => panic!("{name}, change {k}: expected a failed step, got {:?}", other.map(|a| a.changes)),
             }
             assert!(!state.path().join("state.json").exists(), "{name}, change {k}: state removed after rollback");
-            assert_same(&before, &snapshot());
+            assert_restored(&before);
         }
         drop(cleanup);
         applied_names.push(name.clone());
@@ -359,7 +359,7 @@ fn plan_prints_exactly_what_apply_writes_for_every_example_that_fits() {
             let st = status(&StateDir::new(dir.path())).unwrap();
             assert!(st.drift.is_empty(), "{name} {mech}: {:?}", st.drift);
             drop(_cleanup);
-            assert_same(&before, &snapshot());
+            assert_restored(&before);
             eprintln!("MEASURED: {name} under {mech}: plan's kernel parameters = what apply wrote");
         }
     }
@@ -538,14 +538,14 @@ fn plan_equals_apply_over_generated_specs() {
                 Err(rtslice_host::HostError::Rejected(e)) => prop_assert!(e.contains(why.as_str()), "{e}\n{text}"),
                 other => return Err(TestCaseError::fail(format!("plan refused ({why}), apply: {:?}\n{text}", other.map(|a| a.changes)))),
             }
-            assert_same(&before, &snapshot());
+            assert_restored(&before);
             eprintln!("MEASURED: refused by plan and apply alike: {why}");
             return Ok(());
         }
         let applied = match apply(&plan, OciDefaults::default(), &opts) {
             Ok(a) => a,
             Err(e) => {
-                assert_same(&before, &snapshot());
+                assert_restored(&before);
                 return Err(TestCaseError::fail(format!("plan admitted it (rejected: {:?}), apply refused: {e}\n{text}", plan.rejected)));
             }
         };
@@ -554,7 +554,7 @@ fn plan_equals_apply_over_generated_specs() {
         let st = status(&StateDir::new(dir.path())).unwrap();
         prop_assert!(st.drift.is_empty(), "{:?}\n{}", st.drift, text);
         drop(cleanup);
-        assert_same(&before, &snapshot());
+        assert_restored(&before);
         eprintln!("MEASURED: plan == apply under {} for {} workload(s), {compared} thread(s) compared", k.mechanism, plan.workloads.len());
         applied_under.borrow_mut().push(k.mechanism.to_string());
         Ok(())

@@ -73,7 +73,7 @@ fn pool_setup(name: &str, cpu: &str, runtime_ms: u64, period_ms: u64, launch: La
 fn reset_and_check(dir: &Path, root_before: &str, before: &std::collections::BTreeMap<String, String>) {
     reset(&StateDir::new(dir), ResetOptions::default()).unwrap();
     assert_eq!(read(root_rt_max()), root_before, "reset gives the root its budget back");
-    assert_same(before, &snapshot());
+    assert_restored(before);
 }
 
 fn sleeper() -> Launch {
@@ -266,13 +266,13 @@ fn a_failed_apply_gives_the_root_its_budget_back() {
                 assert!(e.to_string().contains("rolled back"), "fault at change {fail}: {e}");
                 raised |= e.to_string().contains("cpu.rt.max");
                 assert_eq!(read(root_rt_max()), root_before, "fault at change {fail}");
-                assert_same(&before, &snapshot());
+                assert_restored(&before);
             }
         }
     }
     assert!(raised || root_before != "0 1000000", "a fault hit the root's budget raise");
     assert_eq!(read(root_rt_max()), root_before);
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
 }
 
 /// The node service under HCBS: each deploy raises the root's budget to what the groups need before
@@ -331,7 +331,7 @@ fn the_node_keeps_the_root_budget_at_what_its_workloads_need() {
     node.reset().unwrap_or_else(|e| panic!("node reset: {e}"));
     drop(_cleanup);
     assert_eq!(read(&root), root_before, "reset gives the root its budget back");
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
 }
 
 /// `rtslice plan --mechanism hcbs` prints exactly what apply writes, for every shipped example that
@@ -413,7 +413,7 @@ fn plan_prints_exactly_the_cpu_rt_max_values_apply_writes() {
         assert!(st.drift.is_empty(), "{name}: {:?}", st.drift);
         drop(cleanup);
         assert_eq!(read(root_rt_max()), root_before, "{name}: reset gives the root back");
-        assert_same(&before, &snapshot());
+        assert_restored(&before);
         eprintln!("MEASURED: {name} under hcbs: plan's cpu.rt.max values = what apply wrote (root {root_now})");
     }
     assert!(compared > 0, "at least one example fits this host and has ruled threads");

@@ -136,7 +136,7 @@ fn rt_group_apply_sets_every_file_and_reset_restores_them() {
     let report = reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
     assert_eq!(report.stopped, 2);
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists() || read(format!("/proc/{pid}/stat")).contains(") Z"));
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
     assert!(!dir.path().join("state.json").exists());
 }
 
@@ -189,7 +189,7 @@ fn deadline_thread_pinned_through_a_partition_runs_and_is_admitted() {
     let st = status(&StateDir::new(dir.path())).unwrap();
     assert!(st.drift.is_empty(), "{:?}", st.drift);
     reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
 }
 
 #[test]
@@ -217,7 +217,7 @@ fn over_budget_request_is_rejected_before_anything_is_touched() {
         assert!(matches!(err, HostError::Rejected(_)), "{err}");
         assert!(err.to_string().contains("CPU 1 would carry 120.0%"), "{err}");
         assert!(!dir.path().join("state.json").exists(), "no state written");
-        assert_same(&before, &snapshot());
+        assert_restored(&before);
     }
 }
 
@@ -237,7 +237,7 @@ fn a_failure_at_any_step_rolls_back_exactly() {
     let _cleanup = reset_on_drop(dir.path());
     let n = applied.changes;
     reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
     assert!(n > 10, "{n} changes");
     // Fail at every change in turn, until an apply makes them all with the fault index past the last
     // one: then every step has had its fault injected and rolled back.
@@ -249,7 +249,7 @@ fn a_failure_at_any_step_rolls_back_exactly() {
                 // workers coming and going: root-cgroup affinities are one change).
                 assert_eq!((k, applied.changes), (n, n), "no fault left to inject at change {k}, but the first apply made {n} changes");
                 reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
-                assert_same(&before, &snapshot());
+                assert_restored(&before);
                 break;
             }
             Err(e) => e,
@@ -260,7 +260,7 @@ fn a_failure_at_any_step_rolls_back_exactly() {
         }
         assert!(err.to_string().contains(&format!("injected fault at change #{k}:")), "change {k}: {err}");
         assert!(!dir.path().join("state.json").exists(), "change {k}: state removed after a clean rollback");
-        assert_same(&before, &snapshot());
+        assert_restored(&before);
     }
 }
 
@@ -297,7 +297,7 @@ fn a_real_kernel_refusal_mid_apply_rolls_back() {
     let text = err.to_string();
     assert!(text.contains("thread rules of"), "the error names the step: {text}");
     assert!(text.contains("sched_setattr"), "{text}");
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
 }
 
 #[test]
@@ -349,7 +349,7 @@ fn reset_after_a_crashed_apply_restores_the_host() {
     assert!(st.applied && st.drift.is_empty(), "{:?}", st.drift);
     let r = reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
     assert_eq!(r.stopped, 2, "the launched workloads of the dead apply are stopped");
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
 }
 
 #[test]
@@ -385,7 +385,7 @@ fn attach_moves_an_existing_process_and_reset_gives_it_back_alive() {
     assert!(child.try_wait().unwrap().is_none(), "an attached process is not killed");
     assert_eq!(read(format!("/proc/{pid}/cgroup")), cg_before);
     assert_eq!(sched::get_attr(pid).unwrap(), SchedAttr::Other { nice: 0 });
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
     child.kill().unwrap();
     child.wait().unwrap();
 }
@@ -427,7 +427,7 @@ fn fair_server_request_is_applied_or_reported_and_leaves_no_mount() {
     let st = status(&StateDir::new(dir.path())).unwrap();
     assert!(st.drift.is_empty(), "{:?}", st.drift);
     reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
     assert_eq!(read("/proc/mounts").lines().filter(|l| l.contains(" debugfs ")).count(), mounts_before);
 }
 
@@ -473,7 +473,7 @@ fn deadline_cfs_and_memory_knobs_of_the_driven_backend_are_set_and_reset_restore
     assert_eq!(st.mechanism, Some(Mechanism::Deadline));
     let report = reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
     assert_eq!(report.stopped, 2);
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
 }
 
 /// A best-effort workload marked idle gets `cpu.idle` 1 (SCHED_IDLE for the whole group).
@@ -507,7 +507,7 @@ fn idle_best_effort_group_sets_cpu_idle_and_reset_removes_it() {
     assert_eq!(cgroup_of(applied.workloads[0].pids[0].pid), format!("/{}/{name}", parent_name()));
     assert!(status(&StateDir::new(dir.path())).unwrap().drift.is_empty());
     reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
 }
 
 /// cgroup v2: another cgroup holds CPU 1 and rtslice is asked for a partition on it.
@@ -582,7 +582,7 @@ fn an_invalid_v2_partition_is_explained_and_rolled_back_exactly() {
     assert!(matches!(err, HostError::Rejected(_)), "{text}");
     assert!(text.contains(&intruder.display().to_string()) && text.contains("CPUs [1]"), "names the other partition: {text}");
     assert!(!dir.path().join("state.json").exists());
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
     assert_eq!(read(intruder.join("cpuset.cpus.partition")), "root", "the other partition is untouched");
     drop(guard);
 
@@ -632,7 +632,7 @@ fn an_invalid_v2_partition_is_explained_and_rolled_back_exactly() {
     assert!(text.contains("exclusive"), "explains the sibling's exclusive CPU: {text}");
     assert!(text.contains("rolled back"), "{text}");
     assert!(!dir.path().join("state.json").exists(), "state removed after a clean rollback");
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
     assert_eq!(read(reserver.join("cpuset.cpus.exclusive")), "2", "the sibling is untouched");
 }
 

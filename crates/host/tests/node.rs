@@ -392,7 +392,7 @@ fn workloads_come_and_go_one_at_a_time_and_the_others_never_notice() {
 
     node.reset().expect("reset the node");
     assert!(launched_processes().is_empty());
-    assert_same(before, &snapshot());
+    assert_restored(before);
 }
 
 #[test]
@@ -412,7 +412,7 @@ fn a_fault_at_any_step_of_deploy_resize_or_remove_rolls_back_that_operation_only
     node.deploy(&c).expect("deploy c");
     let n = node.status(&name("c")).unwrap().changes;
     node.remove(&name("c")).expect("remove c");
-    assert_same(&base_line, &snapshot());
+    assert_restored(&base_line);
     assert!(n >= 5, "{n} changes");
     for k in 0..n {
         node.set_fault(Fault { fail_change: Some(k) });
@@ -424,7 +424,7 @@ fn a_fault_at_any_step_of_deploy_resize_or_remove_rolls_back_that_operation_only
         assert!(e.to_string().contains("injected fault"), "{e}");
         node.set_fault(Fault::default());
         assert!(node.record(&name("c")).unwrap().is_none(), "no segment left after deploy fault {k}");
-        assert_same(&base_line, &snapshot());
+        assert_restored(&base_line);
         assert_eq!(views(&["a", "b"]), others, "deploy fault {k} touched the others");
     }
     eprintln!("deploy: {n} changes, each failed in turn, each rolled back exactly");
@@ -474,7 +474,7 @@ fn a_fault_at_any_step_of_deploy_resize_or_remove_rolls_back_that_operation_only
     }
     assert_consistent(&node);
     node.reset().expect("reset");
-    assert_same(before, &snapshot());
+    assert_restored(before);
 }
 
 /// Helper role for the crash test: open the node and run a scripted sequence of operations for
@@ -537,7 +537,7 @@ fn kill_9_at_random_points_then_the_node_recovers_without_drift_orphans_or_leaks
     let (node, _) = Node::open(opts(dir)).unwrap();
     node.reset().expect("reset");
     assert!(launched_processes().is_empty());
-    assert_same(before, &snapshot());
+    assert_restored(before);
 }
 
 #[test]
@@ -554,7 +554,7 @@ fn one_shot_apply_and_the_node_refuse_each_other() {
     let e = Node::open(opts(dir)).err().expect("a second open is refused").to_string();
     assert!(e.contains("another rtslice"), "{e}");
     node.reset().unwrap();
-    assert_same(before, &snapshot());
+    assert_restored(before);
 }
 
 /// A node whose daemon stopped (its workloads keep running) is given back by `reset`, the command
@@ -583,7 +583,7 @@ fn reset_undoes_a_stopped_nodes_workloads_and_base() {
     assert!(pids.iter().all(|p| !p.alive()), "reset stopped the workloads");
     assert!(!rtslice_host::node_active(&state));
     assert!(launched_processes().is_empty());
-    assert_same(before, &snapshot());
+    assert_restored(before);
 }
 
 /// A workload reserving `runtime_ms` every second on `on`, its sleep thread SCHED_DEADLINE.
@@ -677,7 +677,7 @@ fn deadline_workloads_on_the_same_cpus_share_a_partition() {
     assert_consistent(&node);
     node.reset().expect("reset the node");
     assert!(launched_processes().is_empty());
-    assert_same(before, &snapshot());
+    assert_restored(before);
 }
 
 /// What `view` shows of a workload whose cpuset group is inside a shared partition.

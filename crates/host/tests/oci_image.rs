@@ -375,5 +375,5 @@ fn podman_runs_a_local_image_under_the_reservation() {
     drop(cleanup);
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "the container's init is gone");
     assert_eq!(podman_cmd(&["ps", "-a", "--filter", &format!("name={cname}"), "--format", "{{.Names}}"]), "", "the container is removed");
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
 }

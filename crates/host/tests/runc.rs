@@ -62,7 +62,7 @@ struct AppliedSpinner {
     /// The container's id and its first process.
     id: String,
     pid: i32,
-    /// The kernel state before apply, for [`assert_same`] after reset.
+    /// The kernel state before apply, for [`assert_restored`] after reset.
     before: std::collections::BTreeMap<String, String>,
 }
 
@@ -107,7 +107,7 @@ fn runc_container_with_rt_budget_is_throttled_to_its_share() {
     assert_eq!(st.workloads[0].container.as_deref(), Some(id.as_str()));
     reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
     assert!(!std::path::Path::new(&format!("/proc/{pid}/stat")).exists() || read(format!("/proc/{pid}/stat")).contains(") Z"));
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
     for h in ["memory", "pids", "freezer", "cpuacct", "unified"] {
         assert!(!std::path::Path::new(&format!("/sys/fs/cgroup/{h}/rtslice")).exists(), "{h}/rtslice removed");
     }
@@ -139,7 +139,7 @@ fn runc_container_in_a_deadline_partition_is_throttled_to_its_budget() {
     assert!(st.drift.is_empty(), "{:?}", st.drift);
     reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
     assert!(!std::path::Path::new(&format!("/proc/{pid}/stat")).exists() || read(format!("/proc/{pid}/stat")).contains(") Z"));
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
 }
 
 /// A container whose deadline thread is asleep when it is stopped, having used part of its runtime:
@@ -176,6 +176,6 @@ fn stopping_a_container_whose_deadline_thread_sleeps_leaves_deadline_admission_w
     }
     eprintln!("the container's shell used {} ms and sleeps; stopping it", used() / 1_000_000);
     reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
-    assert_same(before, &snapshot());
+    assert_restored(before);
     rtslice_testkit::deadline::probe_admission().unwrap_or_else(|e| panic!("after the container was removed: {e}"));
 }

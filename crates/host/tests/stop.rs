@@ -63,7 +63,7 @@ fn reset_lets_a_workload_that_traps_sigterm_shut_down() {
     // of its vCPUs took 4.13 s (CI, 2026-11-28), still with no SIGKILL.
     let within = rtslice_testkit::timing_bound("reset of a trapping workload (s)", 4.0, 4.9);
     assert!(took < Duration::from_secs_f64(within), "and not for the whole grace period: {took:?}");
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
 }
 
 #[test]
@@ -89,5 +89,5 @@ fn reset_kills_a_workload_that_ignores_sigterm_after_the_grace_period() {
     assert!(r.killed >= 2, "both shells needed SIGKILL: {r:?}");
     assert!(r.terminated >= 1, "the plain sleep left on SIGTERM: {r:?}");
     assert!(took >= grace, "the grace period was given: {took:?}");
-    assert_same(&before, &snapshot());
+    assert_restored(&before);
 }

@@ -274,7 +274,7 @@ fn apply_touches_only_the_difference() {
     let changes = svc.apply(&spec_of(&[])).unwrap();
     assert!(changes.iter().all(|c| c.action == Action::Remove), "{changes:?}");
     svc.reset().unwrap();
-    common::assert_same(&f.before, &common::snapshot());
+    common::assert_restored(&f.before);
 }
 
 /// A workload's CFS quota and period in µs as its cgroup holds them (`None`: no quota).
@@ -329,7 +329,7 @@ fn a_worker_pool_s_cfs_quota_follows_its_reservation_through_resizes() {
 
     svc.apply(&spec_of(&[])).unwrap();
     svc.reset().unwrap();
-    common::assert_same(&f.before, &common::snapshot());
+    common::assert_restored(&f.before);
 }
 
 #[test]
@@ -532,7 +532,7 @@ fn after_a_reboot_the_desired_state_runs_again() {
     copy_dir(state.path(), saved.path());
     let (node, _) = rtslice_host::Node::open(rtslice_host::NodeOptions::with_state_dir(state.path())).unwrap();
     node.reset().unwrap();
-    common::assert_same(&before, &common::snapshot());
+    common::assert_restored(&before);
     copy_dir(saved.path(), state.path());
     for (s, _) in &was {
         assert!(s.pids.iter().all(|p| !alive(*p)));
@@ -554,7 +554,7 @@ fn after_a_reboot_the_desired_state_runs_again() {
     }
     assert_eq!(svc.get(&name("b")).unwrap()["restart"]["policy"], "on-failure", "the same rules, restart policy included");
     svc.reset().unwrap();
-    common::assert_same(&before, &common::snapshot());
+    common::assert_restored(&before);
 }
 
 fn copy_dir(from: &Path, to: &Path) {
