@@ -106,7 +106,7 @@ fn main() {
         _ => {}
     }
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || rtslice_host::doctor::online_cpus().len() < 2 {
+    if unsafe { libc::geteuid() } != 0 || rtslice_host::facts::online_cpus().len() < 2 {
         eprintln!("agent_reaction: needs root and 2 CPUs; skipped");
         return;
     }

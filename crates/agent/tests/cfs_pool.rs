@@ -60,7 +60,7 @@ fn run(mech: Mechanism) -> Option<(f64, f64)> {
          - {{ match: ^spin$, share: 40% }}\n"
     );
     let spec = rtslice_spec::parse(&text, "pool.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let facts = rtslice_plan::NodeFacts { online: rtslice_host::doctor::online_cpus().iter().collect(), ..Default::default() };
+    let facts = rtslice_plan::NodeFacts { online: rtslice_host::facts::online_cpus().iter().collect(), ..Default::default() };
     let plan = rtslice_plan::plan_for_kernel(&spec, &facts, &host.kernel_facts(), Some(mech));
     assert!(plan.rejected.is_empty(), "{:?}", plan.rejected);
     let k = plan.kernel.clone().unwrap();

@@ -85,7 +85,7 @@ pub fn prepare(dir: &Path, id: &str, argv: &[String], v: &OciVariant) -> Result<
     }
     let mut args = argv.to_vec();
     args[0] = prog.display().to_string();
-    let cpus = rtslice_host::doctor::online_cpus();
+    let cpus = rtslice_host::facts::online_cpus();
     let mems = std::fs::read_to_string("/sys/devices/system/node/online").map(|s| s.trim().to_string()).unwrap_or_else(|_| "0".into());
     let cc = rtslice_host::oci::ContainerConfig {
         id: id.to_string(),

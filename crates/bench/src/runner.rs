@@ -412,7 +412,10 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
         for f in &foreign_rt {
             ctx.rec.notes.push(format!("foreign real-time bandwidth: {} holds {:.1}% of CPU(s) {:?}", f.source, f.per_cpu * 100.0, f.cpus));
         }
-        let node_facts = rtslice_plan::NodeFacts { online: facts.cpus.clone(), isolcpus: facts.isolated.clone(), foreign_rt, ..Default::default() };
+        // The facts `rtslice plan` and the node service plan from, with the foreign bandwidth only
+        // this run can tell apart (it knows which threads are its own).
+        let here = rtslice_host::facts::planning_facts().map_err(|e| format!("reading this host's facts for the planner: {e}"))?;
+        let node_facts = rtslice_plan::NodeFacts { foreign_rt, ..here };
         let plan = rtslice_plan::plan(&spec, &node_facts);
         if !plan.all_admitted() {
             let why: Vec<String> = plan.rejected.iter().map(|r| format!("{}: {}", r.name, r.reason)).collect();

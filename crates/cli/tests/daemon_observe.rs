@@ -215,7 +215,7 @@ fn headless(browser: &Path, profile: &Path, mode: &str, url: &str) -> String {
 fn daemon_serves_metrics_prometheus_agrees_and_the_dashboard_shows_the_api_numbers() {
     skip_unless!(rtslice_testkit::is_root(), skip::ROOT, "needs root (the daemon applies reservations and loads BPF; CI runs as root)");
     let _lock = rtslice_testkit::KernelLock::acquire();
-    let online = rtslice_host::doctor::online_cpus().len();
+    let online = rtslice_host::facts::online_cpus().len();
     skip_unless!(online >= 2, skip::CPUS_2, "needs 2 CPUs, this host has {online}: the workloads' capacities assume them");
     skip_unless!(
         rtslice_host::doctor().mechanisms.contains(&rtslice_host::Mechanism::RtGroup),

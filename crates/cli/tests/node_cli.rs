@@ -154,6 +154,36 @@ fn deploy_resize_remove_and_kill_9_of_the_daemon() {
     assert!(!Path::new("/sys/fs/cgroup/cpu/rtslice").exists() && !Path::new("/sys/fs/cgroup/rtslice.slice").exists());
 }
 
+/// The daemon admits from the facts `rtslice plan` plans from on the same host (issue 35): its
+/// `GET /v1/node` gives them as `planningFacts`, `rtslice plan --json` as `this_host.facts`, and the
+/// two are equal field for field (CPUs, boot isolation, topology, L3), not merely both present.
+#[test]
+fn plan_and_the_daemon_plan_from_the_same_facts() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let (state, socket) = (dir.path().join("state"), dir.path().join("api.sock"));
+    let _cleanup = reset_node(state.clone());
+    let mut daemon = start(&state, &socket, true);
+    let out = Command::new("curl").args(["-s", "--unix-socket"]).arg(&socket).arg("http://rtslice/v1/node").output().expect("curl is installed (make deps)");
+    let node: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("GET /v1/node: {e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let _ = Command::new("kill").arg(daemon.id().to_string()).status();
+    assert!(daemon.wait().unwrap().success(), "the daemon exits 0 on SIGTERM");
+    let spec = write(dir.path(), "one.yaml", &spec(&[("a", 100)]));
+    let o = Command::new(bin()).args(["plan", "--json"]).arg(&spec).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (daemon_facts, plan_facts) = (&node["planningFacts"], &plan["this_host"]["facts"]);
+    let online: Vec<u64> = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|t| rtslice_host::CpuList::parse(t.trim()).ok())
+        .map(|c| c.iter().map(u64::from).collect())
+        .unwrap();
+    assert_eq!(daemon_facts["online"], serde_json::json!(online), "the daemon's facts name this host's online CPUs: {node}");
+    assert!(daemon_facts["topology"].is_object(), "the daemon's facts carry this host's topology: {daemon_facts}");
+    assert_eq!(daemon_facts, plan_facts, "GET /v1/node's planningFacts and `rtslice plan --json`'s this_host.facts");
+}
+
 fn pids_by_name(socket: &Path) -> std::collections::BTreeMap<String, Vec<i64>> {
     let o = rtslice(socket, &["list", "--json"], None);
     let list: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&o.stderr)));

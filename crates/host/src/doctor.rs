@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cgroup::{self, Backend, CgroupLayout, CgroupMode};
 use crate::cpus::CpuList;
+use crate::facts::{kernel_config, mechanisms, online_cpus};
 use crate::fsio;
 use crate::record::Mechanism;
 
@@ -115,7 +116,7 @@ fn hcbs_finding(layout: &CgroupLayout) -> Finding {
     } else {
         format!("{} group(s) hold {} of it", r.others.len(), pct(held))
     };
-    let cap = crate::prepare::HostFacts::detect().ok().and_then(|f| f.hcbs_cap());
+    let cap = crate::facts::HostFacts::detect().ok().and_then(|f| f.hcbs_cap());
     let admits = cap.map(|c| format!(" (the kernel admits at most {}: its deadline cap less the fair servers')", pct(c))).unwrap_or_default();
     let detail = format!(
         "HCBS present (cgroup v2 cpu.rt.max: a deadline server per CPU per group, its FIFO/RR threads inside); the root \
@@ -142,66 +143,6 @@ fn hcbs_finding(layout: &CgroupLayout) -> Finding {
 /// The debugfs file of the scheduler's feature flags: reads as the whole list ("... NO_HRTICK ..."),
 /// takes one flag per write ("HRTICK" or "NO_HRTICK").
 pub const SCHED_FEATURES: &str = "/sys/kernel/debug/sched/features";
-
-/// The topology the planner uses when a spec declares none (`NodeFacts::topology`): this host's SMT
-/// siblings, LLC groups, NUMA nodes and NIC nodes for `cpus`, read by rtslice-sys.
-pub fn discovered_topology(cpus: &[u32]) -> rtslice_spec::Topology {
-    let root = Path::new("/");
-    rtslice_spec::Topology::from_host(
-        &rtslice_sys::topology::topology(root, cpus),
-        &rtslice_sys::topology::numa_nodes(root),
-        &rtslice_sys::topology::nic_locality(root),
-        &rtslice_sys::pci::pci_numa_nodes(root),
-    )
-}
-
-pub fn online_cpus() -> CpuList {
-    fsio::read_trim("/sys/devices/system/cpu/online").ok().and_then(|s| CpuList::parse(&s).ok()).unwrap_or_else(|| {
-        CpuList::from_cpus(0..rtslice_sys::procfs::online_cpu_count())
-    })
-}
-
-/// Mechanisms the host can enforce, best first (HCBS > SCHED_DEADLINE partition > RT groups).
-pub fn mechanisms(layout: &CgroupLayout) -> Vec<Mechanism> {
-    let mut m = Vec::new();
-    if cgroup::hcbs_available(layout) {
-        m.push(Mechanism::Hcbs);
-    }
-    match layout.backend() {
-        Ok(Backend::V1 { cpuset, cpu }) => {
-            if cpuset.join("cpuset.sched_load_balance").exists() {
-                m.push(Mechanism::Deadline);
-            }
-            if cpu.join("cpu.rt_runtime_us").exists() {
-                m.push(Mechanism::RtGroup);
-            }
-        }
-        Ok(Backend::V2 { root }) => {
-            // Partitions need cpuset.cpus.partition on non-root groups; the root lacks the file, so
-            // check that the kernel version has it (5.11+) through any child or assume yes.
-            let _ = root;
-            m.push(Mechanism::Deadline);
-        }
-        Err(_) => {}
-    }
-    m
-}
-
-fn kernel_config() -> Option<String> {
-    let out = Command::new("zcat").arg("/proc/config.gz").output().ok()?;
-    if out.status.success() {
-        return Some(String::from_utf8_lossy(&out.stdout).into_owned());
-    }
-    let release = fsio::read_trim("/proc/sys/kernel/osrelease").ok()?;
-    std::fs::read_to_string(format!("/boot/config-{release}")).ok()
-}
-
-/// A value of the running kernel's build configuration (`CONFIG_HZ` → "250"), when the config is readable.
-pub(crate) fn kernel_config_value(key: &str) -> Option<String> {
-    let config = kernel_config()?;
-    let prefix = format!("{key}=");
-    config.lines().find_map(|l| l.strip_prefix(&prefix).map(|v| v.trim_matches('"').to_string()))
-}
 
 fn config_has(config: &Option<String>, key: &str) -> Option<bool> {
     config.as_ref().map(|c| c.lines().any(|l| l == format!("{key}=y")))

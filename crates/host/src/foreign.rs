@@ -46,7 +46,7 @@ struct RtThread {
 /// where nothing can be read simply has no foreign bandwidth listed.
 pub fn foreign_rt(window: Duration, exclude: &[u32]) -> Vec<ForeignRt> {
     let me = std::process::id();
-    let online: Vec<u32> = crate::doctor::online_cpus().iter().collect();
+    let online: Vec<u32> = crate::facts::online_cpus().iter().collect();
     let groups = rt_groups();
     let in_budgeted_group = |pid: u32| -> bool {
         let Some(text) = procfs::cgroup_membership(pid as i32) else { return false };

@@ -14,7 +14,8 @@ use crate::cgroup::Backend;
 use crate::error::{HostError, Result};
 use crate::journal::{Change, StateDir};
 use crate::ops::memory_mount;
-use crate::prepare::{HostFacts, Prepared};
+use crate::facts::HostFacts;
+use crate::prepare::Prepared;
 use crate::txn::Txn;
 
 /// How to start the agent that gives threads born later their rules: `program args.. --state-dir DIR`.

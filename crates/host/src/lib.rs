@@ -4,6 +4,8 @@
 //!
 //! Table of contents (the kernel calls themselves live in `rtslice-sys`):
 //! - `from_plan`: `Plan` → [`Setup`] (what to write), with the [`OciDefaults`] a spec does not carry.
+//! - [`facts`]: what this host is, read once: [`HostFacts`] for apply, [`facts::planning_facts`] for
+//!   the planner (`rtslice plan`, the node service and the bench plan from the same facts).
 //! - `prepare`: pure validation against [`HostFacts`] and the choice of [`Mechanism`].
 //! - `ops`: pure generation of the cgroup directories and writes.
 //! - `launch`: commands, attached processes, OCI containers (runc), podman containers ([`podman`])
@@ -23,6 +25,7 @@ mod cpus;
 mod devices;
 pub mod doctor;
 mod error;
+pub mod facts;
 pub mod foreign;
 mod from_plan;
 mod fsio;
@@ -56,7 +59,7 @@ pub use inplace::InPlace;
 pub use journal::{StateDir, DEFAULT_STATE_DIR};
 pub use launch::AgentCommand;
 pub use node::{node_active, Node, NodeBase, NodeOptions, Opened, Removed};
-pub use prepare::HostFacts;
+pub use facts::HostFacts;
 pub use record::{AppliedRecord, Mechanism, WorkloadRecord};
 pub use reset::{reset, ResetOptions, ResetReport};
 pub use rtslice_plan::Reservation;

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use crate::cgroup::Backend;
 use crate::cpus::CpuList;
-use crate::prepare::{HostFacts, Prepared};
+use crate::facts::HostFacts;
+use crate::prepare::Prepared;
 use crate::record::Mechanism;
 use crate::setup::Launch;
 

@@ -500,7 +500,7 @@ fn boot_params(req: &TuneRequest) -> (Vec<BootParam>, Vec<String>) {
     } else {
         notes.push("intel_pstate is not in use on this host: no intel_pstate= word needed".to_string());
     }
-    if crate::doctor::kernel_config_value("CONFIG_NO_HZ_FULL").is_none() && req.root == Path::new("/") {
+    if crate::facts::kernel_config_value("CONFIG_NO_HZ_FULL").is_none() && req.root == Path::new("/") {
         notes.push("this kernel's config has no CONFIG_NO_HZ_FULL (or is unreadable): nohz_full= may be ignored".to_string());
     }
     let boot = wanted

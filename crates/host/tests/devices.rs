@@ -116,7 +116,7 @@ fn cgroup_of_controller(pid: i32, controller: &str) -> String {
 
 /// A workload on the last online CPU given `dev`, its IRQs steered there.
 fn device_setup(name: &str, dev: &PciDevice, launch: Launch) -> (Setup, String) {
-    let cpu = rtslice_host::doctor::online_cpus().iter().last().unwrap().to_string();
+    let cpu = rtslice_host::facts::online_cpus().iter().last().unwrap().to_string();
     let ws = WorkloadSetup {
         name: name.into(),
         cpus: CpuList::parse(&cpu).unwrap(),

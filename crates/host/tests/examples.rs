@@ -20,7 +20,7 @@ fn example(name: &str) -> rtslice_spec::Spec {
 }
 
 fn facts() -> NodeFacts {
-    NodeFacts { online: rtslice_host::doctor::online_cpus().iter().collect(), isolcpus: vec![], ..Default::default() }
+    NodeFacts { online: rtslice_host::facts::online_cpus().iter().collect(), isolcpus: vec![], ..Default::default() }
 }
 
 /// The CPUs isolated at boot (`isolcpus=`), as the kernel reports them.
@@ -193,7 +193,7 @@ fn study_a_example_scaled_dedicated_cpu_with_wide_affinity_and_fifo_rule() {
 fn every_shipped_example_that_fits_applies_resets_and_rolls_back_at_every_step() {
     root_or_skip!();
     let _lock = KernelLock::acquire();
-    let online = rtslice_host::doctor::online_cpus();
+    let online = rtslice_host::facts::online_cpus();
     let isolated = boot_isolated();
     let facts = NodeFacts { online: online.iter().collect(), isolcpus: isolated.clone(), ..Default::default() };
     let names = shipped_examples();
@@ -321,7 +321,7 @@ fn plan_prints_exactly_what_apply_writes_for_every_example_that_fits() {
     let host = rtslice_host::HostFacts::detect().unwrap();
     let mut compared = 0;
     // This host's CPUs and boot isolation (the matrix's 8-vCPU guest has isolcpus=4-7).
-    let facts = NodeFacts { online: rtslice_host::doctor::online_cpus().iter().collect(), isolcpus: boot_isolated(), ..Default::default() };
+    let facts = NodeFacts { online: rtslice_host::facts::online_cpus().iter().collect(), isolcpus: boot_isolated(), ..Default::default() };
     for name in shipped_examples() {
         let mut spec = example(&name);
         // As in the test above: the examples launch programs and OCI bundles this host lacks (those
@@ -501,7 +501,7 @@ fn plan_equals_apply_over_generated_specs() {
     root_or_skip!();
     let _lock = KernelLock::acquire();
     let host = rtslice_host::HostFacts::detect().unwrap();
-    let facts = NodeFacts { online: rtslice_host::doctor::online_cpus().iter().collect(), isolcpus: boot_isolated(), ..Default::default() };
+    let facts = NodeFacts { online: rtslice_host::facts::online_cpus().iter().collect(), isolcpus: boot_isolated(), ..Default::default() };
     let workload = (
         0u32..3,
         5u32..=60,

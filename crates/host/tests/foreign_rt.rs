@@ -58,7 +58,7 @@ fn fifo_threads_are_measured_and_deadline_threads_declared() {
     }
     // At least the 700 ms the test always gave rt-app's threads to start their periods.
     std::thread::sleep(Duration::from_millis(700).saturating_sub(t0.elapsed()));
-    let online = rtslice_host::doctor::online_cpus().len() as f64;
+    let online = rtslice_host::facts::online_cpus().len() as f64;
     let found = rtslice_host::foreign::foreign_rt(Duration::from_millis(1000), &[]);
     eprintln!("FOUND: {found:#?}");
     let rt_pid = rt.0.id();

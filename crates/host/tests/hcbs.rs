@@ -343,7 +343,7 @@ fn plan_prints_exactly_the_cpu_rt_max_values_apply_writes() {
         return;
     }
     let _lock = KernelLock::acquire();
-    let online: Vec<u32> = rtslice_host::doctor::online_cpus().iter().collect();
+    let online: Vec<u32> = rtslice_host::facts::online_cpus().iter().collect();
     let facts = rtslice_plan::NodeFacts { online, ..Default::default() };
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     let mut names: Vec<String> = std::fs::read_dir(&dir)

@@ -70,7 +70,7 @@ fn smoke_setup() -> Setup {
 
 /// The online CPUs without `cpus`.
 fn online_except(cpus: &CpuList) -> CpuList {
-    CpuList::from_cpus(rtslice_host::doctor::online_cpus().iter().filter(|c| !cpus.contains(*c)))
+    CpuList::from_cpus(rtslice_host::facts::online_cpus().iter().filter(|c| !cpus.contains(*c)))
 }
 
 fn regex_escape(s: &str) -> String {
@@ -592,7 +592,7 @@ fn an_invalid_v2_partition_is_explained_and_rolled_back_exactly() {
     //     lie wholly inside a sibling's exclusive ones, and 6.12 refuses every write to such a
     //     group with EINVAL (its cpuset.mems first) before any partition is asked for.
     // (a) has run: what follows is a partial skip.
-    if rtslice_host::doctor::online_cpus().len() < 3 {
+    if rtslice_host::facts::online_cpus().len() < 3 {
         skip::skip(skip::CPUS_3, "(b) needs 3 CPUs (the workload on 1-2, a sibling reserving 2; make test-kernels runs it on 4 and 8)");
         return;
     }
@@ -649,7 +649,7 @@ fn leaving_sched_deadline_while_asleep_gives_the_bandwidth_back() {
     if !has_mechanism(Mechanism::Deadline) {
         return;
     }
-    let n = rtslice_host::doctor::online_cpus().len();
+    let n = rtslice_host::facts::online_cpus().len();
     // The default root domain (no partition exists while the lock is held) holds at most 95 % of each
     // CPU: with a leak the (n+1)-th round at the latest is refused.
     let rounds = n + 2;

@@ -34,7 +34,7 @@ fn resctrl_root() -> (PathBuf, Option<tempfile::TempDir>) {
 }
 
 fn online() -> Vec<u32> {
-    rtslice_host::doctor::online_cpus().iter().collect()
+    rtslice_host::facts::online_cpus().iter().collect()
 }
 
 /// The L3 domain of `cpu` as resctrl would number it (0 where sysfs gives no cache id).

@@ -15,7 +15,7 @@ fn launch(name: &str, script: &str) -> Setup {
     Setup {
         workloads: vec![WorkloadSetup {
             name: format!("{name}-{}", std::process::id()),
-            cpus: CpuList::from_cpus(rtslice_host::doctor::online_cpus().iter()),
+            cpus: CpuList::from_cpus(rtslice_host::facts::online_cpus().iter()),
             launch: Launch::Command { argv: vec!["sh".into(), "-c".into(), script.into()], env: vec![], cwd: None },
             ..Default::default()
         }],

@@ -24,7 +24,7 @@ fn undo_tuning_on_drop(dir: &Path) -> OnDrop<impl FnOnce()> {
 
 /// Housekeeping CPU 0, the other online CPUs reserved; every knob asked to change something.
 fn real_request() -> Option<TuneRequest> {
-    let online = rtslice_host::doctor::online_cpus();
+    let online = rtslice_host::facts::online_cpus();
     if !skip::cpus_or_skip(2) {
         return None;
     }

@@ -293,7 +293,10 @@ pub fn document() -> Value {
                     "perCpu": { "type": "array", "items": { "type": "object", "properties": {
                         "cpu": { "type": "integer" }, "reserved": { "type": "number" }, "free": { "type": "number" }, "by": { "type": "array" } } } },
                     "workloads": { "type": "object" }, "warnings": { "type": "array", "items": { "type": "string" } },
-                    "kernel": { "type": "string" }, "preemption": { "type": "string" }, "findings": { "type": "array" }
+                    "kernel": { "type": "string" }, "preemption": { "type": "string" }, "findings": { "type": "array" },
+                    "planningFacts": { "type": "object", "description": "what admission plans from (online and boot-isolated CPUs, topology, L3): what `rtslice plan --json` gives as this_host.facts on this host",
+                        "properties": { "online": { "type": "array", "items": { "type": "integer" } }, "isolcpus": { "type": "array", "items": { "type": "integer" } },
+                                        "topology": { "type": "object" }, "cache": { "type": "object" } } }
                 }},
                 "Latency": latency_schema(),
                 "Telemetry": telemetry_schema(),

@@ -287,9 +287,9 @@ impl Service {
                 next_generation: 1,
             },
         };
-        let online: Vec<u32> = host.base().online.iter().collect();
+        // The facts `rtslice plan` plans from on this host, so both admit the same specs.
+        let facts = rtslice_host::facts::planning_facts()?;
         let sizing = rtslice_plan::kernel::sizing_facts(&host.facts().kernel_facts(), Some(host.base().mechanism));
-        let isolcpus = host.facts().boot_isolated.iter().collect();
         let containers = crate::containers::Containers::load(&dir)?;
         let mut svc = Service {
             host,
@@ -298,7 +298,7 @@ impl Service {
             dir,
             events: VecDeque::new(),
             next_event: 1,
-            facts: NodeFacts { topology: Some(rtslice_host::doctor::discovered_topology(&online)), online, isolcpus, ..Default::default() },
+            facts,
             exits: HashMap::new(),
             drift_seen: HashMap::new(),
             last_drift_check: None,
@@ -1217,6 +1217,8 @@ impl Service {
             "preemption": report.preemption,
             "topology": report.topology,
             "findings": report.findings,
+            // What admission plans from: `rtslice plan --json` gives the same as this_host.facts.
+            "planningFacts": self.facts,
         })
     }
 

@@ -178,7 +178,7 @@ fn containers_are_admitted_applied_in_place_and_released() {
     assert_eq!(create(&cid, "du", &annotations).1["cpus"], body["cpus"]);
 
     // A container that does not fit next to it fails creation with the planner's reason.
-    let n = rtslice_host::doctor::online_cpus().len();
+    let n = rtslice_host::facts::online_cpus().len();
     let (code, body) = create("big", "du2", &json!({"rtslice.io/reservation.du2": format!("{{runtime: 900ms, period: 1s, count: {n}}}")}));
     assert_eq!(code, 422, "{body}");
     assert!(body["error"].as_str().unwrap().contains("asks for 90%"), "{body}");

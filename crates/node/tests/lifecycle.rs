@@ -336,7 +336,7 @@ fn a_worker_pool_s_cfs_quota_follows_its_reservation_through_resizes() {
 fn study_b_through_apply_three_run_and_container4_waits_for_the_proposed_move() {
     root_or_skip!();
     skip_unless!(
-        rtslice_host::doctor::online_cpus().len() >= 4,
+        rtslice_host::facts::online_cpus().len() >= 4,
         skip::CPUS_4,
         "study B's example needs CPUs 0-3 online (runs in the kernel matrix's 4-CPU guests)"
     );

@@ -85,7 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.dry_run {
         return one_shot_dry_run(&spec, &name);
     }
-    let facts = super::plan::host_facts(None, None)?;
+    let facts = rtslice_host::facts::planning_facts()?;
     // The plan `rtslice plan` prints on this host: its kernel limits and mechanism (plan == apply).
     let plan = match rtslice_host::HostFacts::detect() {
         Ok(host) => rtslice_plan::plan_for_kernel(&spec, &facts, &host.kernel_facts(), args.mechanism.map(Mechanism::from)),
@@ -244,7 +244,7 @@ fn print_changes(args: &Args, body: &serde_json::Value) -> anyhow::Result<ExitCo
 /// `--dry-run` on a host the node service does not own: every workload would be deployed; the
 /// planner says where (what `rtslice plan` prints), nothing is touched.
 fn one_shot_dry_run(spec: &rtslice_spec::Spec, name: &str) -> anyhow::Result<ExitCode> {
-    let facts = super::plan::host_facts(None, None)?;
+    let facts = rtslice_host::facts::planning_facts()?;
     let plan = rtslice_plan::plan(spec, &facts);
     println!("dry run: nothing runs under the node service here; apply {name} would do:");
     for w in &plan.workloads {

@@ -161,7 +161,7 @@ struct Here {
 
 /// Plans `spec` exactly as a one-shot `rtslice apply` would on this host (apply.rs does the same).
 fn this_host(spec: &rtslice_spec::Spec, mechanism: Option<Mechanism>) -> anyhow::Result<Here> {
-    let facts = host_facts(None, None)?;
+    let facts = rtslice_host::facts::planning_facts()?;
     let (mechanisms, plan) = match rtslice_host::HostFacts::detect() {
         Ok(host) => (Ok(host.available.clone()), rtslice_plan::plan_for_kernel(spec, &facts, &host.kernel_facts(), mechanism)),
         // Apply plans without a kernel then, and cannot apply: the verdict says why.
@@ -183,6 +183,10 @@ struct ThisHost {
     /// The planned node's CPUs that are not online here.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     offline: Vec<u32>,
+    /// Everything the plan for this host was made from (`rtslice_host::facts::planning_facts`): the
+    /// same facts the node service plans from, which its `GET /v1/node` gives as `planningFacts`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    facts: Option<NodeFacts>,
     /// The reservation mechanisms this kernel offers, best first (`rtslice doctor`); absent when
     /// they could not be read (`error` says why).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -233,6 +237,7 @@ impl ThisHost {
             online: Vec::new(),
             isolcpus: Vec::new(),
             offline: Vec::new(),
+            facts: None,
             mechanisms: None,
             mechanism: None,
             cap: None,
@@ -324,6 +329,7 @@ impl Here {
             online: online.clone(),
             isolcpus: self.facts.isolcpus.clone(),
             offline,
+            facts: Some(self.facts.clone()),
             mechanisms: self.mechanisms.as_ref().ok().cloned(),
             mechanism,
             cap,
@@ -374,36 +380,6 @@ impl rtslice_spec::SpecFiles for SpecDir {
 /// Parses a spec read from `path`, with the files it names read relative to it.
 pub fn parse_spec(path: &Path, text: &str, name: &str) -> Result<rtslice_spec::Spec, rtslice_spec::SpecErrors> {
     rtslice_spec::parse_with_files(text, name, &SpecDir::of(path))
-}
-
-/// What the planner needs from this host: online and isolated CPUs (overridable for planning elsewhere).
-pub fn host_facts(online: Option<&str>, isolcpus: Option<&str>) -> anyhow::Result<NodeFacts> {
-    let read = |path: &str| -> anyhow::Result<Vec<u32>> {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        parse_cpu_list(text.trim()).with_context(|| format!("unexpected content in {path}"))
-    };
-    // Planning for another host (--online/--isolcpus) knows only the topology the spec declares.
-    let this_host = online.is_none() && isolcpus.is_none();
-    let online_given = online.is_some();
-    let online = match online {
-        Some(s) => parse_cpu_list(s).context("--online")?,
-        None => read("/sys/devices/system/cpu/online")?,
-    };
-    let isolcpus = match isolcpus {
-        Some(s) => parse_cpu_list(s).context("--isolcpus")?,
-        None => read("/sys/devices/system/cpu/isolated")?,
-    };
-    // The L3 to allocate is this host's only when planning for this host; a spec planned for
-    // another machine declares node.cache.
-    let cache = if online_given {
-        None
-    } else {
-        rtslice_host::resctrl::Resctrl::default()
-            .discover(Path::new("/"), &online)
-            .context("reading this host's resctrl (/sys/fs/resctrl/info) for cache allocation")?
-    };
-    let topology = this_host.then(|| rtslice_host::doctor::discovered_topology(&online));
-    Ok(NodeFacts { online, isolcpus, topology, cache, ..Default::default() })
 }
 
 /// One line on how a reservation meets its SLO: target, prediction, margin, the model's limits.

@@ -144,7 +144,7 @@ fn request(args: &Args) -> Result<TuneRequest, Problem> {
         let spec = rtslice_spec::parse(&text, &name).map_err(|errors| {
             Problem::Invalid(format!("{errors}\n{} error(s) in {name}; nothing tuned (see docs/spec.md)", errors.len()))
         })?;
-        let facts = super::plan::host_facts(None, None).map_err(Problem::Other)?;
+        let facts = rtslice_host::facts::planning_facts().map_err(|e| Problem::Other(e.into()))?;
         let plan = rtslice_plan::plan(&spec, &facts);
         let hk = CpuList::from_cpus(plan.node.housekeeping.iter().copied());
         reserved = Some(CpuList::from_cpus(plan.node.cpus.iter().copied()).difference(&hk));

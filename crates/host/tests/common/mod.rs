@@ -39,7 +39,7 @@ pub fn has_mechanism(mech: Mechanism) -> bool {
 /// kernel matrix's guests) with SCHED_DEADLINE in the node's partitions, CPU 0 kept as the
 /// system's, on `v2_cpus` CPUs as `v2_layout` uses them.
 pub fn node_mechanism_or_skip(v2_cpus: usize, v2_layout: &str) -> Option<Mechanism> {
-    let online = rtslice_host::doctor::online_cpus().len();
+    let online = rtslice_host::facts::online_cpus().len();
     let (mech, cpus, layout) = if is_v2() { (Mechanism::Deadline, v2_cpus, v2_layout) } else { (Mechanism::RtGroup, 2, "the reservations as RT groups") };
     let mode = if is_v2() { "cgroup v2" } else { "cgroup v1" };
     if online < cpus {
@@ -131,7 +131,7 @@ pub fn snapshot() -> BTreeMap<String, String> {
     ] {
         read(Path::new(f));
     }
-    for cpu in rtslice_host::doctor::online_cpus().iter() {
+    for cpu in rtslice_host::facts::online_cpus().iter() {
         for f in ["runtime", "period"] {
             read(Path::new(&format!("/sys/kernel/debug/sched/fair_server/cpu{cpu}/{f}")));
         }
