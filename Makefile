@@ -101,7 +101,7 @@ test: deps
 	$(MAKE) --no-print-directory k8s-binaries; lap k8s-binaries; \
 	mkdir -p $(dir $(SKIP_LEDGER)); : >$(SKIP_LEDGER); \
 	rc=0; RTSLICE_SKIP_LEDGER=$(SKIP_LEDGER) $(if $(filter true,$(CI)),RTSLICE_TEST_EXPECT="$(CI_HAS)") \
-	  $(CARGO) test --workspace --no-fail-fast || rc=$$?; lap "cargo test"; \
+	  $(CARGO) test --workspace --no-fail-fast --timings || rc=$$?; lap "cargo test"; \
 	tk=$$(date +%s); krc=$(TARGET_DIR)/test-kernels.rc; rm -f $$krc; \
 	{ RTSLICE_KERNELS_GUESTS="$$(awk '$$1 == "guest" {print $$2}' kernels/matrix.conf | xargs)" \
 	  $(MAKE) --no-print-directory test-kernels; echo $$? >$$krc; } & kpid=$$!; \
