@@ -1,6 +1,7 @@
 //! The CLI's shared conventions (issue 17, "a consistent CLI"), checked on the real binary: `--json`,
 //! `-q/--quiet`, ratios as `95%`, one spelling of each mechanism, one error prefix, quiet exit on a
-//! closed pipe, model inputs checked like the spec, plan counts, reset's agent files, generated files.
+//! closed pipe, model inputs checked like the spec, plan counts, reset's agent files, generated files;
+//! and the source's own size limit (no file over 1,000 lines).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -355,4 +356,26 @@ fn every_shipped_example_validates_against_the_schema() {
 fn rtslice_spec_parses(path: &Path) -> bool {
     let out = rtslice(&["plan", path.to_str().unwrap(), "--json", "--online", "0-7", "--isolcpus", "4-7"]);
     matches!(out.status.code(), Some(0) | Some(1))
+}
+
+/// The source's own convention (docs/ARCHITECTURE.md): no Rust file in the workspace over 1,000
+/// lines, so a module stays one job a reader can hold; a file that grows past it is split by job.
+#[test]
+fn no_source_file_is_over_a_thousand_lines() {
+    fn walk(dir: &Path, out: &mut Vec<(usize, PathBuf)>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() && p.file_name().is_some_and(|n| n != "target") {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let lines = std::fs::read_to_string(&p).unwrap().lines().count();
+                out.push((lines, p));
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&root().join("crates"), &mut files);
+    assert!(files.len() > 100, "found the workspace's sources ({} files)", files.len());
+    let long: Vec<String> = files.iter().filter(|(n, _)| *n > 1000).map(|(n, p)| format!("{} ({n} lines)", p.display())).collect();
+    assert!(long.is_empty(), "split these by job: {}", long.join(", "));
 }

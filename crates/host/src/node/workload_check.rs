@@ -1,0 +1,220 @@
+//! One workload's setup checked against the node before its transaction: one workload, the node's
+//! mechanism, a runc bundle that exists, and prepared beside the workloads the node already holds.
+
+use super::*;
+
+impl Node {
+    pub(super) fn single<'s>(&self, setup: &'s Setup) -> Result<&'s WorkloadSetup> {
+        if setup.workloads.len() != 1 {
+            return Err(rejected(format!("a node operation takes one workload, not {}", setup.workloads.len())));
+        }
+        if !setup.irqs.is_empty() || !setup.nets.is_empty() {
+            return Err(rejected(
+                "IRQ and RPS/XPS rules are node-wide: the node service does not take them per workload yet; \
+                 use a one-shot `rtslice apply` for them",
+            ));
+        }
+        let ws = &setup.workloads[0];
+        if ws.shield {
+            return Err(rejected(format!(
+                "workload {}: a shield moves every other process of the host, which the node service does not do per \
+                 workload; use dedicated CPUs (an exclusive partition) instead",
+                ws.name
+            )));
+        }
+        if !ws.devices.is_empty() {
+            // A device's IRQ affinities and its claim (one workload per device) would need the
+            // node's view of every deployed workload's devices; not built yet.
+            return Err(rejected(format!(
+                "workload {}: the node service does not pass PCI devices yet; use a one-shot `rtslice apply` for a                  workload with `devices`",
+                ws.name
+            )));
+        }
+        if ws.cache.is_some() {
+            // Narrowing the default resctrl group is node-wide, and one segment per workload would
+            // each journal a different "previous" mask: removed out of order they would restore
+            // stale ones. Refused until the base owns the default group's schemata.
+            return Err(rejected(format!(
+                "workload {}: cache allocation narrows the default resctrl group for the whole node, which the node \
+                 service does not do per workload yet; use a one-shot `rtslice apply`, or drop `cache`/`memoryBandwidth`",
+                ws.name
+            )));
+        }
+        Ok(ws)
+    }
+
+    pub(super) fn runc_for(&self, ws: &WorkloadSetup) -> Result<Option<PathBuf>> {
+        match &ws.launch {
+            Launch::Oci(o) => {
+                if let Err(e) = crate::image::OciSource::detect(&o.bundle) {
+                    return Err(rejected(format!("workload {}: {e}", ws.name)));
+                }
+                Ok(Some(self.opts.runc.clone().or_else(crate::oci::find_runc).ok_or_else(|| {
+                    rejected("an OCI launch needs runc, which is not installed (apt-get install runc)")
+                })?))
+            }
+            Launch::Podman(_) => crate::podman::require(&ws.name).map(|_| None),
+            Launch::Attach { pids } => {
+                for pid in pids {
+                    if ProcRef::of(*pid).is_none() {
+                        return Err(rejected(format!("workload {}: pid {pid} does not exist", ws.name)));
+                    }
+                }
+                Ok(None)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Validates one workload against the host and against the workloads already deployed (except
+    /// those named in `except`: a resize replaces its own old version).
+    pub(super) fn prepare_one(&self, setup: &Setup, except: &[&str]) -> Result<Prepared> {
+        let ws = &setup.workloads[0];
+        // HCBS admission is node-wide, read from the kernel below: the root's groups as the node
+        // opened are no longer what they are.
+        let facts = HostFacts { hcbs_root: None, ..self.facts.clone() };
+        let (mut prepared, _warnings) = prepare(setup, &facts, self.base.mechanism)?;
+        let mut p = prepared.remove(0);
+        let v2 = !self.facts.backend.is_v1();
+        // SCHED_DEADLINE workloads on exactly the same CPUs share one partition (a root domain), each
+        // in a group of its own inside it: several vBS on one CPU. Dedicated CPUs are no one else's:
+        // on v1 the workload's own group is its partition; on v2 every partition is a directory at
+        // the root (its parent must be a partition root: cgroup::V2_PARTITION_PREFIX) holding the
+        // workload's group as a member, and a dedicated workload is alone in its own.
+        let shareable = p.partition && !p.ws.partition && !p.ws.shield;
+        let in_partition_dir = p.partition && self.base.partitions && !p.ws.shield && (v2 || shareable);
+        if in_partition_dir {
+            let dir = shared_partition_dir(&self.facts.backend, &p.ws.cpus);
+            p.group.cpuset = dir.join(&p.ws.name);
+            if v2 {
+                // One hierarchy: the cpu controller's group is the same directory.
+                p.group.cpu = p.group.cpuset.clone();
+            }
+            p.partition = false;
+            if !v2 && matches!(p.ws.launch, Launch::Oci(_)) {
+                // runc takes one cgroupsPath for every v1 hierarchy, and this group's cpuset path
+                // (inside the shared partition) differs from its cpu path.
+                return Err(rejected(format!(
+                    "workload {}: an OCI container cannot join a shared SCHED_DEADLINE partition on cgroup v1 (runc \
+                     uses one cgroup path in every hierarchy); give it dedicated CPUs or run the node with --mechanism \
+                     rt_group",
+                    ws.name
+                )));
+            }
+        }
+        let mine = if in_partition_dir { shared_partition_of(&p.group.cpuset) } else { p.partition.then(|| p.group.cpuset.clone()) };
+        if p.partition && !self.base.partitions {
+            return Err(rejected(format!(
+                "workload {} needs an exclusive partition (dedicated CPUs or SCHED_DEADLINE), which this node cannot \
+                 give: {}",
+                ws.name,
+                self.base.warnings.first().map_or("a node on one CPU has none to give", |w| w.as_str())
+            )));
+        }
+        let others: Vec<AppliedRecord> =
+            self.records()?.into_iter().filter(|r| !r.workloads.iter().any(|w| except.contains(&w.name.as_str()))).collect();
+        let mut exclusive = if mine.is_some() { p.ws.cpus.clone() } else { CpuList::new() };
+        let mut total = p.rt_budget.map_or(0.0, |r| r.bandwidth());
+        // SCHED_DEADLINE admits per root domain: the reservations sharing this partition, summed.
+        let reserved = |w: &WorkloadSetup| w.reservation.map_or(0.0, |x| x.whole_micros().bandwidth() * w.cpus.len() as f64);
+        let mut in_partition = if in_partition_dir { reserved(&p.ws) } else { 0.0 };
+        for r in &others {
+            for w in &r.workloads {
+                let theirs = partition_dir_of(&w.group.cpuset);
+                let theirs_shareable = r.setup.workloads.iter().find(|x| x.name == w.name).is_some_and(|x| !x.partition && !x.shield);
+                let same_shared = shareable && theirs_shareable && theirs.is_some() && theirs == mine;
+                if (mine.is_some() || theirs.is_some()) && !same_shared && !w.cpus.intersection(&p.ws.cpus).is_empty() {
+                    let why = if !theirs_shareable || !shareable {
+                        " (dedicated CPUs are shared with no one)"
+                    } else if theirs.as_ref().is_some_and(|t| shared_partition_of(&t.join(&w.name)).is_some()) {
+                        " (SCHED_DEADLINE workloads share a partition only on exactly the same CPUs)"
+                    } else {
+                        ""
+                    };
+                    return Err(rejected(format!(
+                        "workload {} [{}] overlaps workload {} [{}], which {} an exclusive partition{why}",
+                        ws.name,
+                        p.ws.cpus,
+                        w.name,
+                        w.cpus,
+                        if theirs.is_some() { "is in" } else { "would need" }
+                    )));
+                }
+                if theirs.is_some() {
+                    exclusive = exclusive.union(&w.cpus);
+                }
+                if same_shared {
+                    in_partition += r.setup.workloads.iter().filter(|x| x.name == w.name).map(reserved).sum::<f64>();
+                }
+            }
+            total += r.setup.workloads.iter().filter_map(|w| w.reservation.map(|x| x.whole_micros().bandwidth())).sum::<f64>();
+        }
+        if self.base.mechanism == Mechanism::Deadline && in_partition_dir {
+            // The kernel's cap less the deadline servers' share, on each CPU of the partition.
+            let cap = (self.facts.rt_ratio - self.facts.dl_server).max(0.0) * p.ws.cpus.len() as f64;
+            if in_partition > cap + 1e-9 {
+                return Err(rejected(format!(
+                    "workload {}: the SCHED_DEADLINE reservations on CPUs [{}] would sum to {:.1}% of a CPU, above the \
+                     {:.1}% the kernel admits there (its cap {:.1}% less the deadline servers' {:.1}% per CPU); remove or \
+                     shrink a workload on these CPUs, or place it on others",
+                    ws.name,
+                    p.ws.cpus,
+                    in_partition * 100.0,
+                    cap * 100.0,
+                    self.facts.rt_ratio * 100.0,
+                    self.facts.dl_server * 100.0
+                )));
+            }
+        }
+        // As the planner (plan_for_kernel): CPUs isolated at boot are not left to the system (v2: a
+        // 6.12 kernel oopses when partitions take every other CPU; the system would run on them only).
+        let no_partition = self.facts.no_partition_cpus();
+        let housekeeping = self.base.online.difference(&no_partition);
+        if !exclusive.difference(&no_partition).is_empty() && housekeeping.difference(&exclusive).is_empty() {
+            return Err(rejected(if no_partition.is_empty() {
+                format!("exclusive partitions would take every online CPU [{}]; leave at least one CPU for the rest of the system", self.base.online)
+            } else {
+                format!(
+                    "exclusive partitions would take every housekeeping CPU [{housekeeping}] and leave the rest of the system only the \
+                     CPUs isolated at boot [{no_partition}] (isolcpus=domain: no load balancing there, and a 6.12 kernel oopses \
+                     rebuilding its scheduling domains so); leave at least one housekeeping CPU"
+                )
+            }));
+        }
+        if let (Mechanism::Hcbs, Some(cap)) = (self.base.mechanism, self.facts.hcbs_cap()) {
+            // Every budget the root group holds (the other workloads', other tools'), this one's
+            // own as it is now replaced: HCBS reserves them all on every CPU.
+            let cap = cap.min(self.opts.cap);
+            let held: f64 = crate::cgroup::hcbs_root_groups(&self.facts.backend.root().cpu)
+                .into_iter()
+                .filter(|(dir, _)| dir != &p.group.cpu)
+                .map(|(_, b)| b.runtime_us as f64 / b.period_us.max(1) as f64)
+                .sum();
+            let total = held + p.rt_budget.map_or(0.0, |r| r.bandwidth());
+            if total > cap + 1e-9 {
+                return Err(rejected(format!(
+                    "workload {}: HCBS reserves every group's budget on every CPU, whatever its cpuset (the root group's \
+                     budget holds them all), and with it the budgets would sum to {:.1}% ({:.1}% held by the other groups), \
+                     above the node's {:.1}% (the kernel admits its cap less the fair servers' share); remove or shrink a workload",
+                    ws.name,
+                    total * 100.0,
+                    held * 100.0,
+                    cap * 100.0
+                )));
+            }
+        }
+        if let (Mechanism::RtGroup | Mechanism::Hcbs, Some(budget)) = (self.base.mechanism, self.base.parent_budget_us) {
+            let cap = budget as f64 / 1e6;
+            if total > cap + 1e-9 {
+                return Err(rejected(format!(
+                    "workload {}: RT group scheduling accounts every group's runtime/period against one ratio, and the \
+                     reservations would sum to {:.1}%, above the node's {:.1}%; remove or shrink a workload",
+                    ws.name,
+                    total * 100.0,
+                    cap * 100.0
+                )));
+            }
+        }
+        Ok(p)
+    }
+}
