@@ -108,7 +108,7 @@ pub fn apply_with_facts(setup: &Setup, opts: &ApplyOptions, facts: &HostFacts) -
         return Err(rejected(format!("workload {} has a resctrl group but the setup has no cache plan (a bug of its producer)", w.name)));
     }
     let _lock = opts.state_dir.lock()?;
-    if crate::node::node_active(&opts.state_dir) {
+    if crate::journal::node_active(&opts.state_dir) {
         return Err(rejected(format!(
             "{} holds a node (the `rtslice daemon`'s workloads); deploy through it, or reset the node first",
             opts.state_dir.path.join("node").display()
@@ -363,7 +363,7 @@ fn journal_root_affinities(txn: &mut Txn, ctx: &Ctx) -> StepResult<()> {
 }
 
 // Defined next to doctor's reading of it: doctor is below apply (prepare asks it about the host).
-pub use crate::doctor::SCHED_FEATURES;
+use crate::facts::SCHED_FEATURES;
 
 fn hrtick(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<()> {
     if !ctx.opts.hrtick {

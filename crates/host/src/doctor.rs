@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cgroup::{self, Backend, CgroupLayout, CgroupMode};
 use crate::cpus::CpuList;
-use crate::facts::{kernel_config, mechanisms, online_cpus};
+use crate::facts::{kernel_config, mechanisms, online_cpus, SCHED_FEATURES};
 use crate::fsio;
 use crate::record::Mechanism;
 
@@ -139,10 +139,6 @@ fn hcbs_finding(layout: &CgroupLayout) -> Finding {
     };
     finding("rt-groups", Level::Ok, format!("{detail}; {how}"), "")
 }
-
-/// The debugfs file of the scheduler's feature flags: reads as the whole list ("... NO_HRTICK ..."),
-/// takes one flag per write ("HRTICK" or "NO_HRTICK").
-pub const SCHED_FEATURES: &str = "/sys/kernel/debug/sched/features";
 
 fn config_has(config: &Option<String>, key: &str) -> Option<bool> {
     config.as_ref().map(|c| c.lines().any(|l| l == format!("{key}=y")))

@@ -14,6 +14,10 @@ use crate::error::{HostError, Result};
 use crate::fsio;
 use crate::record::Mechanism;
 
+/// The debugfs file of the scheduler's feature flags: reads as the whole list ("... NO_HRTICK ..."),
+/// takes one flag per write ("HRTICK" or "NO_HRTICK").
+pub const SCHED_FEATURES: &str = "/sys/kernel/debug/sched/features";
+
 /// This host as the planner sees it: the online CPUs, those isolated at boot, the topology (SMT,
 /// LLC, NUMA, NICs) and the L3 resctrl offers. `rtslice plan` and the node service both plan from
 /// this, so a spec the CLI admits is what the daemon admits on the same host.
@@ -145,7 +149,7 @@ fn dl_server_share() -> f64 {
 /// (debugfs sched/features; off when unreadable: both are off by default).
 fn tick_facts() -> (Option<u32>, bool) {
     let hz = kernel_config_value("CONFIG_HZ").and_then(|v| v.parse().ok());
-    let features = fsio::read_trim("/sys/kernel/debug/sched/features").unwrap_or_default();
+    let features = fsio::read_trim(SCHED_FEATURES).unwrap_or_default();
     let hrtick = features.split_whitespace().any(|f| f == "HRTICK" || f == "HRTICK_DL");
     (hz, hrtick)
 }

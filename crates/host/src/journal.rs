@@ -140,6 +140,23 @@ pub struct StateLock {
     _file: std::fs::File,
 }
 
+/// A state directory's layout beyond its own journal: the node's directory (`<state>/node`: its
+/// base and one segment per workload) and the tuning journal's (`<state>/tune`), so apply, reset and
+/// tune find each other's state without importing each other.
+pub(crate) fn node_dir(root: &StateDir) -> PathBuf {
+    root.path.join("node")
+}
+
+/// Whether a node's base is applied under this state directory (one-shot apply refuses then).
+pub fn node_active(root: &StateDir) -> bool {
+    node_dir(root).join("base").join("state.json").exists()
+}
+
+/// The state directory of the tuning journal, inside the apply journal's directory.
+pub fn tuning_state_dir(dir: &StateDir) -> StateDir {
+    StateDir::new(dir.path.join("tune"))
+}
+
 impl StateDir {
     pub fn new(path: impl Into<PathBuf>) -> StateDir {
         StateDir { path: path.into(), volatile: false }

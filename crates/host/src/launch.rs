@@ -231,7 +231,9 @@ pub(crate) fn podman_create(
 ) -> Result<(PathBuf, String, i32)> {
     let bin = crate::podman::require(&p.ws.name)?;
     let name = crate::podman::container_name(&p.ws.name, l);
-    let pid = crate::podman::create(txn, &bin, &name, l, runc)?;
+    // Journaled first: a crash between create and the next save still removes it.
+    txn.record(crate::journal::Change::Podman { name: name.clone(), podman: bin.clone() })?;
+    let pid = crate::podman::create(&bin, &name, l, runc)?;
     attach(txn, pid, facts, p)?;
     Ok((bin, name, pid))
 }

@@ -17,9 +17,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::error::{HostError, Result};
-use crate::journal::Change;
 use crate::setup::PodmanLaunch;
-use crate::txn::Txn;
 
 /// `podman` on PATH (or in the usual directories).
 pub fn find_podman() -> Option<PathBuf> {
@@ -29,7 +27,7 @@ pub fn find_podman() -> Option<PathBuf> {
 /// podman, or the refusal every podman launch gives before anything is applied.
 pub(crate) fn require(workload: &str) -> Result<PathBuf> {
     find_podman().ok_or_else(|| {
-        crate::prepare::rejected(format!("workload {workload}: a podman launch needs podman, which is not installed (apt-get install podman)"))
+        HostError::Rejected(format!("workload {workload}: a podman launch needs podman, which is not installed (apt-get install podman)"))
     })
 }
 
@@ -86,11 +84,9 @@ pub fn create_args(name: &str, l: &PodmanLaunch, runc: Option<&Path>) -> Vec<Str
     a
 }
 
-/// Journals the container, creates it and initialises it (runc's init waits for `start`); returns
-/// the init process's pid.
-pub(crate) fn create(txn: &mut Txn, bin: &Path, name: &str, l: &PodmanLaunch, runc: Option<&Path>) -> Result<i32> {
-    // Journaled first: a crash between create and the next save still removes it.
-    txn.record(Change::Podman { name: name.to_string(), podman: bin.to_path_buf() })?;
+/// Creates the container and initialises it (runc's init waits for `start`); returns the init
+/// process's pid. The caller journals the container first (`Change::Podman`).
+pub(crate) fn create(bin: &Path, name: &str, l: &PodmanLaunch, runc: Option<&Path>) -> Result<i32> {
     let what = format!("podman container {name}");
     run(bin, &create_args(name, l, runc), &what)?;
     run(bin, &["init".into(), name.into()], &what)?;

@@ -25,14 +25,10 @@ use rtslice_plan::{CachePlan, WorkloadCache};
 use rtslice_spec::{CacheDomain, Mba, NodeCache};
 
 use crate::error::{HostError, Result};
-use crate::fsio;
 use crate::txn::Txn;
 
 pub use rtslice_sys::resctrl::DEFAULT_ROOT;
-pub const SCHEMATA: &str = "schemata";
-pub const TASKS: &str = "tasks";
-/// The kernel's reason for the last refused write.
-pub const LAST_CMD_STATUS: &str = "info/last_cmd_status";
+pub use crate::resctrl_files::{LAST_CMD_STATUS, SCHEMATA, TASKS};
 /// Groups rtslice creates are named `rtslice-<workload>` so they never collide with another tool's.
 pub const GROUP_PREFIX: &str = "rtslice-";
 
@@ -169,58 +165,6 @@ impl Resctrl {
     }
 }
 
-/// `mkdir` of a control group; on a directory shaped like resctrl, also the files the kernel would
-/// create (see the module comment).
-pub(crate) fn make_group(dir: &Path) -> Result<()> {
-    fsio::mkdir(dir)?;
-    let root = dir.parent().unwrap_or(dir);
-    if rtslice_sys::resctrl::is_resctrl(root) {
-        return Ok(());
-    }
-    let schemata = fsio::read(root.join(SCHEMATA)).unwrap_or_default();
-    let made = fsio::create(dir.join(SCHEMATA), &schemata).and_then(|_| fsio::create(dir.join(TASKS), ""));
-    made.inspect_err(|_| {
-        let _ = remove_group(dir);
-    })
-}
-
-/// `rmdir` of a control group (the kernel hands its tasks to the default group); on a directory
-/// shaped like resctrl, the modelled files go first. Gone already is fine.
-pub(crate) fn remove_group(dir: &Path) -> Result<()> {
-    if !dir.exists() {
-        return Ok(());
-    }
-    let root = dir.parent().unwrap_or(dir);
-    if !rtslice_sys::resctrl::is_resctrl(root) {
-        for f in [SCHEMATA, TASKS] {
-            let _ = std::fs::remove_file(dir.join(f));
-        }
-    }
-    match fsio::rmdir(dir) {
-        Err(HostError::Remove { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => Ok(()),
-        other => other,
-    }
-}
-
-/// One write to a resctrl file; a refusal carries the kernel's reason (`info/last_cmd_status`).
-/// A schemata write must end with a newline (the kernel answers EINVAL otherwise).
-pub(crate) fn write(path: &Path, value: &str) -> Result<()> {
-    let value = if value.ends_with('\n') { value.to_string() } else { format!("{value}\n") };
-    fsio::write(path, &value).map_err(|e| match e {
-        HostError::Write { path, value, source } => {
-            let status = root_of(&path)
-                .and_then(|r| fsio::read_trim(r.join(LAST_CMD_STATUS)).ok())
-                .unwrap_or_else(|| "(no info/last_cmd_status)".into());
-            HostError::Resctrl { path, value, source, status }
-        }
-        other => other,
-    })
-}
-
-/// The resctrl root above a group's file: the nearest ancestor with an `info` directory.
-fn root_of(path: &Path) -> Option<&Path> {
-    path.ancestors().skip(1).find(|a| a.join("info").is_dir())
-}
 
 #[cfg(test)]
 mod tests {
@@ -424,7 +368,7 @@ mod tests {
         // A directory where the file should be: the write fails like a refused one would.
         std::fs::create_dir(root.path().join("rtslice-x")).unwrap();
         std::fs::create_dir(root.path().join("rtslice-x/schemata")).unwrap();
-        let e = write(&root.path().join("rtslice-x/schemata"), "L3:0=5").unwrap_err().to_string();
+        let e = crate::resctrl_files::write(&root.path().join("rtslice-x/schemata"), "L3:0=5").unwrap_err().to_string();
         assert!(e.contains("Mask not contiguous") && e.contains("rtslice-x/schemata"), "{e}");
     }
 

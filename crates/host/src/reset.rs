@@ -42,7 +42,7 @@ pub struct ResetReport {
 /// journal, then the host tuning's (`rtslice tune`, kept in a journal of its own under the same
 /// directory so workloads can be reset while the host stays tuned).
 pub fn reset(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
-    let node = if crate::node::node_active(dir) { Some(reset_node(dir, opts)?) } else { None };
+    let node = if crate::journal::node_active(dir) { Some(reset_node(dir, opts)?) } else { None };
     let mut applied = reset_journal(dir, opts)?;
     if let Some(n) = node {
         applied = ResetReport {
@@ -53,7 +53,7 @@ pub fn reset(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
             nothing_applied: false,
         };
     }
-    let tuning = crate::tune::tuning_state_dir(dir);
+    let tuning = crate::journal::tuning_state_dir(dir);
     // Only when a tuning journal exists: locking would otherwise leave an empty directory behind.
     if !tuning.file().exists() {
         return Ok(applied);

@@ -93,7 +93,7 @@ pub fn status(dir: &StateDir) -> Result<Status> {
                 let ok = match &actual {
                     None => false,
                     // sched/features reads as the whole flag list; the journal holds one flag.
-                    Some(cur) if path.as_path() == Path::new(crate::apply::SCHED_FEATURES) => {
+                    Some(cur) if path.as_path() == Path::new(crate::facts::SCHED_FEATURES) => {
                         cur.split_whitespace().any(|f| f == new)
                     }
                     Some(cur) if path.to_string_lossy().ends_with("ps_cpus") => {

@@ -513,10 +513,7 @@ fn boot_params(req: &TuneRequest) -> (Vec<BootParam>, Vec<String>) {
     (boot, notes)
 }
 
-/// The state directory of the tuning journal, inside the apply journal's directory.
-pub fn tuning_state_dir(dir: &StateDir) -> StateDir {
-    StateDir::new(dir.path.join("tune"))
-}
+pub use crate::journal::tuning_state_dir;
 
 /// What `apply_tuning` did.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

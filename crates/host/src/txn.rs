@@ -101,7 +101,7 @@ impl<'a> Txn<'a> {
             });
         }
         self.log(Change::ResctrlGroup { path: path.to_path_buf() })?;
-        crate::resctrl::make_group(path).inspect_err(|_| self.unlog())
+        crate::resctrl_files::make_group(path).inspect_err(|_| self.unlog())
     }
 
     /// Moves one thread into a resctrl group (`to`, its `tasks` file), journaling the group it was in.
@@ -109,7 +109,7 @@ impl<'a> Txn<'a> {
     pub fn move_task(&mut self, tid: i32, from: &Path, to: &Path) -> Result<bool> {
         let Some(thread) = ProcRef::of(tid) else { return Ok(false) };
         self.log(Change::ResctrlTask { thread, from: from.to_path_buf(), to: to.to_path_buf() })?;
-        match crate::resctrl::write(to, &tid.to_string()) {
+        match crate::resctrl_files::write(to, &tid.to_string()) {
             Ok(()) => Ok(true),
             Err(HostError::Resctrl { source, .. }) if source.raw_os_error() == Some(libc::ESRCH) => {
                 self.unlog();
@@ -129,7 +129,7 @@ impl<'a> Txn<'a> {
     pub fn write_resctrl(&mut self, path: &Path, value: &str) -> Result<()> {
         let old = fsio::read(path)?;
         self.log(Change::Wrote { path: path.to_path_buf(), old, new: value.to_string() })?;
-        crate::resctrl::write(path, value).inspect_err(|_| self.unlog())
+        crate::resctrl_files::write(path, value).inspect_err(|_| self.unlog())
     }
 
     /// Moves a process into a cgroup (one hierarchy), journaling where it was.
@@ -425,15 +425,15 @@ pub fn undo(change: &Change, ctx: &mut Undo) -> Result<()> {
         }
         Change::Container { id, runc_root, runc } => crate::oci::runc_stop(runc, runc_root, id, ctx.grace),
         Change::Podman { name, podman } => crate::podman::stop(podman, name, ctx.grace),
-        Change::ResctrlGroup { path } => crate::resctrl::remove_group(path),
+        Change::ResctrlGroup { path } => crate::resctrl_files::remove_group(path),
         Change::ResctrlTask { thread, from, to } => {
             // Back to the default group happens by itself: removing `to`'s group (journaled before
             // this move, so undone after it) hands its tasks to the default group.
-            let from_default = to.parent().and_then(Path::parent).is_some_and(|root| from == &root.join(crate::resctrl::TASKS));
+            let from_default = to.parent().and_then(Path::parent).is_some_and(|root| from == &root.join(crate::resctrl_files::TASKS));
             if from_default || !thread.alive() {
                 return Ok(());
             }
-            match crate::resctrl::write(from, &thread.pid.to_string()) {
+            match crate::resctrl_files::write(from, &thread.pid.to_string()) {
                 Err(HostError::Resctrl { source, .. }) if matches!(source.raw_os_error(), Some(libc::ESRCH) | Some(libc::ENOENT)) => Ok(()),
                 other => other,
             }

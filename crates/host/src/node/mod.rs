@@ -36,7 +36,7 @@ use crate::cgroup::{Backend, CgroupMode};
 use crate::cpus::CpuList;
 use crate::error::{HostError, Result};
 use crate::fsio;
-use crate::journal::{boot_id, Change, State, StateDir, StateLock};
+use crate::journal::{boot_id, node_dir, Change, State, StateDir, StateLock};
 use crate::launch;
 use crate::ops::{cgroup_ops, Op};
 use crate::facts::HostFacts;
@@ -54,7 +54,6 @@ mod workload_check;
 use base::apply_base;
 use partitions::{partition_dir_of, partition_of, shared_partition_dir, shared_partition_of, SHARED_PARTITION_PREFIX};
 
-const NODE_DIR: &str = "node";
 const BASE_INFO: &str = "base.json";
 const INTENT: &str = "op.json";
 
@@ -158,15 +157,6 @@ pub struct Node {
     base: NodeBase,
     opts: NodeOptions,
     _lock: StateLock,
-}
-
-fn node_dir(root: &StateDir) -> PathBuf {
-    root.path.join(NODE_DIR)
-}
-
-/// Whether a node's base is applied under this state directory (one-shot apply refuses then).
-pub fn node_active(root: &StateDir) -> bool {
-    node_dir(root).join("base").join("state.json").exists()
 }
 
 /// Writes `value` atomically; `durable` also fsyncs it (the base's files; a workload's intent is as
