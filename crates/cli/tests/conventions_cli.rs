@@ -379,3 +379,77 @@ fn no_source_file_is_over_a_thousand_lines() {
     let long: Vec<String> = files.iter().filter(|(n, _)| *n > 1000).map(|(n, p)| format!("{} ({n} lines)", p.display())).collect();
     assert!(long.is_empty(), "split these by job: {}", long.join(", "));
 }
+
+/// No module imports another in a circle (docs/ARCHITECTURE.md): per crate, the top-level modules
+/// (a file or a directory under src/) and the `crate::<module>` paths their code names (comments and
+/// `mod tests` left out) form a graph without cycles, so each module can be read after the ones it
+/// uses. A child module naming its parent (`super::`) is structure, not an import.
+#[test]
+fn no_module_imports_another_in_a_circle() {
+    use std::collections::{BTreeMap, BTreeSet};
+    fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                sources(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    fn names_after(code: &str, prefix: &str) -> Vec<String> {
+        code.match_indices(prefix)
+            .map(|(i, _)| code[i + prefix.len()..].chars().take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_').collect())
+            .collect()
+    }
+    let mut checked = 0;
+    let mut circles = Vec::new();
+    for krate in std::fs::read_dir(root().join("crates")).unwrap().flatten() {
+        let src = krate.path().join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        let mut files = Vec::new();
+        sources(&src, &mut files);
+        let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for f in &files {
+            let rel = f.strip_prefix(&src).unwrap();
+            let module = rel.components().next().unwrap().as_os_str().to_string_lossy().trim_end_matches(".rs").to_string();
+            if module == "lib" || module == "main" || module == "bin" {
+                continue;
+            }
+            let text = std::fs::read_to_string(f).unwrap();
+            let text = text.split("#[cfg(test)]\nmod tests").next().unwrap();
+            let code: String = text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+            let mut deps: BTreeSet<String> = names_after(&code, "crate::").into_iter().collect();
+            // `use crate::{a, b::c}` names a and b.
+            for (i, _) in code.match_indices("use crate::{") {
+                let group = &code[i + "use crate::{".len()..];
+                let group = &group[..group.find('}').unwrap_or(group.len())];
+                deps.extend(group.split(',').map(|p| p.trim().split("::").next().unwrap_or("").to_string()));
+            }
+            deps.remove(&module);
+            graph.entry(module).or_default().extend(deps);
+        }
+        let modules: BTreeSet<String> = graph.keys().cloned().collect();
+        for deps in graph.values_mut() {
+            deps.retain(|d| modules.contains(d));
+        }
+        checked += modules.len();
+        // A module is in a circle when it reaches itself.
+        for m in &modules {
+            let mut seen = BTreeSet::new();
+            let mut stack: Vec<&String> = graph[m].iter().collect();
+            while let Some(n) = stack.pop() {
+                if seen.insert(n.clone()) {
+                    stack.extend(graph[n].iter());
+                }
+            }
+            if seen.contains(m) {
+                circles.push(format!("{}: {m}", krate.file_name().to_string_lossy()));
+            }
+        }
+    }
+    assert!(checked > 50, "found the workspace's modules ({checked})");
+    assert!(circles.is_empty(), "modules that import themselves through others: {}", circles.join(", "));
+}

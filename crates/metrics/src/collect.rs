@@ -14,7 +14,7 @@ use rtslice_trace::{ContinuousTrace, TracerHealth};
 use serde::{Deserialize, Serialize};
 
 use crate::families::{latency_bounds_ns, Family, LatencyHist, Labels};
-use crate::report::SliReport;
+use crate::sli::SliReport;
 use crate::MetricsError;
 
 /// One workload as the caller (the node service, or `rtslice metrics serve` from the state

@@ -13,8 +13,8 @@
 //! Sources: per-thread latency histograms, switches, migrations and CPU time from the continuous BPF
 //! tracer (rtslice-trace) following the workloads' cgroups; reservation parameters from the caller;
 //! CPU accounting and throttling from the workloads' cgroup files; IRQ and softirq counts from /proc;
-//! application SLIs reported by the workloads over the report channel ([`ReportChannel`],
-//! docs/metrics.md). Every scrape collects afresh, so what Prometheus stores is what the kernel
+//! application SLIs reported by the workloads over the report channel ([`ReportChannel`]; what a
+//! report holds is [`SliReport`]'s, docs/metrics.md). Every scrape collects afresh, so what Prometheus stores is what the kernel
 //! counted at that moment.
 
 mod collect;
@@ -22,11 +22,13 @@ mod families;
 mod http;
 mod report;
 mod sample;
+mod sli;
 
 pub use collect::{NodeMetrics, Options, SliTotals, Workload};
 pub use families::{latency_bounds_ns, LATENCY_BUCKETS_PER_OCTAVE};
 pub use http::{encode, router, serve, CONTENT_TYPE};
-pub use report::{ReportChannel, SliReport, REPORT_SOCKET_ENV};
+pub use report::{ReportChannel, REPORT_SOCKET_ENV};
+pub use sli::SliReport;
 pub use sample::{CpuReading, Histogram, NodeSample, WorkloadSample};
 
 use std::path::PathBuf;

@@ -1,79 +1,22 @@
 //! The HTTP API under `/v1` (axum): resources, body limits, errors as JSON, and the bearer token
 //! required on TCP.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use serde_json::{json, Value};
+use serde::Deserialize;
+use serde_json::json;
 
+use crate::containers::CreateContainer;
 use crate::error::NodeError;
-use crate::service::{Resize, Service};
-
-/// Largest request body accepted (a spec of many workloads is a few KiB); larger gets 413.
-pub const BODY_LIMIT: usize = 256 * 1024;
-
-/// What every handler shares: the one writer behind a lock (requests are serialized).
-pub struct App {
-    pub service: Mutex<Option<Service>>,
-    /// Metrics, the report socket and the live views' history (`None`: the daemon observes nothing).
-    pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
-}
-
-type Shared = Arc<App>;
-
-pub(crate) fn json_response(status: u16, body: Value) -> Response {
-    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (code, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
-}
-
-fn error_response(e: &NodeError) -> Response {
-    let mut body = json!({ "error": e.to_string(), "status": e.status() });
-    if let NodeError::Spec(list) = e {
-        body["errors"] = json!(list);
-    }
-    json_response(e.status(), body)
-}
-
-impl IntoResponse for NodeError {
-    fn into_response(self) -> Response {
-        error_response(&self)
-    }
-}
-
-/// Runs `f` on the service in a blocking thread (host operations sleep and wait for processes).
-pub(crate) async fn with_service<T: Send + 'static>(
-    app: Shared,
-    f: impl FnOnce(&mut Service) -> Result<T, NodeError> + Send + 'static,
-) -> Result<T, NodeError> {
-    tokio::task::spawn_blocking(move || {
-        let mut guard = app.service.lock().unwrap_or_else(|p| p.into_inner());
-        let svc = guard.as_mut().ok_or_else(|| NodeError::State("the service is shutting down".into()))?;
-        let out = f(svc);
-        // The collector follows every change at once (not a second later, with the watcher).
-        if let Some(t) = &app.telemetry {
-            t.sync(svc);
-        }
-        out
-    })
-    .await
-    .map_err(|e| NodeError::State(format!("request handler failed: {e}")))?
-}
-
-/// Reads the body, refusing more than [`BODY_LIMIT`] bytes (413) and non-UTF-8 text (400).
-pub(crate) async fn body_text(body: Body) -> Result<String, Response> {
-    let bytes = axum::body::to_bytes(body, BODY_LIMIT).await.map_err(|_| {
-        json_response(413, json!({ "error": format!("the request body is larger than {BODY_LIMIT} bytes"), "status": 413 }))
-    })?;
-    rtslice_spec::utf8_text(&bytes, "request body")
-        .map(str::to_string)
-        .map_err(|e| error_response(&NodeError::Spec(e.iter().map(|x| x.to_string()).collect())))
-}
+use crate::http::{body_text, json_response, with_service, Shared};
+use crate::service::Resize;
 
 /// A request body that must be a spec: the size limit and UTF-8 (`body_text`), then the spec's located
 /// errors — as the response to send when it is not one.
@@ -222,7 +165,7 @@ async fn not_found() -> Response {
 
 /// The API's routes. `token`: required as `Authorization: Bearer <token>` on every request (TCP).
 pub fn router(app: Shared, token: Option<Arc<String>>) -> Router {
-    let r = crate::containers::routes(crate::dashboard::routes(Router::new()))
+    let r = container_routes(crate::dashboard::routes(Router::new()))
         .route("/v1/node", get(node))
         .route("/v1/workloads", get(list).post(deploy).put(apply))
         .route("/v1/workloads/{name}", get(get_one).put(resize).delete(remove))
@@ -253,4 +196,72 @@ async fn bearer(State(token): State<Arc<String>>, headers: HeaderMap, req: Reque
         return r;
     }
     next.run(req).await
+}
+
+// ---- Kubernetes containers (the NRI plugin's calls) ----
+
+async fn container_create(State(app): State<Shared>, body: Body) -> Response {
+    let text = match body_text(body).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let req: CreateContainer = match serde_json::from_str(&text) {
+        Ok(r) => r,
+        Err(e) => return NodeError::Invalid(format!("the container body: {e}")).into_response(),
+    };
+    match with_service(app, move |s| Ok(s.container_create(&req)?.map(|e| json!({"workload": e.workload.name, "cpus": rtslice_host::CpuList::from_cpus(e.cpus.iter().copied()).to_string(), "mems": e.setup.mems.clone().unwrap_or_default()})))).await {
+        Ok(Some(v)) => json_response(201, v),
+        Ok(None) => (axum::http::StatusCode::NO_CONTENT, "").into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Start {
+    pid: i32,
+}
+
+async fn container_start(State(app): State<Shared>, Path(id): Path<String>, body: Body) -> Response {
+    let text = match body_text(body).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let req: Start = match serde_json::from_str(&text) {
+        Ok(r) => r,
+        Err(e) => return NodeError::Invalid(format!("the start body: {e}")).into_response(),
+    };
+    match with_service(app, move |s| s.container_start(&id, req.pid)).await {
+        Ok(v) => json_response(200, v),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn container_release(State(app): State<Shared>, Path(id): Path<String>) -> Response {
+    match with_service(app, move |s| s.container_release(&id)).await {
+        Ok(v) => json_response(200, v),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn container_list(State(app): State<Shared>) -> Response {
+    match with_service(app, |s| Ok(serde_json::to_value(s.container_list()).unwrap_or_default())).await {
+        Ok(v) => json_response(200, json!({"containers": v})),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn container_inventory(State(app): State<Shared>) -> Response {
+    match with_service(app, |s| Ok(s.cluster_inventory())).await {
+        Ok(v) => json_response(200, v),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The container and inventory routes (the NRI plugin's), added to the API's router.
+fn container_routes(r: Router<Shared>) -> Router<Shared> {
+    r.route("/v1/containers", get(container_list).post(container_create))
+        .route("/v1/containers/{id}", axum::routing::delete(container_release))
+        .route("/v1/containers/{id}/start", post(container_start))
+        .route("/v1/inventory", get(container_inventory))
 }

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
-use crate::api::App;
+use crate::http::App;
 use crate::error::NodeError;
 use crate::telemetry::ViewQuery;
 

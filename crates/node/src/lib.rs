@@ -5,15 +5,19 @@
 //!   transaction of the host's [`rtslice_host::Node`], recovery after a crash or a reboot, events.
 //! - `adapt`: the closed loop's decision (pure): the runtime an adapting reservation holds next,
 //!   from an interval's CPU use and reported misses, between its minimum and maximum.
-//! - `api`: the `/v1` resources (axum), errors as JSON, body limit, bearer token on TCP.
+//! - `api`: the `/v1` resources (axum), the NRI plugin's container routes, bearer token on TCP.
+//! - `http`: what the handlers share apart from the domain: the service behind its lock ([`App`]),
+//!   JSON responses and errors, the body limit.
 //! - `server`: `rtslice daemon` — unix socket (0600) and optional TCP listener, reaping, signals.
 //! - `tls`: HTTPS on the TCP listener (rustls, ring provider).
 //! - `client`: requests over the unix socket (the CLI).
 //! - `telemetry`: the Prometheus collector following the deployed workloads, the report socket
 //!   they get, the live views' history (`GET /metrics`, `GET /v1/telemetry`).
 //! - `dashboard`: the live dashboard at `/` (one self-contained page) and its access on TCP.
-//! - `containers`: Kubernetes containers through the NRI plugin — admission at creation, in-place
-//!   application at start, release; `GET /v1/inventory` for the scheduler extender (docs/kubernetes.md).
+//! - `containers`: the records of Kubernetes containers from the NRI plugin and what kubelet's
+//!   cgroups rule out; the service admits them at creation, applies them in place at start and
+//!   releases them (`service/containers.rs`); `GET /v1/inventory` for the scheduler extender
+//!   (docs/kubernetes.md).
 //! - `openapi`: the OpenAPI document (`GET /v1/openapi.json`, checked in as docs/openapi.json).
 
 mod adapt;
@@ -22,13 +26,15 @@ mod client;
 mod dashboard;
 mod containers;
 mod error;
+mod http;
 mod openapi;
 mod server;
 mod service;
 mod telemetry;
 mod tls;
 
-pub use api::{router, App, BODY_LIMIT};
+pub use api::router;
+pub use http::{App, BODY_LIMIT};
 pub use containers::{ContainerEntry, CreateContainer};
 pub use client::{request, request_blocking, Reply};
 pub use error::{NodeError, Result};

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::api::{router, App};
+use crate::api::router;
+use crate::http::App;
 use crate::error::{NodeError, Result};
 use crate::service::{Service, ServiceOptions};
 

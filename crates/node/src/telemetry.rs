@@ -322,17 +322,3 @@ pub(crate) struct ViewQuery {
     /// Minutes of series (default 5).
     pub minutes: Option<f64>,
 }
-
-/// Gives every launched command of `setup` the daemon's environment (`RTSLICE_REPORT_SOCKET`),
-/// unless the workload's own `env` sets the variable.
-pub(crate) fn add_launch_env(setup: &mut rtslice_host::Setup, env: &[(String, String)]) {
-    for w in &mut setup.workloads {
-        if let rtslice_host::Launch::Command { env: own, .. } = &mut w.launch {
-            for (k, v) in env {
-                if !own.iter().any(|(x, _)| x == k) {
-                    own.push((k.clone(), v.clone()));
-                }
-            }
-        }
-    }
-}

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{NodeError, Result};
 
 mod closed_loop;
+mod containers;
 mod resize;
 mod supervise;
 mod views;
@@ -442,7 +443,7 @@ impl Service {
         whole.workloads.retain(|x| x.name == w.name);
         whole.rejected.clear();
         let mut setup = rtslice_host::setup_from_plan(&whole, OciDefaults::default()).map_err(|e| (e.to_string(), None))?;
-        crate::telemetry::add_launch_env(&mut setup, &self.launch_env);
+        add_launch_env(&mut setup, &self.launch_env);
         Ok((plan, setup))
     }
 
@@ -931,5 +932,19 @@ fn describe(p: &WorkloadPlan) -> String {
         }
         rtslice_plan::Allocation::Dedicated { .. } => "dedicated".into(),
         rtslice_plan::Allocation::BestEffort { .. } => "best effort".into(),
+    }
+}
+
+/// Gives every launched command of `setup` the daemon's environment (`RTSLICE_REPORT_SOCKET`),
+/// unless the workload's own `env` sets the variable.
+fn add_launch_env(setup: &mut rtslice_host::Setup, env: &[(String, String)]) {
+    for w in &mut setup.workloads {
+        if let rtslice_host::Launch::Command { env: own, .. } = &mut w.launch {
+            for (k, v) in env {
+                if !own.iter().any(|(x, _)| x == k) {
+                    own.push((k.clone(), v.clone()));
+                }
+            }
+        }
     }
 }

@@ -1,0 +1,131 @@
+//! The service's side of Kubernetes containers (`crate::containers` holds their records): admission
+//! at CreateContainer, in-place application at start, release, and the cluster inventory.
+
+use rtslice_host::InPlace;
+use serde_json::json;
+
+use super::*;
+use crate::containers::{refuse_unsupported, ContainerEntry, CreateContainer};
+
+impl Service {
+    /// CreateContainer: `None` when no rtslice annotation applies to it.
+    pub fn container_create(&mut self, req: &CreateContainer) -> Result<Option<&ContainerEntry>> {
+        if self.containers.entries.contains_key(&req.id) {
+            return Ok(self.containers.entries.get(&req.id));
+        }
+        let name = rtslice_spec::annotations::workload_name(&req.namespace, &req.pod, &req.container);
+        let w = rtslice_spec::annotations::container_workload(&req.annotations, None, &req.container, &name, self.node_section())
+            .map_err(|e| NodeError::Spec(e.iter().map(|x| x.to_string()).collect()))?;
+        let Some(w) = w else { return Ok(None) };
+        if let Err(reason) = refuse_unsupported(&w) {
+            self.event("refused", Some(&name), reason.clone());
+            return Err(NodeError::Unfit(reason));
+        }
+        let (plan, setup) = match self.admit(&w, &[]) {
+            Ok(x) => x,
+            Err((reason, _)) => {
+                self.event("refused", Some(&name), format!("container {} of pod {}/{}: {reason}", req.container, req.namespace, req.pod));
+                return Err(NodeError::Unfit(reason));
+            }
+        };
+        let mut pinned = w.clone();
+        pinned.demand = pinned.demand.take().map(|d| match d {
+            Demand::Reservation(mut r) => {
+                r.cpus = Some(plan.cpus.clone());
+                r.count = None;
+                Demand::Reservation(r)
+            }
+            Demand::Dedicated(mut x) => {
+                x.cpus = Some(plan.cpus.clone());
+                x.count = None;
+                Demand::Dedicated(x)
+            }
+            other => other,
+        });
+        let ws = setup.workloads.into_iter().next().ok_or_else(|| NodeError::State("the plan gave no workload setup".into()))?;
+        let entry = ContainerEntry {
+            id: req.id.clone(),
+            namespace: req.namespace.clone(),
+            pod: req.pod.clone(),
+            pod_uid: req.pod_uid.clone(),
+            container: req.container.clone(),
+            workload: pinned,
+            cpus: plan.cpus.clone(),
+            setup: ws,
+            irqs: setup.irqs,
+            applied: None,
+        };
+        self.containers.entries.insert(req.id.clone(), entry);
+        self.containers.save()?;
+        self.event("admitted", Some(&name), format!("container {} on CPUs [{}]", req.id, CpuList::from_cpus(plan.cpus.iter().copied())));
+        Ok(self.containers.entries.get(&req.id))
+    }
+
+    /// StartContainer: applies the reservation, thread and IRQ rules to the cgroup of `pid`, in place.
+    pub fn container_start(&mut self, id: &str, pid: i32) -> Result<serde_json::Value> {
+        let e = self.containers.entries.get(id).ok_or_else(|| NodeError::NotFound(format!("no rtslice container {id}")))?;
+        if e.applied.is_some() {
+            return Ok(json!({"id": id, "started": true}));
+        }
+        let name = e.workload.name.clone();
+        let applied = match InPlace::apply(&e.setup, &e.irqs, pid) {
+            Ok(a) => a,
+            Err(err) => {
+                self.event("failed", Some(&name), format!("start of container {id}: {err}"));
+                return Err(err.into());
+            }
+        };
+        let view = json!({"id": id, "started": true, "cgroup": applied.cpu_dir, "threads": applied.threads.len()});
+        self.containers.entries.get_mut(id).expect("present").applied = Some(applied);
+        self.containers.save()?;
+        self.event("started", Some(&name), format!("container {id} (pid {pid}): reservation and rules applied in place"));
+        Ok(view)
+    }
+
+    /// Stop/RemoveContainer: undoes the start and returns the CPUs and bandwidth.
+    pub fn container_release(&mut self, id: &str) -> Result<serde_json::Value> {
+        let mut e = self.containers.entries.remove(id).ok_or_else(|| NodeError::NotFound(format!("no rtslice container {id}")))?;
+        let problems = e.applied.as_mut().map(|a| a.release()).unwrap_or_default();
+        self.containers.save()?;
+        self.event(
+            "removed",
+            Some(&e.workload.name),
+            if problems.is_empty() { format!("container {id} released") } else { format!("container {id} released; {}", problems.join("; ")) },
+        );
+        self.retry_pending()?;
+        Ok(json!({"id": id, "released": true, "problems": problems}))
+    }
+
+    pub fn container_list(&self) -> Vec<&ContainerEntry> {
+        self.containers.entries.values().collect()
+    }
+
+    /// `GET /v1/inventory`: what the node publishes for the scheduler extender (rtslice-cluster's
+    /// `Inventory`, docs/kubernetes.md).
+    pub fn cluster_inventory(&self) -> serde_json::Value {
+        let plan = self.planner(&[]).plan();
+        let mut pods: Vec<&str> = self.containers.entries.values().map(|e| e.pod_uid.as_str()).filter(|u| !u.is_empty()).collect();
+        pods.sort();
+        pods.dedup();
+        let node = rtslice_spec::Node {
+            name: plan.node.name.clone(),
+            cpus: rtslice_spec::NodeCpus::List(plan.node.cpus.clone()),
+            housekeeping: plan.node.housekeeping.clone(),
+            cap: plan.node.cap,
+            default_period: self.node_section().default_period,
+            policy: plan.node.policy,
+            topology: plan.node.topology.as_ref().map(|t| t.to_topology()),
+            // Pod annotations carry no cache request, so the inventory need not carry the L3.
+            ..Default::default()
+        };
+        json!({
+            "version": 1,
+            "node": node,
+            "isolated": plan.node.isolcpus,
+            "mechanism": self.mechanism(),
+            "inventoryOnly": false,
+            "perCpu": plan.node.per_cpu,
+            "pods": pods,
+        })
+    }
+}
