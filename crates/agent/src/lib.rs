@@ -328,11 +328,10 @@ impl Agent {
             // Apply gives each thread its equal part one thread at a time, and leaves alone a
             // thread that already holds a pool budget when it comes to it. A split written while
             // it is still on its way would be overwritten, for the threads it has not reached yet,
-            // by their equal parts: more than the one budget in force until the next split (the
-            // rt-8cpu-iso guest showed such a state on 28 Nov: one thread at apply's 8 ms, the
-            // others at their split, 45.9 ms of a 40 ms budget). So the split by
-            // history waits until every thread a deadline rule matches holds a deadline budget;
-            // until then the baseline is dropped and taken again on the next pass — for at most
+            // by their equal parts: more than the one budget in force until the next split (one
+            // thread at apply's 8 ms, the others at their split: 45.9 ms of a 40 ms budget). So the
+            // split by history waits until every thread a deadline rule matches holds a deadline
+            // budget; until then the baseline is dropped and taken again on the next pass — for at most
             // FIRST_SPLIT_WAIT: a thread apply could not rule must not stop the pool from
             // following demand, which it then does from the next window on.
             if !deadline_rules_in_force(w) {

@@ -189,8 +189,8 @@ impl StateDir {
             .map_err(|e| self.state_err(format!("cannot open its lock file: {e}")))?;
         // A lock just released can stay held for a moment: flock belongs to the open file
         // description, and a child another thread forks between our open and its exec holds a copy
-        // until the exec closes it (a CI run saw `reset` refused right after `apply` returned, in a
-        // test binary whose other threads spawn processes). Holders that stay are refused after 1 s.
+        // until the exec closes it (so `reset` right after `apply` returned was refused in a process
+        // whose other threads spawn children). Holders that stay are refused after 1 s.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
         loop {
             match rtslice_sys::lock::try_lock_exclusive(&file) {

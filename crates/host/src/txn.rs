@@ -490,8 +490,8 @@ pub fn remove_cgroup(dir: &Path, evacuate_to: &Path) -> Result<()> {
             let _ = fsio::write(evacuate_to, &pid.to_string());
         }
         // cgroup v2: the CPUs a removed group held as a partition return to its parent only when
-        // the kernel takes the group offline, asynchronously after rmdir (6.1: the root's
-        // cpuset.cpus.effective lacked them right after a reset; kernels matrix, generic-4cpu).
+        // the kernel takes the group offline, asynchronously after rmdir, so a reset that returned
+        // at once could leave the root without them for a while (docs/testing.md, flaky runs).
         // (A member group's CPUs are its parent's already: the wait ends at once.)
         let held = fsio::read_trim(dir.join("cpuset.cpus.effective")).ok().and_then(|c| crate::CpuList::parse(&c).ok());
         match fsio::rmdir(dir) {
@@ -509,9 +509,9 @@ pub fn remove_cgroup(dir: &Path, evacuate_to: &Path) -> Result<()> {
 }
 
 /// Waits (at most 10 s) until a cpuset's effective CPUs include `cpus`. The offlining waits for an
-/// RCU grace period and a workqueue: 2 s were not enough once in the 8-vCPU TCG guest beside a cargo
-/// build (a clean-clone run, 2026-12-01: a root task's affinity still lacked the partition's CPUs
-/// after reset); the wait ends as soon as they are back, so a quiet host never pays for the bound.
+/// RCU grace period and a workqueue, which a loaded TCG guest stretches to seconds; the wait ends as
+/// soon as the CPUs are back, so a quiet host never pays for the bound. (The parent's tasks get the
+/// CPUs back in their affinity after this, under the kernel's lock: nothing here can wait on that.)
 fn wait_for_cpus(effective: &Path, cpus: &crate::CpuList) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {

@@ -202,9 +202,9 @@ pub async fn run_until(opts: DaemonOptions, stop: impl std::future::Future<Outpu
                 let _ = tokio::task::spawn_blocking(move || {
                     // Exited launched workloads are reaped by pid in check_exits, which keeps their
                     // statuses. Nothing here waits for any child: that took the exit of a child
-                    // someone else in this process was waiting for (a `curl` the API test ran beside
-                    // an in-process server failed with ECHILD in CI, 28 Nov), and the workloads' own
-                    // statuses from check_exits.
+                    // someone else in this process was waiting for (a `curl` run beside an
+                    // in-process server failed with ECHILD), and the workloads' own statuses from
+                    // check_exits.
                     let mut guard = app.service.lock().unwrap_or_else(|p| p.into_inner());
                     if let Some(s) = guard.as_mut() {
                         s.check_exits();

@@ -232,10 +232,10 @@ pub fn assert_same(before: &BTreeMap<String, String>, after: &BTreeMap<String, S
 /// The kernel state after a reset or a rollback is `before`, once the kernel has finished what the
 /// reset started. cgroup v2 hands a removed partition's CPUs back to its parent when it takes the
 /// group offline, asynchronously, and updates the effective CPUs first and the affinity of the
-/// parent's tasks after, one by one, under a lock userspace cannot wait on; in a loaded TCG guest
-/// a task was seen with the CPU still missing after reset returned (kernels matrix, rt-8cpu-iso,
-/// 2026-12-01: `sleep` at [0,2-3], its root at [0-3]). So while every difference is a thread's
-/// attributes, the snapshot is taken again, for at most 10 s; any other difference fails at once.
+/// parent's tasks after, one by one, under a lock userspace cannot wait on, and a loaded TCG guest
+/// can run the snapshot in between (docs/testing.md, flaky runs). So while every difference is a
+/// thread's attributes, the snapshot is taken again, for at most 10 s; any other difference fails
+/// at once.
 pub fn assert_restored(before: &BTreeMap<String, String>) {
     let end = Instant::now() + Duration::from_secs(10);
     let mut after = snapshot();
