@@ -14,7 +14,8 @@ use crate::error::{HostError, Result};
 use crate::fsio;
 use crate::journal::{Change, State, StateDir};
 use crate::launch::{self, AgentCommand};
-use crate::ops::{cgroup_ops, Op};
+use crate::cgroup::Op;
+use crate::ops::cgroup_ops;
 use crate::facts::HostFacts;
 use crate::prepare::{prepare, rejected, resolve_mechanism, Prepared};
 use crate::record::{AppliedRecord, Mechanism, WorkloadRecord};
@@ -22,7 +23,7 @@ use crate::resctrl::Resctrl;
 use crate::rules::CompiledRules;
 use crate::sched::SchedAttr;
 use crate::setup::{Launch, Setup};
-use crate::txn::{Fault, Txn};
+use crate::txn::{step, Fault, StepResult, Txn};
 
 #[derive(Clone, Debug, Default)]
 pub struct ApplyOptions {
@@ -165,49 +166,32 @@ struct Ctx<'a> {
     warnings: Vec<String>,
 }
 
-type StepResult<T> = std::result::Result<T, (String, HostError)>;
-
-fn step<T>(name: impl Into<String>, r: Result<T>) -> StepResult<T> {
-    r.map_err(|e| (name.into(), e))
-}
-
 fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, Option<ProcRef>)> {
     journal_root_affinities(txn, ctx)?;
     let parent_partition = ctx.facts.backend.parent().cpuset.join("cpuset.cpus.partition");
     let mut fair_server_done = false;
     let mut parent_is_partition = false;
     for op in cgroup_ops(ctx.prepared, ctx.facts, ctx.mech) {
-        match op {
-            Op::Mkdir { path, evacuate_to } => step(format!("create cgroup {}", path.display()), txn.mkdir(&path, &evacuate_to))?,
-            Op::Write { path, value } => {
-                // cgroup v2, 6.12.117 (kernels matrix, read from /sys/kernel/debug/sched/debug's
-                // dl_bw->total_bw): when child partitions take every CPU of the parent partition,
-                // the root domains are rebuilt without the deadline servers' bandwidth (total_bw 0
-                // on every CPU), and setting a fair_server's runtime to 0 then fails (EBUSY/EIO:
-                // the kernel subtracts the server's bandwidth from a total that lacks it). The
-                // same at boot, before any partition exists. With the parent alone a partition
-                // the accounting is rebuilt right, so the fair_server is set there, before the
-                // workloads' partitions; its undo (runtime back, adding bandwidth) works in any state.
-                // Remote partitions (boot isolation, no parent partition): a single-level rebuild,
-                // after which the accounting is right (measured), so it is set after them instead.
-                if path == parent_partition {
-                    parent_is_partition = true;
-                }
-                if !fair_server_done && parent_is_partition && path.ends_with("cpuset.cpus.partition") && path != parent_partition {
-                    fair_server(txn, ctx)?;
-                    fair_server_done = true;
-                }
-                step(format!("write {value:?} to {}", path.display()), txn.write_if_changed(&path, &value))?;
-                // v2 takes an impossible partition request without an error: read the state back.
-                if path.ends_with("cpuset.cpus.partition") {
-                    let state = step(format!("read {}", path.display()), crate::fsio::read_trim(&path))?;
-                    if let Some(explanation) = crate::cgroup::invalid_partition(&state) {
-                        let e = HostError::InvalidPartition { path: path.clone(), wanted: value, state, explanation };
-                        return Err((format!("make {} a partition", path.parent().unwrap_or(&path).display()), e));
-                    }
-                }
+        if let Op::Write { path, .. } = &op {
+            // cgroup v2, 6.12.117 (kernels matrix, read from /sys/kernel/debug/sched/debug's
+            // dl_bw->total_bw): when child partitions take every CPU of the parent partition,
+            // the root domains are rebuilt without the deadline servers' bandwidth (total_bw 0
+            // on every CPU), and setting a fair_server's runtime to 0 then fails (EBUSY/EIO:
+            // the kernel subtracts the server's bandwidth from a total that lacks it). The
+            // same at boot, before any partition exists. With the parent alone a partition
+            // the accounting is rebuilt right, so the fair_server is set there, before the
+            // workloads' partitions; its undo (runtime back, adding bandwidth) works in any state.
+            // Remote partitions (boot isolation, no parent partition): a single-level rebuild,
+            // after which the accounting is right (measured), so it is set after them instead.
+            if *path == parent_partition {
+                parent_is_partition = true;
+            }
+            if !fair_server_done && parent_is_partition && path.ends_with("cpuset.cpus.partition") && *path != parent_partition {
+                fair_server(txn, ctx)?;
+                fair_server_done = true;
             }
         }
+        txn.run(op)?;
     }
     let mut records: Vec<WorkloadRecord> = ctx
         .prepared
@@ -251,49 +235,12 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
     }
 
     for (i, p) in ctx.prepared.iter().enumerate() {
-        let procs_files = launch::procs_files_for(p, ctx.facts);
-        match &p.ws.launch {
-            Launch::None => {}
-            Launch::Command { argv, env, cwd } => {
-                let proc = step(
-                    format!("launch {} ({})", p.ws.name, argv.join(" ")),
-                    launch::command(txn, &p.ws.name, argv, env, cwd.as_deref(), &procs_files, &ctx.opts.state_dir),
-                )?;
-                records[i].pids.push(proc);
-            }
-            Launch::Attach { pids } => {
-                for &pid in pids {
-                    step(format!("attach pid {pid} to {}", p.ws.name), launch::attach(txn, pid, ctx.facts, p))?;
-                    if let Some(r) = ProcRef::of(pid) {
-                        records[i].pids.push(r);
-                    }
-                }
-            }
-            Launch::Oci(o) => {
-                let runc = ctx.runc.expect("checked in validation");
-                let id = o.id.clone().unwrap_or_else(|| format!("rtslice-{}", p.ws.name));
-                let (pid, root) = step(format!("create container {id} for {}", p.ws.name), launch::oci_create(txn, ctx.facts, &ctx.opts.state_dir, p, o, &id, runc, &device_nodes(&ctx.devices, &p.ws.name)))?;
-                step(format!("thread rules in container {id}"), rules_for_workload(txn, p, ctx))?;
-                step(format!("start container {id}"), crate::oci::runc_start(runc, &root, &id))?;
-                launch::wait_for_exec(pid);
-                records[i].container = Some(id);
-                if let Some(r) = ProcRef::of(pid) {
-                    records[i].pids.push(r);
-                }
-            }
-            Launch::Podman(l) => {
-                let runc = ctx.runc.map(Path::to_path_buf).or_else(crate::oci::find_runc);
-                let (bin, name, pid) = step(format!("create podman container for {}", p.ws.name), launch::podman_create(txn, ctx.facts, p, l, runc.as_deref()))?;
-                step(format!("thread rules in podman container {name}"), rules_for_workload(txn, p, ctx))?;
-                step(format!("start podman container {name}"), crate::podman::start(&bin, &name))?;
-                launch::wait_for_exec(pid);
-                records[i].container = Some(name);
-                if let Some(r) = ProcRef::of(pid) {
-                    records[i].pids.push(r);
-                }
-            }
-        }
-        step(format!("thread rules of {}", p.ws.name), rules_for_workload(txn, p, ctx))?;
+        let launched = launch::workload(txn, ctx.facts, &ctx.opts.state_dir, p, ctx.runc, &device_nodes(&ctx.devices, &p.ws.name), &|txn| {
+            workload_rules(txn, p)
+        })?;
+        records[i].pids.extend(launched.pids);
+        records[i].container = launched.container;
+        step(format!("thread rules of {}", p.ws.name), workload_rules(txn, p))?;
         if p.ws.cache.is_some() {
             step(format!("move the threads of {} into its resctrl group", p.ws.name), cache_tasks(txn, p, &ctx.resctrl))?;
         }
@@ -500,11 +447,6 @@ fn irqs_and_nets(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<()> {
         }
     }
     Ok(())
-}
-
-fn rules_for_workload(txn: &mut Txn, p: &Prepared, ctx: &Ctx) -> Result<()> {
-    let _ = ctx;
-    workload_rules(txn, p)
 }
 
 /// The thread rules of one prepared workload, for the threads its cgroup holds now (journaled).

@@ -393,6 +393,13 @@ pub fn workload_pids(group_dir: &Path) -> Vec<i32> {
     pids
 }
 
+/// A cgroup filesystem operation, as data: `ops::cgroup_ops` computes them, `Txn::run` carries them out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    Mkdir { path: PathBuf, evacuate_to: PathBuf },
+    Write { path: PathBuf, value: String },
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

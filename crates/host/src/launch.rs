@@ -16,7 +16,8 @@ use crate::journal::{Change, StateDir};
 use crate::ops::memory_mount;
 use crate::facts::HostFacts;
 use crate::prepare::Prepared;
-use crate::txn::Txn;
+use crate::setup::Launch;
+use crate::txn::{step, StepResult, Txn};
 
 /// How to start the agent that gives threads born later their rules: `program args.. --state-dir DIR`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,6 +147,68 @@ pub(crate) fn attach(txn: &mut Txn, pid: i32, facts: &HostFacts, p: &Prepared) -
         }
     }
     Ok(())
+}
+
+/// What a workload's launch left running: its processes and its container (runc id or podman name).
+#[derive(Debug, Default)]
+pub(crate) struct Launched {
+    pub pids: Vec<ProcRef>,
+    pub container: Option<String>,
+}
+
+/// Starts what a prepared workload launches — nothing, a command, attached processes, a runc or a
+/// podman container — inside its groups. A container's thread rules (`rules`) are applied once its
+/// init process is in the groups and before its program runs, so nothing it forks escapes them.
+/// The one launch sequence of one-shot apply and the node; a failure names its step. `runc`: the
+/// runc binary (required for OCI bundles; podman looks for one when absent).
+pub(crate) fn workload(
+    txn: &mut Txn,
+    facts: &HostFacts,
+    state_dir: &StateDir,
+    p: &Prepared,
+    runc: Option<&Path>,
+    devices: &[rtslice_sys::pci::DeviceNode],
+    rules: &dyn Fn(&mut Txn) -> Result<()>,
+) -> StepResult<Launched> {
+    let name = &p.ws.name;
+    let mut out = Launched::default();
+    match &p.ws.launch {
+        Launch::None => {}
+        Launch::Command { argv, env, cwd } => {
+            let procs_files = procs_files_for(p, facts);
+            let proc = step(format!("launch {name} ({})", argv.join(" ")), command(txn, name, argv, env, cwd.as_deref(), &procs_files, state_dir))?;
+            out.pids.push(proc);
+        }
+        Launch::Attach { pids } => {
+            for &pid in pids {
+                step(format!("attach pid {pid} to {name}"), attach(txn, pid, facts, p))?;
+                out.pids.extend(ProcRef::of(pid));
+            }
+        }
+        Launch::Oci(o) => {
+            let id = o.id.clone().unwrap_or_else(|| format!("rtslice-{name}"));
+            let what = format!("create container {id} for {name}");
+            let runc = runc.ok_or_else(|| {
+                (what.clone(), HostError::Unsupported { what: "runc is not installed".into(), fix: "apt-get install runc".into() })
+            })?;
+            let (pid, root) = step(what, oci_create(txn, facts, state_dir, p, o, &id, runc, devices))?;
+            step(format!("thread rules in container {id}"), rules(txn))?;
+            step(format!("start container {id}"), crate::oci::runc_start(runc, &root, &id))?;
+            wait_for_exec(pid);
+            out.container = Some(id);
+            out.pids.extend(ProcRef::of(pid));
+        }
+        Launch::Podman(l) => {
+            let runc = runc.map(Path::to_path_buf).or_else(crate::oci::find_runc);
+            let (bin, cname, pid) = step(format!("create podman container for {name}"), podman_create(txn, facts, p, l, runc.as_deref()))?;
+            step(format!("thread rules in podman container {cname}"), rules(txn))?;
+            step(format!("start podman container {cname}"), crate::podman::start(&bin, &cname))?;
+            wait_for_exec(pid);
+            out.container = Some(cname);
+            out.pids.extend(ProcRef::of(pid));
+        }
+    }
+    Ok(out)
 }
 
 /// Writes the container's config.json into rtslice's own bundle directory and `runc create`s it

@@ -3,19 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cgroup::Backend;
+use crate::cgroup::{Backend, Op};
 use crate::cpus::CpuList;
 use crate::facts::HostFacts;
 use crate::prepare::Prepared;
 use crate::record::Mechanism;
 use crate::setup::Launch;
-
-/// A cgroup filesystem operation, computed purely from the setup (see `cgroup_ops`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Op {
-    Mkdir { path: PathBuf, evacuate_to: PathBuf },
-    Write { path: PathBuf, value: String },
-}
 
 /// The cgroup operations for a prepared setup, in order (parents before children, budgets before
 /// children's budgets). Pure: unit-tested for both backends.

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use rtslice_sys::proc_ref::ProcRef;
 
+use crate::cgroup::Op;
 use crate::cpus::CpuList;
 use crate::error::{HostError, Result};
 use crate::fsio;
@@ -29,6 +30,27 @@ pub struct Txn<'a> {
 }
 
 impl<'a> Txn<'a> {
+    /// Carries out one cgroup operation in the transaction (journaled before it is made), the step
+    /// named for the failure report; the one loop body of apply and the node. A `cpuset.cpus.partition`
+    /// write is read back: cgroup v2 takes an impossible partition request without an error and says
+    /// so only in the file.
+    pub(crate) fn run(&mut self, op: Op) -> StepResult<()> {
+        match op {
+            Op::Mkdir { path, evacuate_to } => step(format!("create cgroup {}", path.display()), self.mkdir(&path, &evacuate_to)),
+            Op::Write { path, value } => {
+                step(format!("write {value:?} to {}", path.display()), self.write_if_changed(&path, &value))?;
+                if path.ends_with("cpuset.cpus.partition") {
+                    let state = step(format!("read {}", path.display()), crate::fsio::read_trim(&path))?;
+                    if let Some(explanation) = crate::cgroup::invalid_partition(&state) {
+                        let e = HostError::InvalidPartition { path: path.clone(), wanted: value, state, explanation };
+                        return Err((format!("make {} a partition", path.parent().unwrap_or(&path).display()), e));
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
     pub fn begin(dir: &'a StateDir, state: &'a mut State, fault: Fault) -> Txn<'a> {
         let start = state.changes.len();
         Txn { dir, state, start, made: 0, fault }
@@ -468,6 +490,14 @@ fn survivors(what: &str, left: &[ProcRef]) -> Result<()> {
         pids.join(", "),
         KILL_WAIT.as_secs()
     )))
+}
+
+/// A step of a transaction that failed: its name (what the user is told failed) and the error.
+pub(crate) type StepResult<T> = std::result::Result<T, (String, HostError)>;
+
+/// Names a step's result for the failure report.
+pub(crate) fn step<T>(name: impl Into<String>, r: Result<T>) -> StepResult<T> {
+    r.map_err(|e| (name.into(), e))
 }
 
 /// Removes a cgroup: leftover tasks go to `evacuate_to` (the hierarchy's root cgroup.procs), then

@@ -38,7 +38,8 @@ use crate::error::{HostError, Result};
 use crate::fsio;
 use crate::journal::{boot_id, node_dir, Change, State, StateDir, StateLock};
 use crate::launch;
-use crate::ops::{cgroup_ops, Op};
+use crate::cgroup::Op;
+use crate::ops::cgroup_ops;
 use crate::facts::HostFacts;
 use crate::prepare::{prepare, rejected, Prepared};
 use crate::record::{AppliedRecord, Mechanism, WorkloadRecord};
@@ -429,10 +430,7 @@ impl Node {
             step(format!("create the shared partition {}", dir.display()), self.ensure_shared_partition(&dir, &p.ws.cpus))?;
         }
         for op in self.workload_ops(p) {
-            match op {
-                Op::Mkdir { path, evacuate_to } => step(format!("create cgroup {}", path.display()), txn.mkdir(&path, &evacuate_to))?,
-                Op::Write { path, value } => step(format!("write {value:?} to {}", path.display()), txn.write_if_changed(&path, &value))?,
-            }
+            txn.run(op)?;
         }
         let mut rec = WorkloadRecord {
             name: name.clone(),
@@ -455,42 +453,11 @@ impl Node {
         txn.state.record = Some(record(&rec));
         step("save state".into(), txn.save())?;
         let state_dir = self.segment(name);
-        let procs_files = launch::procs_files_for(p, &self.facts);
-        match &p.ws.launch {
-            Launch::None => {}
-            Launch::Command { argv, env, cwd } => {
-                let proc = launch::command(txn, name, argv, env, cwd.as_deref(), &procs_files, &state_dir)
-                    .map_err(|e| (format!("launch {name} ({})", argv.join(" ")), e))?;
-                rec.pids.push(proc);
-            }
-            Launch::Attach { pids } => {
-                for &pid in pids {
-                    step(format!("attach pid {pid} to {name}"), launch::attach(txn, pid, &self.facts, p))?;
-                    rec.pids.extend(ProcRef::of(pid));
-                }
-            }
-            Launch::Oci(o) => {
-                let runc = runc.expect("checked before the transaction");
-                let id = o.id.clone().unwrap_or_else(|| format!("rtslice-{name}"));
-                let (pid, root) = launch::oci_create(txn, &self.facts, &state_dir, p, o, &id, runc, &[])
-                    .map_err(|e| (format!("create container {id} for {name}"), e))?;
-                step(format!("thread rules in container {id}"), crate::apply::workload_rules(txn, p))?;
-                step(format!("start container {id}"), crate::oci::runc_start(runc, &root, &id))?;
-                launch::wait_for_exec(pid);
-                rec.container = Some(id);
-                rec.pids.extend(ProcRef::of(pid));
-            }
-            Launch::Podman(l) => {
-                let runc = self.opts.runc.clone().or_else(crate::oci::find_runc);
-                let (bin, cname, pid) = launch::podman_create(txn, &self.facts, p, l, runc.as_deref())
-                    .map_err(|e| (format!("create podman container for {name}"), e))?;
-                step(format!("thread rules in podman container {cname}"), crate::apply::workload_rules(txn, p))?;
-                step(format!("start podman container {cname}"), crate::podman::start(&bin, &cname))?;
-                launch::wait_for_exec(pid);
-                rec.container = Some(cname);
-                rec.pids.extend(ProcRef::of(pid));
-            }
-        }
+        // The node passes no device nodes: it refuses PCI devices (`single`).
+        let runc = runc.or(self.opts.runc.as_deref());
+        let launched = launch::workload(txn, &self.facts, &state_dir, p, runc, &[], &|txn| crate::apply::workload_rules(txn, p))?;
+        rec.pids.extend(launched.pids);
+        rec.container = launched.container;
         step(format!("thread rules of {name}"), crate::apply::workload_rules(txn, p))?;
         txn.state.record = Some(record(&rec));
         step("save state".into(), txn.save())?;
@@ -648,13 +615,9 @@ impl Node {
             step(format!("thread rules of {}", p.ws.name), self.pin_inside(txn, p))?;
         }
         for op in ops {
-            match op {
-                Op::Mkdir { path, evacuate_to } => {
-                    if !path.exists() {
-                        step(format!("create cgroup {}", path.display()), txn.mkdir(&path, &evacuate_to))?;
-                    }
-                }
-                Op::Write { path, value } => step(format!("write {value:?} to {}", path.display()), txn.write_if_changed(&path, &value))?,
+            // The workload's groups exist: a resize changes their files.
+            if !matches!(&op, Op::Mkdir { path, .. } if path.exists()) {
+                txn.run(op)?;
             }
         }
         step(format!("thread rules of {}", p.ws.name), crate::apply::workload_rules(txn, p))?;
