@@ -59,16 +59,27 @@ fn fifo_threads_are_measured_and_deadline_threads_declared() {
     // At least the 700 ms the test always gave rt-app's threads to start their periods.
     std::thread::sleep(Duration::from_millis(700).saturating_sub(t0.elapsed()));
     let online = rtslice_host::facts::online_cpus().len() as f64;
-    let found = rtslice_host::foreign::foreign_rt(Duration::from_millis(1000), &[]);
-    eprintln!("FOUND: {found:#?}");
+    // What rt-app's threads really ran over the scan (their task clocks): the measurement must agree
+    // with that. Their nominal 40 % is what they ask for, not what a loaded host (or a TCG guest, whose
+    // vCPU the host deschedules) lets them run: 23.6 % was seen in a guest, measured right.
     let rt_pid = rt.0.id();
+    let oncpu = || -> u64 {
+        rtslice_host::sched::threads_of(rt_pid as i32).iter().filter_map(|&t| rtslice_sys::procfs::oncpu_ns(rt_pid, t as u32)).sum()
+    };
+    let (used_before, scan_started) = (oncpu(), std::time::Instant::now());
+    let found = rtslice_host::foreign::foreign_rt(Duration::from_millis(1000), &[]);
+    let used = oncpu().saturating_sub(used_before) as f64 / scan_started.elapsed().as_nanos() as f64;
+    eprintln!("FOUND: {found:#?}");
     let fifo: Vec<_> = found.iter().filter(|f| f.source.contains(&format!("[{rt_pid}]"))).collect();
     assert_eq!(fifo.len(), 1, "rt-app listed once: {found:?}");
     assert_eq!(fifo[0].basis, ForeignBasis::Measured);
     assert_eq!(fifo[0].cpus, vec![0]);
     assert!(fifo[0].source.contains("SCHED_FIFO") && fifo[0].source.contains("2 thread"), "{}", fifo[0].source);
-    eprintln!("MEASURED: rt-app 2 x 20 ms / 100 ms on CPU 0 holds {:.1}% of it", fifo[0].per_cpu * 100.0);
-    assert!(fifo[0].per_cpu > 0.25 && fifo[0].per_cpu < 0.6, "about 40%: {}", fifo[0].per_cpu);
+    eprintln!("MEASURED: rt-app 2 x 20 ms / 100 ms on CPU 0 holds {:.1}% of it; its task clocks: {:.1}%", fifo[0].per_cpu * 100.0, used * 100.0);
+    assert!(used > 0.02, "rt-app's threads ran during the scan: {used}");
+    // The scan's own window lies inside the one read here (the /proc walk before it): equal shares
+    // but for what ran during the walk, within 0.1 of a CPU.
+    assert!((fifo[0].per_cpu - used).abs() < 0.1, "the share measured ({}) is what the threads ran ({used})", fifo[0].per_cpu);
     let dl_pid = dl.0.id();
     let d: Vec<_> = found.iter().filter(|f| f.source.contains(&format!("[{dl_pid}]"))).collect();
     assert_eq!(d.len(), 1, "the deadline process listed once: {found:?}");

@@ -51,18 +51,18 @@ fn reset_lets_a_workload_that_traps_sigterm_shut_down() {
         .expect("apply");
     let _cleanup = reset_on_drop(dir.path());
     let procs = workload_procs(&applied.workloads[0].group.cpuset, 2, 1);
+    // A grace period far longer than the shutdown takes anywhere (natively ~2 s; a loaded TCG guest
+    // took 5.25 s, past the default 5 s), so that returning before it proves reset noticed the exit.
+    let grace = Duration::from_secs(30);
     let started = Instant::now();
-    let r = reset(&StateDir::new(dir.path()), ResetOptions::default()).expect("reset");
+    let r = reset(&StateDir::new(dir.path()), ResetOptions { grace, ..ResetOptions::default() }).expect("reset");
     let took = started.elapsed();
     eprintln!("MEASURED: trapping workload stopped in {took:?}: {r:?}");
     assert!(procs.iter().all(|p| !p.alive()), "every process is gone when reset returns: {procs:?}");
     assert_eq!((r.stopped, r.killed), (1, 0), "it exited on SIGTERM, no SIGKILL: {r:?}");
     assert!(r.terminated >= 2, "{r:?}");
     assert!(took >= Duration::from_millis(900), "reset waited for the 1 s shutdown: {took:?}");
-    // The grace period is 5 s; natively this takes ~2 s. The 6.1 TCG guest on a host stealing 5-9 %
-    // of its vCPUs took 4.13 s (CI, 2026-11-28), still with no SIGKILL.
-    let within = rtslice_testkit::timing_bound("reset of a trapping workload (s)", 4.0, 4.9);
-    assert!(took < Duration::from_secs_f64(within), "and not for the whole grace period: {took:?}");
+    assert!(took < grace, "and not for the whole grace period ({grace:?}): {took:?}");
     assert_restored(&before);
 }
 
