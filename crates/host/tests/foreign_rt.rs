@@ -68,7 +68,8 @@ fn fifo_threads_are_measured_and_deadline_threads_declared() {
     };
     let (used_before, scan_started) = (oncpu(), std::time::Instant::now());
     let found = rtslice_host::foreign::foreign_rt(Duration::from_millis(1000), &[]);
-    let used = oncpu().saturating_sub(used_before) as f64 / scan_started.elapsed().as_nanos() as f64;
+    let outer = scan_started.elapsed().as_secs_f64();
+    let used = oncpu().saturating_sub(used_before) as f64 / 1e9 / outer;
     eprintln!("FOUND: {found:#?}");
     let fifo: Vec<_> = found.iter().filter(|f| f.source.contains(&format!("[{rt_pid}]"))).collect();
     assert_eq!(fifo.len(), 1, "rt-app listed once: {found:?}");
@@ -77,9 +78,14 @@ fn fifo_threads_are_measured_and_deadline_threads_declared() {
     assert!(fifo[0].source.contains("SCHED_FIFO") && fifo[0].source.contains("2 thread"), "{}", fifo[0].source);
     eprintln!("MEASURED: rt-app 2 x 20 ms / 100 ms on CPU 0 holds {:.1}% of it; its task clocks: {:.1}%", fifo[0].per_cpu * 100.0, used * 100.0);
     assert!(used > 0.02, "rt-app's threads ran during the scan: {used}");
-    // The scan's own window lies inside the one read here (the /proc walk before it): equal shares
-    // but for what ran during the walk, within 0.1 of a CPU.
-    assert!((fifo[0].per_cpu - used).abs() < 0.1, "the share measured ({}) is what the threads ran ({used})", fifo[0].per_cpu);
+    // The scan's window (at least the 1 s asked for) lies inside the one read here, and rt-app runs
+    // on one CPU: what ran outside the scan's window is at most their difference, so the two shares
+    // differ by at most (outer - 1 s) / outer (a loaded guest's slow /proc walk widens it), plus
+    // rounding natively; in a TCG guest also the drift between the task clock and the monotonic
+    // clock on a loaded host (up to 0.0365 seen, trace's demand profile in docs/testing.md).
+    let drift = rtslice_testkit::timing_bound("foreign share against task clocks: clock drift", 0.005, 0.05);
+    let slack = (outer - 1.0).max(0.0) / outer + drift;
+    assert!((fifo[0].per_cpu - used).abs() <= slack, "the share measured ({}) is what the threads ran ({used}) within {slack:.3}", fifo[0].per_cpu);
     let dl_pid = dl.0.id();
     let d: Vec<_> = found.iter().filter(|f| f.source.contains(&format!("[{dl_pid}]"))).collect();
     assert_eq!(d.len(), 1, "the deadline process listed once: {found:?}");
