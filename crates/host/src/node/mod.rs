@@ -455,10 +455,10 @@ impl Node {
         let state_dir = self.segment(name);
         // The node passes no device nodes: it refuses PCI devices (`single`).
         let runc = runc.or(self.opts.runc.as_deref());
-        let launched = launch::workload(txn, &self.facts, &state_dir, p, runc, &[], &|txn| crate::apply::workload_rules(txn, p))?;
+        let launched = launch::workload(txn, &self.facts, &state_dir, p, runc, &[])?;
         rec.pids.extend(launched.pids);
         rec.container = launched.container;
-        step(format!("thread rules of {name}"), crate::apply::workload_rules(txn, p))?;
+        step(format!("thread rules of {name}"), launch::workload_rules(txn, p))?;
         txn.state.record = Some(record(&rec));
         step("save state".into(), txn.save())?;
         Ok(rec)
@@ -620,7 +620,7 @@ impl Node {
                 txn.run(op)?;
             }
         }
-        step(format!("thread rules of {}", p.ws.name), crate::apply::workload_rules(txn, p))?;
+        step(format!("thread rules of {}", p.ws.name), launch::workload_rules(txn, p))?;
         let mut rec = before.workloads[0].clone();
         rec.cpus = p.ws.cpus.clone();
         rec.rules = p.ws.threads.clone();
