@@ -68,7 +68,7 @@ pub(crate) fn start_agent(txn: &mut Txn, cmd: &AgentCommand, state_dir: &StateDi
     let (_child, proc) = proc_ref::spawn_in_session(&mut c, &[])
         .map_err(|e| HostError::Launch { what: format!("agent {}", cmd.program.display()), reason: e.to_string() })?;
     let pid = proc.pid;
-    txn.record(Change::Agent { proc })?;
+    journal_started(txn, proc, Change::Agent { proc })?;
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         if std::fs::read_to_string(&ready).map(|s| s.trim() == pid.to_string()).unwrap_or(false) {
@@ -108,8 +108,20 @@ pub(crate) fn command(
     // The child joins its cgroups itself before exec, so every thread it ever creates starts inside
     // them; its own session lets reset kill the whole process group.
     let (_child, proc) = proc_ref::spawn_in_session(&mut c, procs_files).map_err(|e| fail(format!("{prog}: {e}")))?;
-    txn.record(Change::Launched { proc, what: format!("{name}: {}", argv.join(" ")), procs_files: procs_files.to_vec() })?;
+    journal_started(txn, proc, Change::Launched { proc, what: format!("{name}: {}", argv.join(" ")), procs_files: procs_files.to_vec() })?;
     Ok(proc)
+}
+
+/// Journals a process just started. A process's identity exists only once it runs, so its entry
+/// follows the start; if the journal cannot take it, the process (and its group) is killed and
+/// reaped before the error returns: one the journal does not list is one no rollback or reset
+/// would ever stop. (Found by the examples test's fault injection at this very entry: the `sleep`
+/// it started outlived the rollback, and its exit 60 s later, unreaped, left a zombie whose
+/// affinity a later partition change rewrote.)
+fn journal_started(txn: &mut Txn, proc: ProcRef, change: Change) -> Result<()> {
+    txn.record(change).inspect_err(|_| {
+        proc.kill_and_wait(true, Duration::from_secs(5));
+    })
 }
 
 /// The cgroup.procs file a process is in now, in the hierarchy mounted at `mount`.

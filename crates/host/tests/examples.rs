@@ -249,6 +249,7 @@ fn every_shipped_example_that_fits_applies_resets_and_rolls_back_at_every_step()
         assert!(st.drift.is_empty(), "{name}: {:?}", st.drift);
         reset(&StateDir::new(state.path()), ResetOptions::default()).unwrap();
         assert_restored(&before);
+        assert_no_children_left(&format!("{name}: reset"));
         // Fault injection at every step of this example's apply.
         for k in 0..applied.changes {
             let o = ApplyOptions { fault: rtslice_host::Fault { fail_change: Some(k) }, ..opts.clone() };
@@ -261,6 +262,7 @@ fn every_shipped_example_that_fits_applies_resets_and_rolls_back_at_every_step()
             }
             assert!(!state.path().join("state.json").exists(), "{name}, change {k}: state removed after rollback");
             assert_restored(&before);
+            assert_no_children_left(&format!("{name}: rollback at change {k}"));
         }
         drop(cleanup);
         applied_names.push(name.clone());

@@ -607,10 +607,12 @@ fn threads_born_after_deploy_get_their_rules_from_the_daemon() {
     assert_eq!(code, 201, "{r}");
     let (_, w) = daemon.call("GET", &format!("/v1/workloads/{}", name("late")), None);
     let shell = w["pids"][0].as_i64().expect("the shell's pid") as i32;
+    // The shell's child by a /proc scan (its parent), not /proc/PID/task/TID/children: kernels built
+    // without CONFIG_PROC_CHILDREN (the HCBS test kernel) have no such file.
     let child = || -> Option<i32> {
-        let text = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).ok()?;
-        text.split_whitespace().filter_map(|p| p.parse::<i32>().ok()).find(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.contains(&marker()))
+        std::fs::read_dir("/proc").ok()?.flatten().filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok()).find(|&p| {
+            rtslice_sys::procfs::process_stat(p).is_some_and(|s| s.ppid == shell)
+                && std::fs::read_to_string(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.contains(&marker()))
         })
     };
     // The pid seen is the one used: a second look can miss it (the 6.1 guest's run did once).
