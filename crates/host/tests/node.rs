@@ -406,6 +406,8 @@ fn a_fault_at_any_step_of_deploy_resize_or_remove_rolls_back_that_operation_only
     node.deploy(&dedicated(&node, "b", l.dedicated)).expect("deploy b");
     let base_line = snapshot();
     let others = views(&["a", "b"]);
+    // Every process a failed deploy started, its rollback stopped and reaped: only a's and b's remain.
+    let kids = children();
 
     // Deploy: count the changes of a clean deploy, then fail each one in turn.
     let c = reserved("c", l.shared, 200);
@@ -426,6 +428,7 @@ fn a_fault_at_any_step_of_deploy_resize_or_remove_rolls_back_that_operation_only
         assert!(node.record(&name("c")).unwrap().is_none(), "no segment left after deploy fault {k}");
         assert_restored(&base_line);
         assert_eq!(views(&["a", "b"]), others, "deploy fault {k} touched the others");
+        assert_eq!(children(), kids, "deploy fault {k}: a process it started is left");
     }
     eprintln!("deploy: {n} changes, each failed in turn, each rolled back exactly");
 

@@ -619,20 +619,46 @@ fn threads_born_after_deploy_get_their_rules_from_the_daemon() {
     let mut seen = None;
     assert!(wait_until(Duration::from_secs(10), || { seen = child(); seen.is_some() }), "the shell started its sleep");
     let pid = seen.unwrap();
+    // Under RT groups (v1, or HCBS: the node's default there) the rule is FIFO 10 and the budget
+    // is the group's, read from the thread's own group; elsewhere the thread holds the budget as
+    // SCHED_DEADLINE.
+    let groups = !is_v2() || hcbs();
+    let group_runtime_ns = || -> Option<u64> {
+        let layout = rtslice_host::cgroup::CgroupLayout::detect().ok()?;
+        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+        let (mount, file) = if is_v2() { (layout.v2?, "cpu.rt.max") } else { (layout.v1.get("cpu")?.clone(), "cpu.rt_runtime_us") };
+        let rel = text.lines().find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+            (if is_v2() { ctrls.is_empty() } else { ctrls.split(',').any(|c| c == "cpu") }).then_some(path.to_string())
+        })?;
+        let value = std::fs::read_to_string(mount.join(rel.trim_start_matches('/')).join(file)).ok()?;
+        value.split_whitespace().next()?.parse::<u64>().ok().map(|us| us * 1000)
+    };
     let want = |runtime_ns: u64| move |attr: &rtslice_host::sched::SchedAttr| match attr {
-        rtslice_host::sched::SchedAttr::Deadline { runtime_ns: r, .. } => is_v2() && *r == runtime_ns,
-        rtslice_host::sched::SchedAttr::Fifo { priority } => !is_v2() && *priority == 10,
+        rtslice_host::sched::SchedAttr::Deadline { runtime_ns: r, .. } => !groups && *r == runtime_ns,
+        rtslice_host::sched::SchedAttr::Fifo { priority } => groups && *priority == 10 && group_runtime_ns() == Some(runtime_ns),
         _ => false,
     };
     let attr = || rtslice_host::sched::get_attr(pid).unwrap_or(rtslice_host::sched::SchedAttr::Idle);
-    assert!(wait_until(Duration::from_secs(3), || want(200_000_000)(&attr())), "born after deploy, under its rule: {:?}", attr());
+    assert!(
+        wait_until(Duration::from_secs(3), || want(200_000_000)(&attr())),
+        "born after deploy, under its rule: {:?} (its group's runtime: {:?} ns)",
+        attr(),
+        group_runtime_ns()
+    );
     assert_eq!(rtslice_host::sched::get_attr(shell).unwrap(), rtslice_host::sched::SchedAttr::Other { nice: 0 }, "the shell matches no rule");
     // A resize: the daemon gives the late thread the new budget (RT groups: its group's).
     let (_, w) = daemon.call("GET", &format!("/v1/workloads/{}", name("late")), None);
     let resize = serde_json::json!({ "generation": w["generation"], "runtime": "300ms" }).to_string();
     let r = rtslice_node::request_blocking(&daemon.socket, "PUT", &format!("/v1/workloads/{}", name("late")), Some(("application/json", resize.into_bytes()))).unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
-    assert!(wait_until(Duration::from_secs(3), || want(300_000_000)(&attr())), "after the resize: {:?}", attr());
+    assert!(
+        wait_until(Duration::from_secs(3), || want(300_000_000)(&attr())),
+        "after the resize: {:?} (its group's runtime: {:?} ns)",
+        attr(),
+        group_runtime_ns()
+    );
     drop(daemon);
     assert!(!state.path().join("node").exists(), "reset on exit");
     // Removing it left the kernel's deadline accounting whole: a new deadline task is admitted on

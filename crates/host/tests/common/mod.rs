@@ -280,16 +280,23 @@ fn differences(before: &BTreeMap<String, String>, after: &BTreeMap<String, Strin
 /// journal entry that fault injection failed was never journaled, outlived the rollback in the root
 /// cgroup, and exited a minute later, unreaped, into an example's partition change.)
 pub fn assert_no_children_left(what: &str) {
+    let left = children();
+    assert!(left.is_empty(), "{what}: processes this test started are still there: {left:?}");
+}
+
+/// This test process's children, running or unreaped: "pid comm (state S)", by PID.
+pub fn children() -> Vec<String> {
     let me = std::process::id() as i32;
-    let left: Vec<String> = std::fs::read_dir("/proc")
+    let mut v: Vec<(i32, String)> = std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
         .filter_map(|pid| Some((pid, rtslice_sys::procfs::process_stat(pid)?)))
         .filter(|(_, s)| s.ppid == me)
-        .map(|(pid, s)| format!("{pid} {} (state {})", s.comm, s.state))
+        .map(|(pid, s)| (pid, format!("{pid} {} (state {})", s.comm, s.state)))
         .collect();
-    assert!(left.is_empty(), "{what}: processes this test started are still there: {left:?}");
+    v.sort();
+    v.into_iter().map(|(_, s)| s).collect()
 }
 
 /// Other rtslice processes alive now (their command lines): a difference nobody in this test wrote
