@@ -233,7 +233,7 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
     }
 
     for (i, p) in ctx.prepared.iter().enumerate() {
-        let launched = launch::workload(txn, ctx.facts, &ctx.opts.state_dir, p, ctx.runc, &device_nodes(&ctx.devices, &p.ws.name))?;
+        let launched = launch::workload(txn, ctx.facts, &ctx.opts.state_dir, p, ctx.runc, &crate::devices::nodes_of(&ctx.devices, &p.ws.name))?;
         records[i].pids.extend(launched.pids);
         records[i].container = launched.container;
         step(format!("thread rules of {}", p.ws.name), launch::workload_rules(txn, p))?;
@@ -382,67 +382,10 @@ fn fair_server(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<()> {
     Ok(())
 }
 
-/// The device nodes of a workload's PCI devices, each once.
-fn device_nodes(devices: &crate::devices::Resolved, workload: &str) -> Vec<rtslice_sys::pci::DeviceNode> {
-    let mut nodes: Vec<_> = devices.get(workload).into_iter().flatten().flat_map(|d| d.nodes.iter().cloned()).collect();
-    nodes.sort_by(|a, b| a.path.cmp(&b.path));
-    nodes.dedup_by(|a, b| a.path == b.path);
-    nodes
-}
-
 fn irqs_and_nets(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<()> {
     crate::devices::steer_irqs(txn, ctx.setup, &ctx.devices, &mut ctx.warnings)?;
-    if !ctx.setup.irqs.is_empty() {
-        let irqs = step("read /proc/interrupts", crate::irq::read_interrupts().map_err(|e| HostError::Read {
-            path: "/proc/interrupts".into(),
-            source: e,
-        }))?;
-        let balancers = crate::irq::pids_named("irqbalance");
-        if !balancers.is_empty() {
-            ctx.warnings.push(format!(
-                "irqbalance is running (pid {balancers:?}) and may move the IRQs back: set IRQBALANCE_BANNED_CPULIST to the \
-                 reserved CPUs in /etc/default/irqbalance and restart it"
-            ));
-        }
-        for rule in &ctx.setup.irqs {
-            let re = crate::setup::pattern(&rule.action).expect("validated");
-            let hits = crate::irq::matching(&irqs, &re);
-            if hits.is_empty() {
-                ctx.warnings.push(format!("IRQ rule {:?}: no IRQ action matches on this host", rule.action));
-            }
-            for irq in hits {
-                step(
-                    format!("IRQ {} ({}) affinity {}", irq.number, irq.actions.join(","), rule.cpus),
-                    txn.write_if_changed(&irq.affinity_file(), &rule.cpus.to_string()),
-                )?;
-            }
-        }
-    }
-    let net = Path::new("/sys/class/net");
-    for rule in &ctx.setup.nets {
-        let re = crate::setup::pattern(&rule.iface).expect("validated");
-        let ifaces: Vec<String> = crate::irq::interfaces(net).into_iter().filter(|i| re.is_match(i)).collect();
-        if ifaces.is_empty() {
-            ctx.warnings.push(format!("net rule {:?}: no interface matches", rule.iface));
-        }
-        for iface in ifaces {
-            let (rps, xps) = crate::irq::steering_files(net, &iface);
-            for (want, files, what) in [(&rule.rps, rps, "rps_cpus"), (&rule.xps, xps, "xps_cpus")] {
-                let Some(cpus) = want else { continue };
-                if files.is_empty() {
-                    ctx.warnings.push(format!("{iface}: no {what} files (single-queue or virtual device); skipped"));
-                }
-                for f in files {
-                    let cur = fsio::read_trim(&f).ok().and_then(|s| CpuList::parse_mask(&s).ok());
-                    if cur.as_ref() == Some(cpus) {
-                        continue;
-                    }
-                    step(format!("{what} of {iface}: {}", f.display()), txn.write(&f, &cpus.to_mask()))?;
-                }
-            }
-        }
-    }
-    Ok(())
+    let targets = step("read the IRQs and queues the rules name", crate::steering::targets(ctx.setup, &mut ctx.warnings))?;
+    crate::steering::steer(txn, &targets)
 }
 
 /// Shield (v1): every user process in the root cpuset moves to `rtslice/system` (the CPUs no

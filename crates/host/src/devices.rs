@@ -110,6 +110,25 @@ pub(crate) fn steer_irqs(txn: &mut Txn, setup: &Setup, resolved: &Resolved, warn
     Ok(())
 }
 
+/// The device nodes of a workload's PCI devices, each once (what its OCI container gets).
+pub(crate) fn nodes_of(resolved: &Resolved, workload: &str) -> Vec<rtslice_sys::pci::DeviceNode> {
+    let mut nodes: Vec<_> = resolved.get(workload).into_iter().flatten().flat_map(|d| d.nodes.iter().cloned()).collect();
+    nodes.sort_by(|a, b| a.path.cmp(&b.path));
+    nodes.dedup_by(|a, b| a.path == b.path);
+    nodes
+}
+
+/// The IRQ affinity files `steer_irqs` writes for `setup` (devices whose workload steers their IRQs).
+pub(crate) fn irq_files(setup: &Setup, resolved: &Resolved) -> Vec<std::path::PathBuf> {
+    setup
+        .workloads
+        .iter()
+        .flat_map(|w| w.devices.iter().filter(|d| d.irq_cpus.is_some()).map(move |d| (w, d)))
+        .filter_map(|(w, d)| resolved.get(&w.name)?.iter().find(|x| x.address == d.pci))
+        .flat_map(|dev| dev.irqs.iter().map(|&irq| crate::irq::affinity_file(irq)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

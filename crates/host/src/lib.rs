@@ -11,6 +11,7 @@
 //! - `launch`: commands, attached processes, OCI containers (runc), podman containers ([`podman`])
 //!   and the agent.
 //! - `apply`: the transaction steps; `txn` and `journal`: the journal of replaced values.
+//! - `steering`: IRQ affinity and RPS/XPS rules as the files they write, for apply and the node.
 //! - `node`: the node service's host side — a base applied once, then one journal segment per
 //!   workload, deployed, resized and removed one at a time ([`Node`]).
 //! - `status`, `reset`, [`doctor`]: drift, undo, what the host offers.
@@ -47,6 +48,7 @@ pub mod rules;
 pub mod sched;
 mod setup;
 mod status;
+mod steering;
 mod txn;
 pub mod tune;
 

@@ -1,7 +1,8 @@
 //! PCI devices given to workloads, on the real kernel: every PCI device of this machine resolved
 //! and checked against what /proc/interrupts and /dev say on their own; a device's IRQs following
 //! its workload's CPUs and restored by reset; a missing or driverless device refused before anything
-//! is touched; a device's node usable inside a runc container. Each test says why when it skips
+//! is touched; a device's node usable inside a runc container; the node giving a device to one
+//! workload at a time. Each test says why when it skips
 //! (Firecracker with virtio-mmio has no PCI bus; a qemu guest whose root is 9p has no block node).
 
 mod common;
@@ -11,7 +12,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::*;
-use rtslice_host::{apply_setup, reset, status, ApplyOptions, CpuList, DeviceSetup, HostError, Launch, OciLaunch, ResetOptions, Setup, StateDir, WorkloadSetup};
+use rtslice_host::{
+    apply_setup, reset, status, ApplyOptions, CpuList, DeviceSetup, HostError, Launch, Node, NodeOptions, OciLaunch, ResetOptions, Setup,
+    StateDir, WorkloadSetup,
+};
 use rtslice_sys::pci::{pci_device, NodeKind, PciAddress, PciDevice};
 use rtslice_testkit::{root_or_skip, skip, KernelLock};
 
@@ -133,15 +137,20 @@ fn movable(n: u32) -> bool {
     std::fs::read_to_string(&f).map(|cur| std::fs::write(&f, cur.trim()).is_ok()).unwrap_or(false)
 }
 
+/// A PCI device bound to a driver with an IRQ whose affinity can be written; `None` having skipped.
+fn device_with_a_movable_irq() -> Option<PciDevice> {
+    let dev = pci_devices()?.into_iter().find(|d| d.driver.is_some() && d.irqs.iter().any(|&i| movable(i)));
+    if dev.is_none() {
+        skip::skip(skip::PCI_IRQ, "no PCI device bound to a driver has an IRQ whose affinity can be written (all managed, or none)");
+    }
+    dev
+}
+
 #[test]
 fn a_devices_irqs_follow_its_workload_and_reset_restores_them() {
     root_or_skip!();
     let _lock = KernelLock::acquire();
-    let Some(devs) = pci_devices() else { return };
-    let Some(dev) = devs.iter().find(|d| d.driver.is_some() && d.irqs.iter().any(|&i| movable(i))) else {
-        skip::skip(skip::PCI_IRQ, "no PCI device bound to a driver has an IRQ whose affinity can be written (all managed, or none)");
-        return;
-    };
+    let Some(dev) = &device_with_a_movable_irq() else { return };
     let (setup, cpu) = device_setup(&format!("dev-irq-{}", std::process::id()), dev, Launch::None);
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
@@ -163,6 +172,42 @@ fn a_devices_irqs_follow_its_workload_and_reset_restores_them() {
     assert!(st.drift.is_empty(), "{:?}", st.drift);
     eprintln!("{} ({}): {moved} IRQ(s) moved to CPU {cpu}, {managed} managed left alone; {} change(s) journaled", dev.address, dev.driver.as_deref().unwrap_or("-"), applied.changes);
     reset(&StateDir::new(dir.path()), ResetOptions::default()).unwrap();
+    assert_restored(&before);
+}
+
+/// A PCI device through the node: its IRQs follow the workload that names it; a second workload
+/// naming it is refused with the holder named and nothing changes; removing the holder puts every
+/// IRQ's affinity back, after which the other may take the device.
+#[test]
+fn the_node_gives_a_device_to_one_workload_at_a_time_and_puts_its_irqs_back() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let Some(dev) = &device_with_a_movable_irq() else { return };
+    let before = snapshot();
+    let affinities = || dev.irqs.iter().map(|&i| read(rtslice_host::irq::affinity_file(i))).collect::<Vec<_>>();
+    let original = affinities();
+    let dir = tempfile::tempdir().unwrap();
+    let _cleanup = reset_on_drop(dir.path());
+    let (node, _) = Node::open(NodeOptions::with_state_dir(dir.path())).expect("open the node");
+    let id = std::process::id();
+    let (a, cpu) = device_setup(&format!("dev-a-{id}"), dev, Launch::None);
+    let (b, _) = device_setup(&format!("dev-b-{id}"), dev, Launch::None);
+    node.deploy(&a).unwrap_or_else(|e| panic!("deploy a with {}: {e}", dev.address));
+    for &irq in dev.irqs.iter().filter(|&&i| movable(i)) {
+        assert_eq!(read(rtslice_host::irq::affinity_file(irq)), cpu, "IRQ {irq} of {} on a's CPU", dev.address);
+    }
+    assert!(node.status(&a.workloads[0].name).unwrap().drift.is_empty());
+    let snap = snapshot();
+    match node.deploy(&b) {
+        Err(HostError::Rejected(why)) => assert!(why.contains("serves workload") && why.contains(&a.workloads[0].name), "{why}"),
+        other => panic!("a second workload naming {}: expected a refusal, got {:?}", dev.address, other.map(|r| r.name)),
+    }
+    assert_restored(&snap);
+    node.remove(&a.workloads[0].name).expect("remove a");
+    assert_eq!(affinities(), original, "every IRQ of {} put back", dev.address);
+    node.deploy(&b).expect("b takes the device once a is gone");
+    node.reset().expect("reset");
+    assert_eq!(affinities(), original);
     assert_restored(&before);
 }
 

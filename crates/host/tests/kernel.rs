@@ -73,10 +73,6 @@ fn online_except(cpus: &CpuList) -> CpuList {
     CpuList::from_cpus(rtslice_host::facts::online_cpus().iter().filter(|c| !cpus.contains(*c)))
 }
 
-fn regex_escape(s: &str) -> String {
-    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c.to_string() } else { format!("\\{c}") }).collect()
-}
-
 #[test]
 fn rt_group_apply_sets_every_file_and_reset_restores_them() {
     root_or_skip!();

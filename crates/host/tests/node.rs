@@ -12,10 +12,10 @@ use std::time::Duration;
 use common::*;
 use rtslice_host::sched::SchedAttr;
 use rtslice_host::{
-    apply_setup, ApplyOptions, CpuList, Fault, HostError, Launch, Mechanism, Node, NodeOptions, Reservation, Setup,
-    ThreadRule, WorkloadSetup,
+    apply_setup, ApplyOptions, CpuList, Fault, HostError, IrqRule, Launch, Mechanism, NetRule, Node, NodeOptions, Reservation,
+    Setup, ThreadRule, WorkloadSetup,
 };
-use rtslice_testkit::{root_or_skip, skip, KernelLock, OnDrop};
+use rtslice_testkit::{root_or_skip, skip, skip_unless, KernelLock, OnDrop};
 
 fn cpus(s: &str) -> CpuList {
     CpuList::parse(s).unwrap()
@@ -700,4 +700,125 @@ fn views_in(part: &Path, n: &str) -> BTreeMap<String, String> {
         }
     }
     m
+}
+
+/// IRQ affinity and RPS masks through the node: a workload's rules write its files; a second
+/// workload whose rules name the same files is refused with the holder named and changes nothing; a
+/// resize keeps the holder's files and refuses to change which files it holds; removing the holder
+/// puts back what every file held, after which the other may take them; a bystander is not touched.
+#[test]
+fn irq_and_rps_rules_have_one_holder_and_are_put_back_on_remove() {
+    root_or_skip!();
+    let Some(fx) = Fixture::start() else { return };
+    let (before, dir) = (&fx.before, fx.dir.path());
+    let l = layout().unwrap();
+    let (irq, iface) = (movable_irq(), rps_interface());
+    skip_unless!(irq.is_some() || iface.is_some(), rtslice_testkit::skip::IRQ_STEERING, "no IRQ whose affinity can be written, no interface with RPS files");
+    let rules = |on: &str| {
+        let mut s = Setup::default();
+        if let Some(irq) = &irq {
+            s.irqs.push(IrqRule { action: format!("^{}$", regex_escape(&irq.actions[0])), cpus: cpus(on) });
+        }
+        if let Some(iface) = &iface {
+            s.nets.push(NetRule { iface: format!("^{iface}$"), rps: Some(cpus(on)), xps: None });
+        }
+        s
+    };
+    // The files, each with whether it holds a mask (RPS) or a list (IRQ affinity).
+    let mut files: Vec<(PathBuf, bool)> = irq.iter().map(|i| (i.affinity_file(), false)).collect();
+    if let Some(iface) = &iface {
+        files.extend(rtslice_host::irq::steering_files(Path::new("/sys/class/net"), iface).0.into_iter().map(|f| (f, true)));
+    }
+    let held = |f: &(PathBuf, bool)| {
+        let s = read(&f.0);
+        if f.1 { CpuList::parse_mask(&s).unwrap() } else { CpuList::parse(&s).unwrap() }
+    };
+    let original: Vec<String> = files.iter().map(|f| read(&f.0)).collect();
+    let with_rules = |mut s: Setup, on: &str| {
+        let r = rules(on);
+        s.irqs = r.irqs;
+        s.nets = r.nets;
+        s
+    };
+
+    let (node, _) = Node::open(opts(dir)).expect("open the node");
+    node.deploy(&reserved("b", l.shared, 100)).expect("deploy b");
+    let bystander = views(&["b"]);
+    let a = with_rules(reserved("a", l.shared, 200), l.shared);
+    node.deploy(&a).expect("deploy a with IRQ and RPS rules");
+    for f in &files {
+        assert_eq!(held(f), cpus(l.shared), "{}: a's rule", f.0.display());
+    }
+    assert!(node.status(&name("a")).unwrap().drift.is_empty());
+
+    // A second holder: refused before anything changes, the holder named.
+    let c = with_rules(reserved("c", l.shared, 100), l.dedicated);
+    let snap = snapshot();
+    match node.deploy(&c) {
+        Err(HostError::Rejected(why)) => assert!(why.contains("is held by workload") && why.contains(&name("a")), "{why}"),
+        other => panic!("a second holder of a's files: expected a refusal, got {:?}", other.map(|r| r.name)),
+    }
+    assert!(node.record(&name("c")).unwrap().is_none(), "c left no segment");
+    assert_restored(&snap);
+
+    // Resize: new budget, same files, still on a's CPUs; other files refused.
+    let mut bigger = a.clone();
+    bigger.workloads[0].reservation = Some(Reservation::from_micros(250_000, 1_000_000));
+    node.resize(&bigger).expect("resize a");
+    for f in &files {
+        assert_eq!(held(f), cpus(l.shared), "{}: after a's resize", f.0.display());
+    }
+    let mut fewer = bigger.clone();
+    (fewer.irqs, fewer.nets) = (Vec::new(), Vec::new());
+    match node.resize(&fewer) {
+        Err(HostError::Rejected(why)) => assert!(why.contains("which IRQs, queues or PCI devices"), "{why}"),
+        other => panic!("a resize dropping a's rules: expected a refusal, got {:?}", other.map(|r| r.name)),
+    }
+
+    // Remove: every file holds what it held before a; then c may take them.
+    node.remove(&name("a")).expect("remove a");
+    let now: Vec<String> = files.iter().map(|f| read(&f.0)).collect();
+    assert_eq!(now, original, "a's files put back");
+    node.deploy(&c).expect("deploy c once a is gone");
+    for f in &files {
+        assert_eq!(held(f), cpus(l.dedicated), "{}: c's rule", f.0.display());
+    }
+    node.remove(&name("c")).expect("remove c");
+    assert_eq!(files.iter().map(|f| read(&f.0)).collect::<Vec<_>>(), original, "c's files put back");
+    assert_eq!(views(&["b"]), bystander, "b was not touched");
+    node.reset().expect("reset");
+    assert_restored(before);
+}
+
+/// A shield through the node: on cgroup v2 the shielded workload's CPUs are its own exclusive
+/// partition (the kernel takes them from every other task); on v1, where a shield moves every other
+/// process of the host, the node refuses it with the reason and changes nothing.
+#[test]
+fn a_shield_is_the_workload_s_partition_on_v2_and_refused_on_v1() {
+    root_or_skip!();
+    let Some(fx) = Fixture::start() else { return };
+    let (before, dir) = (&fx.before, fx.dir.path());
+    let l = layout().unwrap();
+    let (node, _) = Node::open(opts(dir)).expect("open the node");
+    let mut s = dedicated(&node, "s", l.dedicated);
+    s.workloads[0].partition = false;
+    s.workloads[0].shield = true;
+    if is_v2() {
+        skip_unless!(node.base().partitions, rtslice_testkit::skip::PARTITIONS, "{:?}", node.base().warnings);
+        node.deploy(&s).expect("deploy a shielded workload");
+        let group = workload_group("s").cpuset;
+        let part = if read(group.join("cpuset.cpus.partition")) == "member" { group.parent().unwrap().to_path_buf() } else { group };
+        assert!(matches!(read(part.join("cpuset.cpus.partition")).as_str(), "root" | "isolated"), "{}: a valid partition", part.display());
+        assert_eq!(CpuList::parse(&read(part.join("cpuset.cpus.effective"))).unwrap(), cpus(l.dedicated));
+        node.remove(&name("s")).expect("remove s");
+    } else {
+        let snap = snapshot();
+        match node.deploy(&s) {
+            Err(HostError::Rejected(why)) => assert!(why.contains("on cgroup v1 a shield"), "{why}"),
+            other => panic!("a shield on v1: expected a refusal, got {:?}", other.map(|r| r.name)),
+        }
+        assert_restored(&snap);
+    }
+    node.reset().expect("reset");
+    assert_restored(before);
 }

@@ -277,6 +277,40 @@ fn apply_touches_only_the_difference() {
     common::assert_restored(&f.before);
 }
 
+/// RPS rules through the service: a workload's `net` rule steers loopback's receive queue to its CPU;
+/// a second workload naming the same queue waits (pending) with the holder named and is deployed by
+/// the apply that removes the holder; removing everything puts the queue's mask back.
+#[test]
+fn a_queue_has_one_holder_and_the_next_workload_waits_for_it() {
+    root_or_skip!();
+    let rps = Path::new("/sys/class/net/lo/queues/rx-0/rps_cpus");
+    let writable = std::fs::read_to_string(rps).is_ok_and(|v| std::fs::write(rps, v.trim()).is_ok());
+    skip_unless!(writable, rtslice_testkit::skip::IRQ_STEERING, "{} cannot be written here", rps.display());
+    let Some(f) = fixture() else { return };
+    let original = common::read(rps);
+    let mut svc = f.service();
+    let mask = || rtslice_host::CpuList::parse_mask(&common::read(rps)).unwrap();
+    let cpus_of = |svc: &Service, n: &str| rtslice_host::CpuList::parse(svc.get(&name(n)).unwrap()["cpus"].as_str().unwrap_or_default()).unwrap();
+    let net = "    net:\n      - { interface: \"^lo$\", rps: [0] }\n";
+    svc.apply(&spec_of(&[workload("a", 200, None, net), workload("b", 200, None, net)])).unwrap();
+    assert_eq!(phase_of(&svc, "a"), "running");
+    assert_eq!(mask(), cpus_of(&svc, "a"), "lo's rx-0 steered to a's CPU");
+    let b = svc.get(&name("b")).unwrap();
+    assert_eq!(b["phase"], "pending", "{b}");
+    let why = b["reason"].as_str().unwrap_or_default();
+    assert!(why.contains("is held by workload") && why.contains(&name("a")), "{b}");
+
+    // a goes: the same apply deploys b, which takes the queue.
+    svc.apply(&spec_of(&[workload("b", 200, None, net)])).unwrap();
+    assert_eq!(phase_of(&svc, "b"), "running");
+    assert_eq!(mask(), cpus_of(&svc, "b"), "lo's rx-0 steered to b's CPU");
+
+    svc.apply(&spec_of(&[])).unwrap();
+    assert_eq!(common::read(rps), original, "the mask put back");
+    svc.reset().unwrap();
+    common::assert_restored(&f.before);
+}
+
 /// A workload's CFS quota and period in µs as its cgroup holds them (`None`: no quota).
 fn cfs_quota_us(svc: &Service, n: &str) -> Option<(u64, u64)> {
     let rec = svc.host().record(&name(n)).unwrap().unwrap_or_else(|| panic!("{n} is deployed"));

@@ -33,6 +33,8 @@ pub const CGROUP_V2: &str = "cgroup-v2";
 /// cgroup v2 cpuset partitions (`cpuset.cpus.partition`); on v1 the node's exclusive cpusets
 /// (the root's load balancing off, `system` holding the rest).
 pub const PARTITIONS: &str = "partitions";
+/// An IRQ whose affinity can be written (managed IRQs refuse any write) or an interface with RPS files.
+pub const IRQ_STEERING: &str = "irq-steering";
 pub const PCI: &str = "pci";
 /// A PCI device bound to a driver with an IRQ whose affinity can be written (not all managed).
 pub const PCI_IRQ: &str = "pci-irq";

@@ -52,6 +52,8 @@ mod hcbs;
 mod partitions;
 mod workload_check;
 
+use workload_check::Claims;
+
 use base::apply_base;
 use partitions::{partition_dir_of, partition_of, shared_partition_dir, shared_partition_of, SHARED_PARTITION_PREFIX};
 
@@ -375,8 +377,8 @@ impl Node {
         status(&StateDir::new(node_dir(&self.root).join("base")))
     }
 
-    /// Deploys one workload as its own transaction. `setup` holds exactly one workload (IRQ and
-    /// network rules are node-wide and not taken here). On failure that workload's changes are rolled
+    /// Deploys one workload as its own transaction. `setup` holds exactly one workload and its IRQ and
+    /// network rules (files no other workload holds). On failure that workload's changes are rolled
     /// back and no other workload is touched.
     pub fn deploy(&self, setup: &Setup) -> Result<WorkloadRecord> {
         let ws = self.single(setup)?;
@@ -386,6 +388,8 @@ impl Node {
         }
         let prepared = self.prepare_one(setup, &[])?;
         let runc = self.runc_for(ws)?;
+        let mut warnings = Vec::new();
+        let claims = self.claims_of(setup, &mut warnings)?;
         self.hcbs_raise_root(&prepared)?;
         std::fs::create_dir_all(&seg.path).map_err(|e| HostError::State { path: seg.path.clone(), reason: e.to_string() })?;
         write_json(&seg.path.join(INTENT), &Intent::Deploy, false)?;
@@ -393,7 +397,7 @@ impl Node {
         let mut state = State::new();
         seg.save(&state)?;
         let mut txn = Txn::begin(&seg, &mut state, self.opts.fault);
-        let result = self.deploy_steps(&mut txn, setup, &prepared, runc.as_deref());
+        let result = self.deploy_steps(&mut txn, setup, &prepared, runc.as_deref(), &claims, warnings);
         match result {
             Ok(rec) => {
                 let _ = std::fs::remove_file(seg.path.join(INTENT));
@@ -419,6 +423,8 @@ impl Node {
         setup: &Setup,
         p: &Prepared,
         runc: Option<&Path>,
+        claims: &Claims,
+        mut warnings: Vec<String>,
     ) -> std::result::Result<WorkloadRecord, (String, HostError)> {
         let name = &p.ws.name;
         let step = |s: String, r: Result<()>| r.map_err(|e| (s, e));
@@ -432,6 +438,8 @@ impl Node {
         for op in self.workload_ops(p) {
             txn.run(op)?;
         }
+        crate::steering::steer(txn, &claims.targets)?;
+        crate::devices::steer_irqs(txn, setup, &claims.devices, &mut warnings)?;
         let mut rec = WorkloadRecord {
             name: name.clone(),
             cpus: p.ws.cpus.clone(),
@@ -448,14 +456,13 @@ impl Node {
             backend: self.facts.backend.clone(),
             workloads: vec![rec.clone()],
             agent: None,
-            warnings: Vec::new(),
+            warnings: warnings.clone(),
         };
         txn.state.record = Some(record(&rec));
         step("save state".into(), txn.save())?;
         let state_dir = self.segment(name);
-        // The node passes no device nodes: it refuses PCI devices (`single`).
         let runc = runc.or(self.opts.runc.as_deref());
-        let launched = launch::workload(txn, &self.facts, &state_dir, p, runc, &[])?;
+        let launched = launch::workload(txn, &self.facts, &state_dir, p, runc, &crate::devices::nodes_of(&claims.devices, name))?;
         rec.pids.extend(launched.pids);
         rec.container = launched.container;
         step(format!("thread rules of {name}"), launch::workload_rules(txn, p))?;
@@ -558,11 +565,26 @@ impl Node {
                 ws.name
             )));
         }
+        // Its IRQs, queues and devices may move with its CPUs, not change: a file it stops holding
+        // would keep the value it wrote (remove restores a holder's files; a resize would have to
+        // give them back), and a device's nodes are in its running container.
+        let claims = self.claims_of(setup, &mut Vec::new())?;
+        let held = Claims {
+            targets: crate::steering::targets(&before.setup, &mut Vec::new())?,
+            devices: crate::devices::resolve(Path::new("/"), &before.setup).map(|(r, _)| r).unwrap_or_default(),
+        };
+        if !claims.same_holdings(setup, &held, &before.setup) {
+            return Err(rejected(format!(
+                "workload {}: a resize cannot change which IRQs, queues or PCI devices it holds (its rules or devices name \
+                 others now); remove and deploy it",
+                ws.name
+            )));
+        }
         self.hcbs_raise_root(&p)?;
         let from = state.changes.len();
         write_json(&seg.path.join(INTENT), &Intent::Resize { from, before: Box::new(before.clone()) }, false)?;
         let mut txn = Txn::begin(&seg, &mut state, self.opts.fault);
-        let result = self.resize_steps(&mut txn, setup, &p, &before, &old);
+        let result = self.resize_steps(&mut txn, setup, &p, &before, &old, &claims);
         drop(txn);
         match result {
             Ok(rec) => {
@@ -596,6 +618,7 @@ impl Node {
         p: &Prepared,
         before: &AppliedRecord,
         old: &WorkloadSetup,
+        claims: &Claims,
     ) -> std::result::Result<WorkloadRecord, (String, HostError)> {
         let step = |s: String, r: Result<()>| r.map_err(|e| (s, e));
         if p.partition {
@@ -621,6 +644,11 @@ impl Node {
             }
         }
         step(format!("thread rules of {}", p.ws.name), launch::workload_rules(txn, p))?;
+        crate::steering::steer(txn, &claims.targets)?;
+        let mut warnings = before.warnings.clone();
+        let mut fresh = Vec::new();
+        crate::devices::steer_irqs(txn, setup, &claims.devices, &mut fresh)?;
+        warnings.extend(fresh.into_iter().filter(|w| !before.warnings.contains(w)));
         let mut rec = before.workloads[0].clone();
         rec.cpus = p.ws.cpus.clone();
         rec.rules = p.ws.threads.clone();
@@ -630,7 +658,7 @@ impl Node {
             backend: self.facts.backend.clone(),
             workloads: vec![rec.clone()],
             agent: None,
-            warnings: before.warnings.clone(),
+            warnings,
         });
         step("save state".into(), txn.save())?;
         Ok(rec)

@@ -1,32 +1,24 @@
 //! One workload's setup checked against the node before its transaction: one workload, the node's
-//! mechanism, a runc bundle that exists, and prepared beside the workloads the node already holds.
+//! mechanism, a runc bundle that exists, what it holds alone (IRQs, queues, PCI devices: `Claims`),
+//! and prepared beside the workloads the node already holds.
 
 use super::*;
+use crate::steering::Target;
 
 impl Node {
     pub(super) fn single<'s>(&self, setup: &'s Setup) -> Result<&'s WorkloadSetup> {
         if setup.workloads.len() != 1 {
             return Err(rejected(format!("a node operation takes one workload, not {}", setup.workloads.len())));
         }
-        if !setup.irqs.is_empty() || !setup.nets.is_empty() {
-            return Err(rejected(
-                "IRQ and RPS/XPS rules are node-wide: the node service does not take them per workload yet; \
-                 use a one-shot `rtslice apply` for them",
-            ));
-        }
         let ws = &setup.workloads[0];
-        if ws.shield {
+        // On cgroup v2 a shielded workload's CPUs are an exclusive partition (prepare), which the
+        // kernel takes from every other task: that is the shield, per workload. On v1 it is every
+        // other process moved into `system`, a node-wide move the node does not make.
+        if ws.shield && self.facts.backend.is_v1() {
             return Err(rejected(format!(
-                "workload {}: a shield moves every other process of the host, which the node service does not do per \
-                 workload; use dedicated CPUs (an exclusive partition) instead",
-                ws.name
-            )));
-        }
-        if !ws.devices.is_empty() {
-            // A device's IRQ affinities and its claim (one workload per device) would need the
-            // node's view of every deployed workload's devices; not built yet.
-            return Err(rejected(format!(
-                "workload {}: the node service does not pass PCI devices yet; use a one-shot `rtslice apply` for a                  workload with `devices`",
+                "workload {}: on cgroup v1 a shield moves every other process of the host, which the node service does not \
+                 do per workload; use dedicated CPUs (an exclusive partition) instead, or cgroup v2, where a shield is the \
+                 workload's partition",
                 ws.name
             )));
         }
@@ -41,6 +33,49 @@ impl Node {
             )));
         }
         Ok(ws)
+    }
+
+    /// What a workload holds alone on the node, resolved on this host: the IRQ and queue files its
+    /// rules write and its PCI devices (with the files of their IRQs), none held by another deployed
+    /// workload. One holder per file and device: its removal puts back what the file had before it
+    /// (two holders removed out of order would restore a stale value), and a device serves one
+    /// workload (its IRQs on that workload's CPUs, its nodes in its container). Another workload
+    /// holds what its rules and devices name now.
+    pub(super) fn claims_of(&self, setup: &Setup, warnings: &mut Vec<String>) -> Result<Claims> {
+        let ws = &setup.workloads[0];
+        let targets = crate::steering::targets(setup, warnings)?;
+        let (devices, device_warnings) = crate::devices::resolve(Path::new("/"), setup)?;
+        warnings.extend(device_warnings);
+        let claims = Claims { targets, devices };
+        let files = claims.files(setup);
+        if files.is_empty() && ws.devices.is_empty() {
+            return Ok(claims);
+        }
+        for rec in self.records()? {
+            let Some(holder) = rec.workloads.first().map(|w| &w.name).filter(|h| **h != ws.name) else { continue };
+            if let Some(d) = rec.setup.workloads.iter().flat_map(|w| &w.devices).find(|d| ws.devices.iter().any(|x| x.pci == d.pci)) {
+                return Err(rejected(format!(
+                    "workload {}: PCI device {} serves workload {holder}; a device serves one workload: give this one \
+                     another device, or remove {holder} first",
+                    ws.name, d.pci
+                )));
+            }
+            // The other's devices as they are now (one that vanished holds nothing).
+            let theirs = Claims {
+                targets: crate::steering::targets(&rec.setup, &mut Vec::new())?,
+                devices: crate::devices::resolve(Path::new("/"), &rec.setup).map(|(r, _)| r).unwrap_or_default(),
+            };
+            if let Some(f) = theirs.files(&rec.setup).intersection(&files).next() {
+                let what = claims.targets.iter().find(|t| t.file == *f).map_or_else(|| "an IRQ of its PCI device".to_string(), |t| t.what.clone());
+                return Err(rejected(format!(
+                    "workload {}: {what} ({}) is held by workload {holder}: on a node each IRQ and queue has one holder; \
+                     give the workloads' rules disjoint IRQs and interfaces, or remove {holder} first",
+                    ws.name,
+                    f.display()
+                )));
+            }
+        }
+        Ok(claims)
     }
 
     pub(super) fn runc_for(&self, ws: &WorkloadSetup) -> Result<Option<PathBuf>> {
@@ -81,8 +116,9 @@ impl Node {
         // on v1 the workload's own group is its partition; on v2 every partition is a directory at
         // the root (its parent must be a partition root: cgroup::V2_PARTITION_PREFIX) holding the
         // workload's group as a member, and a dedicated workload is alone in its own.
+        // A shield (v2 only: `single`) is dedicated CPUs: a partition of its own.
         let shareable = p.partition && !p.ws.partition && !p.ws.shield;
-        let in_partition_dir = p.partition && self.base.partitions && !p.ws.shield && (v2 || shareable);
+        let in_partition_dir = p.partition && self.base.partitions && (v2 || shareable);
         if in_partition_dir {
             let dir = shared_partition_dir(&self.facts.backend, &p.ws.cpus);
             p.group.cpuset = dir.join(&p.ws.name);
@@ -216,5 +252,26 @@ impl Node {
             }
         }
         Ok(p)
+    }
+}
+
+/// What one workload holds alone on the node (`Node::claims_of`).
+pub(super) struct Claims {
+    /// The IRQ affinity and queue mask files its rules write.
+    pub targets: Vec<Target>,
+    /// Its PCI devices as resolved on this host.
+    pub devices: crate::devices::Resolved,
+}
+
+impl Claims {
+    /// Every file it writes: its rules' and its devices' IRQs'.
+    fn files(&self, setup: &Setup) -> std::collections::BTreeSet<PathBuf> {
+        self.targets.iter().map(|t| t.file.clone()).chain(crate::devices::irq_files(setup, &self.devices)).collect()
+    }
+
+    /// The same files and devices as `other` (what a resize may not change).
+    pub fn same_holdings(&self, setup: &Setup, other: &Claims, other_setup: &Setup) -> bool {
+        let pcis = |s: &Setup| s.workloads.iter().flat_map(|w| w.devices.iter().map(|d| d.pci)).collect::<std::collections::BTreeSet<_>>();
+        self.files(setup) == other.files(other_setup) && pcis(setup) == pcis(other_setup)
     }
 }

@@ -313,6 +313,11 @@ fn who_else_runs() -> String {
     if v.is_empty() { "no other rtslice process runs".to_string() } else { format!("other rtslice processes: {}", v.join("; ")) }
 }
 
+/// `s` as a regex matching itself (an IRQ action's name in a rule).
+pub fn regex_escape(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c.to_string() } else { format!("\\{c}") }).collect()
+}
+
 /// An IRQ whose affinity can be written here (managed IRQs refuse any write, even of the same value).
 pub fn movable_irq() -> Option<irq::Irq> {
     irq::read_interrupts().ok()?.into_iter().find(|i| {

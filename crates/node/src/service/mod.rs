@@ -531,7 +531,15 @@ impl Service {
                 Action::Unchanged
             } else if e.phase == Phase::Pending || fields == ["restart"] {
                 Action::Update
-            } else if e.phase == Phase::Running && old.launch == new.launch && same_kind(&old.demand, &new.demand) {
+            } else if e.phase == Phase::Running
+                && old.launch == new.launch
+                && same_kind(&old.demand, &new.demand)
+                // The IRQs, queues and devices a workload holds stay with it through a resize (host
+                // `Node::resize`).
+                && old.irqs == new.irqs
+                && old.net == new.net
+                && old.devices == new.devices
+            {
                 Action::Resize
             } else {
                 Action::Replace
@@ -867,6 +875,8 @@ fn differing_fields(a: &Workload, b: &Workload) -> Vec<&'static str> {
     check("threads", a.threads == b.threads);
     check("irqs", a.irqs == b.irqs);
     check("net", a.net == b.net);
+    check("devices", a.devices == b.devices);
+    check("cache", a.cache == b.cache && a.memory_bandwidth == b.memory_bandwidth);
     check("restart", a.restart == b.restart);
     v
 }
