@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -78,12 +79,26 @@ type createBody struct {
 	PodUID      string            `json:"podUid"`
 	Container   string            `json:"container"`
 	Annotations map[string]string `json:"annotations"`
+	// The environment entries naming rtslice DRA claims (put there by the claims' CDI devices,
+	// k8s/dra): how the node service knows which container holds which claim. No other
+	// variable leaves the runtime.
+	Env []string `json:"env"`
+}
+
+func claimEnv(env []string) []string {
+	out := []string{}
+	for _, e := range env {
+		if strings.HasPrefix(e, "RTSLICE_CLAIM_") {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func (p *plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	code, r, err := p.call(ctx, http.MethodPost, "/v1/containers", createBody{
 		ID: ctr.GetId(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), PodUID: pod.GetUid(),
-		Container: ctr.GetName(), Annotations: pod.GetAnnotations(),
+		Container: ctr.GetName(), Annotations: pod.GetAnnotations(), Env: claimEnv(ctr.GetEnv()),
 	})
 	if err != nil {
 		return nil, nil, err

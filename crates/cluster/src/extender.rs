@@ -32,7 +32,29 @@ impl PodRequest {
         }
         let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
         let name = pod.metadata.name.clone().unwrap_or_default();
-        let containers: Vec<String> = pod.spec.as_ref().map(|s| s.containers.iter().map(|c| c.name.clone()).collect()).unwrap_or_default();
+        // A container that uses resource claims gets its CPUs through DRA (docs/dra.md): kube-
+        // scheduler's allocator admits it, and its annotations carry only thread rules. It is left
+        // out here, with the annotations that name it.
+        let all = pod.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
+        let claimed: Vec<&str> = all
+            .iter()
+            .filter(|c| c.resources.as_ref().and_then(|r| r.claims.as_ref()).is_some_and(|v| !v.is_empty()))
+            .map(|c| c.name.as_str())
+            .collect();
+        let containers: Vec<String> = all.iter().map(|c| c.name.clone()).filter(|c| !claimed.contains(&c.as_str())).collect();
+        if containers.is_empty() {
+            return Ok(None);
+        }
+        let annotations: BTreeMap<String, String> = annotations
+            .into_iter()
+            .filter(|(k, _)| {
+                let suffix = k.strip_prefix(rtslice_spec::annotations::PREFIX).and_then(|r| r.split_once('.')).map(|(_, c)| c);
+                !suffix.is_some_and(|c| claimed.contains(&c))
+            })
+            .collect();
+        if !rtslice_spec::annotations::wants_rtslice(&annotations) {
+            return Ok(None);
+        }
         let found = rtslice_spec::annotations::pod_workloads(&annotations, &namespace, &name, &containers, &rtslice_spec::Node::default())
             .map_err(|e| e.to_string())?;
         Ok(Some(PodRequest { uid: pod.metadata.uid.clone().unwrap_or_default(), namespace, name, containers: found }))
@@ -379,5 +401,27 @@ mod tests {
         .unwrap();
         let e = PodRequest::from_pod(&bad).unwrap_err();
         assert!(e.starts_with("rtslice.io/reservation:1:"), "{e}");
+    }
+
+    #[test]
+    fn containers_with_resource_claims_are_left_to_dra() {
+        let threads = "[{match: ^phy, policy: fifo, priority: 90}]";
+        let pod = |ann: serde_json::Value| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "vbs1", "namespace": "ran", "uid": "u1", "annotations": ann},
+                "spec": {"containers": [{"name": "du", "image": "x", "resources": {"claims": [{"name": "rt"}]}}, {"name": "cu", "image": "y"}]}
+            }))
+            .unwrap()
+        };
+        // The claimed container's thread rules alone are not an error: its CPUs come from its claim.
+        assert_eq!(PodRequest::from_pod(&pod(serde_json::json!({"rtslice.io/threads.du": threads}))).unwrap(), None);
+        // The other container still asks through annotations.
+        let r = PodRequest::from_pod(&pod(serde_json::json!({
+            "rtslice.io/threads.du": threads,
+            "rtslice.io/reservation.cu": "{runtime: 1ms, period: 10ms}"
+        })))
+        .unwrap()
+        .unwrap();
+        assert_eq!(r.containers.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(), vec!["cu"]);
     }
 }

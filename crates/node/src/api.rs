@@ -258,9 +258,59 @@ async fn container_inventory(State(app): State<Shared>) -> Response {
     }
 }
 
-/// The container and inventory routes (the NRI plugin's), added to the API's router.
+// ---- DRA (the kubelet plugin's calls, docs/dra.md) ----
+
+async fn dra_devices(State(app): State<Shared>) -> Response {
+    match with_service(app, |s| Ok(s.dra_devices())).await {
+        Ok(v) => json_response(200, v),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// NodePrepareResources of one claim: the plugin's pool (its node's name) and the ResourceClaim.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Prepare {
+    pool: String,
+    claim: serde_json::Value,
+}
+
+async fn claim_prepare(State(app): State<Shared>, body: Body) -> Response {
+    let text = match body_text(body).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let req: Prepare = match serde_json::from_str(&text) {
+        Ok(r) => r,
+        Err(e) => return NodeError::Invalid(format!("the prepare body: {e} (give {{\"pool\": <node>, \"claim\": <ResourceClaim>}})")).into_response(),
+    };
+    match with_service(app, move |s| s.claim_prepare(&req.pool, &req.claim)).await {
+        Ok(v) => json_response(201, v),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn claim_unprepare(State(app): State<Shared>, Path(uid): Path<String>) -> Response {
+    match with_service(app, move |s| s.claim_unprepare(&uid)).await {
+        Ok(v) => json_response(200, v),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn claim_list(State(app): State<Shared>) -> Response {
+    match with_service(app, |s| Ok(serde_json::to_value(s.claim_list()).unwrap_or_default())).await {
+        Ok(v) => json_response(200, json!({"claims": v})),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The container, inventory and DRA routes (the NRI and kubelet plugins'), added to the API's
+/// router.
 fn container_routes(r: Router<Shared>) -> Router<Shared> {
-    r.route("/v1/containers", get(container_list).post(container_create))
+    r.route("/v1/dra/devices", get(dra_devices))
+        .route("/v1/dra/claims", get(claim_list).post(claim_prepare))
+        .route("/v1/dra/claims/{uid}", axum::routing::delete(claim_unprepare))
+        .route("/v1/containers", get(container_list).post(container_create))
         .route("/v1/containers/{id}", axum::routing::delete(container_release))
         .route("/v1/containers/{id}/start", post(container_start))
         .route("/v1/inventory", get(container_inventory))

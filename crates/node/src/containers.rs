@@ -30,6 +30,10 @@ pub struct CreateContainer {
     /// The pod's annotations.
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
+    /// The container's environment entries that name DRA claims (`RTSLICE_CLAIM_…=<uid>`, put
+    /// there by the claims' CDI devices); the plugin passes no other variable.
+    #[serde(default)]
+    pub env: Vec<String>,
 }
 
 /// One admitted container.
@@ -49,25 +53,29 @@ pub struct ContainerEntry {
     /// What the start applied (None before the start).
     #[serde(default)]
     pub applied: Option<InPlace>,
+    /// The DRA claim (UID) its CPUs and budget come from, if any (crate::claims).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
 }
 
-/// The admitted containers, by container id.
+/// Records kept in one JSON file of the state directory, by key (containers by id, claims by UID):
+/// written whole through a rename, so a crash leaves the old file or the new one.
 #[derive(Debug, Default)]
-pub struct Containers {
-    pub(crate) entries: BTreeMap<String, ContainerEntry>,
+pub struct Records<T> {
+    pub(crate) entries: BTreeMap<String, T>,
     path: PathBuf,
 }
 
-impl Containers {
-    pub(crate) fn load(dir: &Path) -> Result<Containers> {
-        let path = dir.join(FILE);
+impl<T: Serialize + serde::de::DeserializeOwned> Records<T> {
+    pub(crate) fn load(dir: &Path, file: &str, what: &str) -> Result<Records<T>> {
+        let path = dir.join(file);
         let entries = match std::fs::read_to_string(&path) {
             Ok(t) => serde_json::from_str(&t)
-                .map_err(|e| NodeError::State(format!("{} is corrupt ({e}); move it away (its containers are then not counted)", path.display())))?,
+                .map_err(|e| NodeError::State(format!("{} is corrupt ({e}); move it away (its {what} are then not counted)", path.display())))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(NodeError::State(format!("cannot read {}: {e}", path.display()))),
         };
-        Ok(Containers { entries, path })
+        Ok(Records { entries, path })
     }
 
     pub(crate) fn save(&self) -> Result<()> {
@@ -76,6 +84,21 @@ impl Containers {
         std::fs::write(&tmp, json)
             .and_then(|_| std::fs::rename(&tmp, &self.path))
             .map_err(|e| NodeError::State(format!("cannot write {}: {e}", self.path.display())))
+    }
+
+    /// Forgets every record and its file (the daemon's reset).
+    pub(crate) fn clear(&mut self) {
+        self.entries.clear();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The admitted containers, by container id.
+pub type Containers = Records<ContainerEntry>;
+
+impl Containers {
+    pub(crate) fn open(dir: &Path) -> Result<Containers> {
+        Records::load(dir, FILE, "containers")
     }
 
     /// The containers' workloads as the planner counts them.
@@ -92,8 +115,7 @@ impl Containers {
                 }
             }
         }
-        self.entries.clear();
-        let _ = std::fs::remove_file(&self.path);
+        self.clear();
     }
 
     /// Threads born or renamed since the start get their rule.

@@ -18,10 +18,15 @@
 //!   cgroups rule out; the service admits them at creation, applies them in place at start and
 //!   releases them (`service/containers.rs`); `GET /v1/inventory` for the scheduler extender
 //!   (docs/kubernetes.md).
+//! - `claims`: the DRA claims the kubelet plugin (k8s/dra) prepared, admitted by the live planner
+//!   (`rtslice_dra`'s model); the service publishes the node's CPUs as DRA devices, prepares and
+//!   unprepares claims, and hands a claim's budget to the container that uses it
+//!   (`service/claims.rs`, docs/dra.md).
 //! - `openapi`: the OpenAPI document (`GET /v1/openapi.json`, checked in as docs/openapi.json).
 
 mod adapt;
 mod api;
+mod claims;
 mod client;
 mod dashboard;
 mod containers;
@@ -35,6 +40,7 @@ mod tls;
 
 pub use api::router;
 pub use http::{App, BODY_LIMIT};
+pub use claims::ClaimEntry;
 pub use containers::{ContainerEntry, CreateContainer};
 pub use client::{request, request_blocking, Reply};
 pub use error::{NodeError, Result};

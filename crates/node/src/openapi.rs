@@ -142,7 +142,8 @@ pub fn document() -> Value {
                     "summary": "CreateContainer: admit a container by its pod's rtslice.io/ annotations through the live planner; the cpuset to give it",
                     "requestBody": { "required": true, "content": { "application/json": { "schema": { "type": "object", "required": ["id", "namespace", "pod", "container"], "properties": {
                         "id": { "type": "string" }, "namespace": { "type": "string" }, "pod": { "type": "string" }, "podUid": { "type": "string" },
-                        "container": { "type": "string" }, "annotations": { "type": "object", "additionalProperties": { "type": "string" } } } } } } },
+                        "container": { "type": "string" }, "annotations": { "type": "object", "additionalProperties": { "type": "string" } },
+                        "env": { "type": "array", "items": { "type": "string" }, "description": "the container's RTSLICE_CLAIM_… entries (DRA claims)" } } } } } },
                     "responses": responses(&[
                         ("201", ok("admitted", json!({ "type": "object", "properties": { "workload": { "type": "string" }, "cpus": { "type": "string" }, "mems": { "type": "string" } } }))),
                         ("204", json!({ "description": "no rtslice annotation applies to this container: nothing to do" }))
@@ -168,6 +169,34 @@ pub fn document() -> Value {
                 "summary": "What the node publishes for the scheduler extender (the Node annotation rtslice.io/inventory)",
                 "responses": responses(&[("200", ok("the inventory", json!({ "type": "object" })))], &with(&[]))
             }}
+    });
+    // DRA: the kubelet plugin's calls (k8s/dra, docs/dra.md).
+    let dra = json!({
+            "/v1/dra/devices": { "get": {
+                "summary": "This node's CPUs as the devices of its DRA ResourceSlice: one per reservable CPU, its free real-time bandwidth as consumable capacity",
+                "responses": responses(&[("200", ok("the driver and its devices (resource.k8s.io/v1 Device)", json!({ "type": "object", "properties": { "driver": { "type": "string" }, "devices": { "type": "array", "items": { "type": "object" } } } })))], &with(&[]))
+            }},
+            "/v1/dra/claims": {
+                "get": {
+                    "summary": "The DRA claims prepared on this node",
+                    "responses": responses(&[("200", ok("the claims", json!({ "type": "object", "properties": { "claims": { "type": "array", "items": { "type": "object" } } } })))], &with(&[]))
+                },
+                "post": {
+                    "summary": "NodePrepareResources: admit an allocated ResourceClaim through the live planner; the environment entry of its CDI device",
+                    "requestBody": { "required": true, "content": { "application/json": { "schema": { "type": "object", "required": ["pool", "claim"], "properties": {
+                        "pool": { "type": "string", "description": "the plugin's pool: its node's name" }, "claim": { "type": "object", "description": "the resource.k8s.io/v1 ResourceClaim" } } } } } },
+                    "responses": responses(&[
+                        ("201", ok("prepared", json!({ "type": "object", "properties": { "uid": { "type": "string" }, "workload": { "type": "string" }, "cpus": { "type": "string" }, "env": { "type": "array", "items": { "type": "string" } } } })))
+                    ], &with(&[("400", "malformed body"), ("422", "not a claim this node can honour (the planner's reason)")]))
+                }
+            },
+            "/v1/dra/claims/{uid}": {
+                "parameters": [{ "name": "uid", "in": "path", "required": true, "schema": { "type": "string" } }],
+                "delete": {
+                    "summary": "NodeUnprepareResources: forget the claim, releasing the container still holding it; unknown claims are not an error",
+                    "responses": responses(&[("200", ok("unprepared", json!({ "type": "object" })))], &with(&[]))
+                }
+            }
     });
     let mut doc = json!({
         "openapi": "3.1.0",
@@ -307,8 +336,10 @@ pub fn document() -> Value {
             }
         }
     });
-    if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), containers) {
-        paths.extend(more);
+    for more in [containers, dra] {
+        if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), more) {
+            paths.extend(more);
+        }
     }
     doc
 }

@@ -83,6 +83,59 @@ fn policy(pid: u32) -> String {
     format!("{}", rtslice_host::sched::get_attr(pid as i32).unwrap())
 }
 
+/// The daemon in a thread, reset on exit. Stopped and joined by `stop`, or on drop — also when the
+/// test panics: a daemon killed with the test process would leave its node base behind, and every
+/// later daemon on the host would refuse to start until it is removed by hand.
+struct Daemon {
+    tx: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<rtslice_node::Result<()>>>,
+}
+
+impl Daemon {
+    fn stop(mut self) -> rtslice_node::Result<()> {
+        self.tx.take().map(|tx| tx.send(()));
+        self.thread.take().expect("running").join().expect("the daemon's thread")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.tx.take().map(|tx| tx.send(()));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn start_daemon(state: &Path, socket: &Path) -> Daemon {
+    let opts = rtslice_node::DaemonOptions {
+        service: rtslice_node::ServiceOptions {
+            state_dir: state.to_path_buf(),
+            node: Default::default(),
+            mechanism: None,
+            grace: Duration::from_secs(2),
+            launch_env: Vec::new(),
+            boot_id_file: None,
+        },
+        socket: socket.to_path_buf(),
+        listen: None,
+        token_file: None,
+        tls: None,
+        reset_on_exit: true,
+        telemetry: None,
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let daemon = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+        rt.block_on(rtslice_node::run_until(opts, async move {
+            let _ = rx.await;
+        }))
+    });
+    let d = Daemon { tx: Some(tx), thread: Some(daemon) };
+    wait_for("the daemon's socket", || std::os::unix::net::UnixStream::connect(socket).is_ok());
+    d
+}
+
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while !f() {
@@ -126,30 +179,7 @@ fn containers_are_admitted_applied_in_place_and_released() {
     procs.push(first);
     enter(&[cpu_leaf.clone(), cpuset_leaf.clone()], pid);
 
-    let opts = rtslice_node::DaemonOptions {
-        service: rtslice_node::ServiceOptions {
-            state_dir: state.clone(),
-            node: Default::default(),
-            mechanism: None,
-            grace: Duration::from_secs(2),
-            launch_env: Vec::new(),
-            boot_id_file: None,
-        },
-        socket: socket.clone(),
-        listen: None,
-        token_file: None,
-        tls: None,
-        reset_on_exit: true,
-        telemetry: None,
-    };
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let daemon = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-        rt.block_on(rtslice_node::run_until(opts, async move {
-            let _ = rx.await;
-        }))
-    });
-    wait_for("the daemon's socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
+    let daemon = start_daemon(&state, &socket);
 
     let annotations = json!({
         "rtslice.io/reservation.du": "{runtime: 100ms, period: 1s, count: 1}",
@@ -220,13 +250,144 @@ fn containers_are_admitted_applied_in_place_and_released() {
     let (_, inv) = curl(&socket, "GET", "/v1/inventory", None);
     assert_eq!(inv["pods"], json!([]));
 
-    tx.send(()).unwrap();
-    daemon.join().unwrap().expect("the daemon stops cleanly");
+    daemon.stop().expect("the daemon stops cleanly");
     if let Some(b) = root_budget {
         // The node was reset on exit: rtslice's own group is gone or back to its budget.
         let now = std::fs::read_to_string(cpu.join("rtslice").join("cpu.rt_runtime_us")).ok().and_then(|s| s.trim().parse::<i64>().ok());
         assert!(now.is_none() || now == Some(b), "rtslice's group budget: {now:?}, was {b}");
     }
     drop(procs);
+    drop(tree);
+}
+
+/// An allocated ResourceClaim as kubelet hands it to the plugin: `bandwidth` on each of `devices`.
+fn allocated_claim(uid: &str, name: &str, devices: &[&str], bandwidth: &str, period: &str) -> Value {
+    let results: Vec<Value> = devices
+        .iter()
+        .map(|d| json!({"request": "cpus", "driver": "rtslice.io", "pool": "node-a", "device": d, "consumedCapacity": {"bandwidth": bandwidth}}))
+        .collect();
+    json!({
+        "metadata": {"uid": uid, "namespace": "ran", "name": name},
+        "status": {
+            "allocation": {"devices": {"results": results, "config": [{"source": "FromClaim", "opaque": {"driver": "rtslice.io", "parameters": {"period": period}}}]}},
+            "reservedFor": [{"resource": "pods", "name": "du-0", "uid": "pod-uid"}]
+        }
+    })
+}
+
+#[test]
+fn a_dra_claim_is_admitted_at_prepare_and_its_container_takes_its_budget() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    if let Err(why) = rtslice_host::inplace::reservations_supported() {
+        skip::skip(skip::RT_GROUPS, why);
+        return;
+    }
+    if !skip::cpus_or_skip(2) {
+        return;
+    }
+    let (Some(cpu), Some(cpuset)) = (rtslice_testkit::cgroup_mount(&["cpu"]), rtslice_testkit::cgroup_mount(&["cpuset"])) else {
+        skip::skip(skip::CGROUP_V1, "no v1 cpu and cpuset hierarchies");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let (state, socket) = (tmp.path().join("state"), tmp.path().join("api.sock"));
+    let me = std::process::id();
+    let (uid, cid) = (format!("claim-{me}"), format!("dra{me}"));
+    let rel = vec![format!("kubepods-d{me}"), format!("poddra{me}"), cid.clone()];
+    let tree = KubeTree::new(&[cpu.clone(), cpuset.clone()], &rel);
+    let (cpu_leaf, cpuset_leaf) = (tree.leaf(&cpu), tree.leaf(&cpuset));
+    let before = read(&cpu_leaf.join("cpu.rt_runtime_us"));
+    let proc_ = KillOnDrop(Command::new("sleep").arg("600").spawn().unwrap());
+    let pid = proc_.id();
+    enter(&[cpu_leaf.clone(), cpuset_leaf.clone()], pid);
+    let daemon = start_daemon(&state, &socket);
+
+    // The node's CPUs as devices: each with bandwidth under the cap, shareable, named by its CPU.
+    let (code, devs) = curl(&socket, "GET", "/v1/dra/devices", None);
+    assert_eq!(code, 200, "{devs}");
+    assert_eq!(devs["driver"], "rtslice.io");
+    let list = devs["devices"].as_array().unwrap().clone();
+    assert!(!list.is_empty(), "{devs}");
+    for d in &list {
+        assert_eq!(d["name"].as_str().unwrap(), format!("cpu-{}", d["attributes"]["cpu"]["int"]), "{d}");
+        let m = rtslice_dra::quantity::parse_milli(d["capacity"]["bandwidth"]["value"].as_str().unwrap()).unwrap();
+        assert!(m > 0 && m <= 1000, "{d}");
+        assert_eq!(d["allowMultipleAllocations"], true);
+    }
+    let dev = list.last().unwrap();
+    let name = dev["name"].as_str().unwrap().to_string();
+    let the_cpu = dev["attributes"]["cpu"]["int"].to_string();
+    let capacity = dev["capacity"]["bandwidth"]["value"].clone();
+
+    // Prepare: admitted by the planner; the answer is the environment entry of its CDI device.
+    let claim = allocated_claim(&uid, "du", &[&name], "100m", "1s");
+    let prepare = |c: &Value| curl(&socket, "POST", "/v1/dra/claims", Some(&json!({"pool": "node-a", "claim": c})));
+    let (code, body) = prepare(&claim);
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["cpus"].as_str().unwrap(), the_cpu);
+    assert_eq!(body["workload"], "claim.ran.du");
+    let env = body["env"][0].as_str().unwrap().to_string();
+    assert_eq!(env, rtslice_dra::claim_env(&uid));
+    assert_eq!(prepare(&claim), (201, body.clone()), "preparing again gives the same answer");
+    // kube-scheduler counts the claim itself: the published capacity does not change.
+    let (_, again) = curl(&socket, "GET", "/v1/dra/devices", None);
+    let same = again["devices"].as_array().unwrap().iter().find(|d| d["name"] == name.as_str()).unwrap();
+    assert_eq!(same["capacity"]["bandwidth"]["value"], capacity);
+    // The node's word is final: the whole published capacity on top of the first claim is refused.
+    let (code, body) = prepare(&allocated_claim(&format!("big-{me}"), "big", &[&name], capacity.as_str().unwrap(), "1s"));
+    assert_eq!(code, 422, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("claim ran/big on CPUs"), "{body}");
+    // A pool that is not this node's, an unallocated claim: refused with the reason.
+    let (code, body) = curl(&socket, "POST", "/v1/dra/claims", Some(&json!({"pool": "node-b", "claim": claim})));
+    assert_eq!(code, 422, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("this node's pool is `node-b`"), "{body}");
+
+    // The container that uses it: the claim's CPU and budget, the pod's thread rules.
+    let create = |id: &str, env: &[&str], ann: Value| {
+        curl(&socket, "POST", "/v1/containers", Some(&json!({"id": id, "namespace": "ran", "pod": "du-0", "podUid": "pod-uid", "container": "du", "annotations": ann, "env": env})))
+    };
+    let threads = json!({"rtslice.io/threads.du": "[{match: ^sleep$, policy: fifo, priority: 10}]"});
+    let (code, body) = create("other", &["RTSLICE_CLAIM_x=no-such-claim"], threads.clone());
+    assert_eq!(code, 422, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("is not prepared on this node"), "{body}");
+    let (code, body) = create("both", &[&env], json!({"rtslice.io/reservation": "{runtime: 1ms, period: 10ms}"}));
+    assert_eq!(code, 422, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("drop the annotation `rtslice.io/reservation`"), "{body}");
+    let (code, body) = create(&cid, &[&env], threads.clone());
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["cpus"].as_str().unwrap(), the_cpu);
+    let (code, body) = create("second", &[&env], threads.clone());
+    assert_eq!(code, 422, "{body}");
+    assert!(body["error"].as_str().unwrap().contains(&format!("is held by container {cid}")), "{body}");
+    let (code, body) = curl(&socket, "POST", &format!("/v1/containers/{cid}/start"), Some(&json!({"pid": pid})));
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(read(&cpu_leaf.join("cpu.rt_runtime_us")), "100000");
+    assert_eq!(read(&cpu_leaf.join("cpu.rt_period_us")), "1000000");
+    assert_eq!(read(&cpuset_leaf.join("cpuset.cpus")), the_cpu);
+    assert_eq!(policy(pid), "SCHED_FIFO 10");
+
+    // The container stops: its budget goes, the claim holds the bandwidth until kubelet unprepares it.
+    assert_eq!(curl(&socket, "DELETE", &format!("/v1/containers/{cid}"), None).0, 200);
+    assert_eq!(read(&cpu_leaf.join("cpu.rt_runtime_us")), before);
+    assert_eq!(policy(pid), "SCHED_OTHER nice 0");
+    let (_, claims) = curl(&socket, "GET", "/v1/dra/claims", None);
+    assert_eq!(claims["claims"].as_array().unwrap().len(), 1, "{claims}");
+    assert!(claims["claims"][0].get("holder").is_none(), "{claims}");
+    assert_eq!(prepare(&allocated_claim(&format!("big-{me}"), "big", &[&name], capacity.as_str().unwrap(), "1s")).0, 422);
+    let (code, body) = curl(&socket, "DELETE", &format!("/v1/dra/claims/{uid}"), None);
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["released"], true);
+    assert_eq!(curl(&socket, "DELETE", &format!("/v1/dra/claims/{uid}"), None).1["released"], Value::Null, "unpreparing again is not an error");
+    let (_, claims) = curl(&socket, "GET", "/v1/dra/claims", None);
+    assert_eq!(claims["claims"], json!([]));
+    // With the claim gone its bandwidth is free again: the big claim now fits, and goes.
+    let (code, body) = prepare(&allocated_claim(&format!("big-{me}"), "big", &[&name], capacity.as_str().unwrap(), "1s"));
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(curl(&socket, "DELETE", &format!("/v1/dra/claims/big-{me}"), None).0, 200);
+
+    daemon.stop().expect("the daemon stops cleanly");
+    assert!(!state.join("claims.json").exists(), "the reset forgets claims");
+    drop(proc_);
     drop(tree);
 }

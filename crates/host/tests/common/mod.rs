@@ -284,7 +284,9 @@ pub fn assert_no_children_left(what: &str) {
     assert!(left.is_empty(), "{what}: processes this test started are still there: {left:?}");
 }
 
-/// This test process's children, running or unreaped: "pid comm (state S)", by PID.
+/// This test process's children, alive ("pid comm") or exited and unreaped ("pid comm (unreaped)"),
+/// by PID. Not the scheduler state itself: a live child reads R or S depending on the instant (a CI
+/// run compared "S" with "R" for the same sleep, on two guests).
 pub fn children() -> Vec<String> {
     let me = std::process::id() as i32;
     let mut v: Vec<(i32, String)> = std::fs::read_dir("/proc")
@@ -293,7 +295,7 @@ pub fn children() -> Vec<String> {
         .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
         .filter_map(|pid| Some((pid, rtslice_sys::procfs::process_stat(pid)?)))
         .filter(|(_, s)| s.ppid == me)
-        .map(|(pid, s)| (pid, format!("{pid} {} (state {})", s.comm, s.state)))
+        .map(|(pid, s)| (pid, if matches!(s.state, 'Z' | 'X') { format!("{pid} {} (unreaped)", s.comm) } else { format!("{pid} {}", s.comm) }))
         .collect();
     v.sort();
     v.into_iter().map(|(_, s)| s).collect()

@@ -14,14 +14,30 @@ impl Service {
             return Ok(self.containers.entries.get(&req.id));
         }
         let name = rtslice_spec::annotations::workload_name(&req.namespace, &req.pod, &req.container);
-        let w = rtslice_spec::annotations::container_workload(&req.annotations, None, &req.container, &name, self.node_section())
+        // A container that uses a DRA claim gets the claim's CPUs and budget, written as the
+        // annotation a pod would carry, so thread rules and SLOs decode exactly as on that path.
+        let claimed = match self.claimed_demand(req) {
+            Ok(c) => c,
+            Err(e) => {
+                self.event("refused", Some(&name), e.to_string());
+                return Err(e);
+            }
+        };
+        let mut annotations = req.annotations.clone();
+        if let Some((_, key, value)) = &claimed {
+            annotations.insert(key.clone(), value.clone());
+        }
+        let w = rtslice_spec::annotations::container_workload(&annotations, None, &req.container, &name, self.node_section())
             .map_err(|e| NodeError::Spec(e.iter().map(|x| x.to_string()).collect()))?;
         let Some(w) = w else { return Ok(None) };
         if let Err(reason) = refuse_unsupported(&w) {
             self.event("refused", Some(&name), reason.clone());
             return Err(NodeError::Unfit(reason));
         }
-        let (plan, setup) = match self.admit(&w, &[]) {
+        // In its claim's place: the claim's own bandwidth is not counted against it.
+        let claim_name = claimed.as_ref().map(|(c, _, _)| c.workload.name.clone());
+        let except: Vec<&str> = claim_name.iter().map(String::as_str).collect();
+        let (plan, setup) = match self.admit(&w, &except) {
             Ok(x) => x,
             Err((reason, _)) => {
                 self.event("refused", Some(&name), format!("container {} of pod {}/{}: {reason}", req.container, req.namespace, req.pod));
@@ -54,9 +70,16 @@ impl Service {
             setup: ws,
             irqs: setup.irqs,
             applied: None,
+            claim: claimed.as_ref().map(|(c, _, _)| c.uid.clone()),
         };
         self.containers.entries.insert(req.id.clone(), entry);
         self.containers.save()?;
+        if let Some((c, _, _)) = &claimed {
+            if let Some(e) = self.claims.entries.get_mut(&c.uid) {
+                e.holder = Some(req.id.clone());
+            }
+            self.claims.save()?;
+        }
         self.event("admitted", Some(&name), format!("container {} on CPUs [{}]", req.id, CpuList::from_cpus(plan.cpus.iter().copied())));
         Ok(self.containers.entries.get(&req.id))
     }
@@ -87,6 +110,11 @@ impl Service {
         let mut e = self.containers.entries.remove(id).ok_or_else(|| NodeError::NotFound(format!("no rtslice container {id}")))?;
         let problems = e.applied.as_mut().map(|a| a.release()).unwrap_or_default();
         self.containers.save()?;
+        // Its claim, still prepared, holds the bandwidth again until kubelet unprepares it.
+        if let Some(c) = e.claim.as_ref().and_then(|uid| self.claims.entries.get_mut(uid)) {
+            c.holder = None;
+            self.claims.save()?;
+        }
         self.event(
             "removed",
             Some(&e.workload.name),

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{NodeError, Result};
 
+mod claims;
 mod closed_loop;
 mod containers;
 mod resize;
@@ -231,6 +232,8 @@ pub struct Service {
     last_drift_check: Option<Instant>,
     /// Kubernetes containers admitted through the NRI plugin (crate::containers).
     pub(crate) containers: crate::containers::Containers,
+    /// DRA claims prepared through the kubelet plugin (crate::claims).
+    pub(crate) claims: crate::claims::Claims,
     /// How the kernel enforces budgets, for sizing SLO workloads as `plan` and `apply` do.
     sizing: SizingFacts,
     /// The closed loop of each adapting workload (not persisted: a restarted daemon observes anew
@@ -298,7 +301,8 @@ impl Service {
         // The facts `rtslice plan` plans from on this host, so both admit the same specs.
         let facts = rtslice_host::facts::planning_facts()?;
         let sizing = rtslice_plan::kernel::sizing_facts(&host.facts().kernel_facts(), Some(host.base().mechanism));
-        let containers = crate::containers::Containers::load(&dir)?;
+        let containers = crate::containers::Containers::open(&dir)?;
+        let claims = crate::claims::Claims::open(&dir)?;
         let mut svc = Service {
             host,
             launch_env: opts.launch_env.clone(),
@@ -311,6 +315,7 @@ impl Service {
             drift_seen: HashMap::new(),
             last_drift_check: None,
             containers,
+            claims,
             sizing,
             loops: HashMap::new(),
             agent: None,
@@ -400,7 +405,9 @@ impl Service {
             }
             spec.workloads.push(w);
         }
-        spec.workloads.extend(self.containers.pinned());
+        // Containers and claims by name too: the published DRA capacity leaves out what
+        // kube-scheduler counts itself, and a claim's container is admitted in its claim's place.
+        spec.workloads.extend(self.containers.pinned().chain(self.claims.pinned()).filter(|w| !except.contains(&w.name.as_str())));
         spec
     }
 
@@ -821,6 +828,7 @@ impl Service {
             }
         }
         self.containers.release_all();
+        self.claims.clear();
         self.host.reset()?;
         let _ = std::fs::remove_file(self.dir.join(DESIRED));
         Ok(())
