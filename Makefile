@@ -28,7 +28,7 @@ export CARGO_HOME ?= /home/$(SUDO_USER)/.cargo
 endif
 endif
 
-.PHONY: all deps apt-deps rust-deps build release install uninstall test k8s-binaries test-kernels test-k8s test-deb test-install deb cargo-deb demo clean nri
+.PHONY: all deps apt-deps rust-deps build release install uninstall test k8s-binaries test-kernels test-k8s test-deb test-install deb cargo-deb demo clean nri dra
 
 all: build
 
@@ -75,6 +75,11 @@ GO ?= $(shell test -x /usr/local/go/bin/go && echo /usr/local/go/bin/go || comma
 nri:
 	@if [ -z "$(GO)" ]; then echo "make: no Go toolchain found; install Go (https://go.dev/dl) into /usr/local/go"; exit 1; fi
 	cd k8s/nri && CGO_ENABLED=0 $(GO) build -trimpath -o $(CURDIR)/target/rtslice-nri .
+
+# The DRA kubelet plugin (k8s/dra, Go, docs/dra.md): a static binary in target/rtslice-dra.
+dra:
+	@if [ -z "$(GO)" ]; then echo "make: no Go toolchain found; install Go (https://go.dev/dl) into /usr/local/go"; exit 1; fi
+	cd k8s/dra && CGO_ENABLED=0 $(GO) build -trimpath -o $(CURDIR)/target/rtslice-dra .
 
 # `make test`: the Kubernetes cluster's binaries first (k8s-binaries: disk), the workspace's tests
 # natively, the Debian package installed, run and purged, `make install`/`uninstall` into a staging

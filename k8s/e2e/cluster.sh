@@ -35,7 +35,7 @@ case ${1:-} in
     rm -rf "$snap" "$K8S_LOGS/snapshot.manual-after" ;;
   kubectl) shift; kc "$@" ;;
   status)
-    for c in etcd kube-apiserver containerd kubelet kube-scheduler node-service nri-plugin extender; do
+    for c in etcd kube-apiserver containerd kubelet kube-scheduler node-service nri-plugin dra-plugin extender; do
       alive "$c" && echo "$c: running (pid $(cat "$K8S_RUN/pids/$c"), log $K8S_LOGS/$c.log)" || echo "$c: not running"
     done ;;
   *) echo "usage: $0 up|down|kubectl ARGS...|status"; exit 2 ;;

@@ -8,6 +8,9 @@
 #   $K8S_RUN   (/run/rtslice-k8s)      sockets, pid files, runc state
 #   $K8S_LOGS  ($CARGO_TARGET_DIR/k8s)  one log per component, kept after the run
 # Every port is unusual (3xxxx) and bound to loopback or the node IP only.
+# DRA consumable capacity (KEP-5075, alpha in 1.34): rtslice's DRA driver publishes each CPU's
+# real-time bandwidth as a capacity that several claims share (docs/dra.md).
+FEATURE_GATES=DRAConsumableCapacity=true
 K8S_E2E=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 K8S_REPO=$(cd "$K8S_E2E/../.." && pwd)
 . "$K8S_E2E/../build/versions.env"
@@ -155,7 +158,7 @@ start_apiserver() {
     --kubelet-preferred-address-types InternalIP \
     --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$d/sa.pub" \
     --service-account-signing-key-file "$d/sa.key" --service-cluster-ip-range 10.96.0.0/24 \
-    --authorization-mode RBAC --disable-admission-plugins ServiceAccount \
+    --authorization-mode RBAC --disable-admission-plugins ServiceAccount --feature-gates "$FEATURE_GATES" \
     --cert-dir "$K8S_STATE/apiserver-certs" --profiling=false
   # kube-apiserver takes 10-40 s here to install its APIs and bootstrap RBAC.
   wait_for 180 "kube-apiserver ready on 127.0.0.1:$APISERVER_PORT" "$K8S_LOGS/kube-apiserver.log" \
@@ -185,7 +188,7 @@ extenders:
   httpTimeout: 10s
 EOF
   fi
-  start kube-scheduler "$K8S_BIN/kube-scheduler" --config "$cfg" \
+  start kube-scheduler "$K8S_BIN/kube-scheduler" --config "$cfg" --feature-gates "$FEATURE_GATES" \
     --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" \
     --authentication-kubeconfig "$KUBECONFIG_FILE" --authorization-kubeconfig "$KUBECONFIG_FILE"
   wait_for 60 "kube-scheduler healthy on 127.0.0.1:$SCHEDULER_PORT" "$K8S_LOGS/kube-scheduler.log" \
@@ -194,7 +197,7 @@ EOF
 
 start_containerd() {
   local cfg=$K8S_STATE/containerd.toml
-  mkdir -p "$K8S_STATE/cni/net.d" "$K8S_STATE/cni/ipam" "$K8S_RUN/containerd" "$K8S_RUN/nri"
+  mkdir -p "$K8S_STATE/cni/net.d" "$K8S_STATE/cni/ipam" "$K8S_RUN/containerd" "$K8S_RUN/nri" "$K8S_RUN/cdi"
   # A CNI network must be configured or containerd reports NetworkReady=false and the node never
   # gets Ready. The harness's pods use hostNetwork (a vBS's fronthaul is the host's NIC anyway), so
   # the bridge below is only set up if a pod without hostNetwork comes; the teardown removes it then.
@@ -226,6 +229,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 [plugins.'io.containerd.cri.v1.runtime']
   # This VM lacks CAP_SYS_RESOURCE: containerd may not lower a container's oom_score_adj below its own.
   restrict_oom_score_adj = true
+  # CDI specs (DRA claims' container edits, written by rtslice-dra) under our own run directory.
+  enable_cdi = true
+  cdi_spec_dirs = ["$K8S_RUN/cdi"]
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ["/usr/lib/cni"]
     conf_dir = "$K8S_STATE/cni/net.d"
@@ -303,6 +309,7 @@ resolvConf: ""
 registerNode: true
 syncFrequency: 10s
 nodeStatusReportFrequency: 10s
+featureGates: {${FEATURE_GATES%%=*}: true}
 EOF
   start kubelet "$K8S_BIN/kubelet" --config "$cfg" --kubeconfig "$KUBECONFIG_FILE" \
     --root-dir "$K8S_STATE/kubelet" --cert-dir "$K8S_STATE/kubelet/pki" --hostname-override "$K8S_NODE" --node-ip "$ip" \
@@ -347,6 +354,7 @@ down() {
   fi
   stop extender 10
   for p in $(ls "$K8S_RUN/pids" 2>/dev/null | grep '^inventory-'); do stop "$p" 10; done
+  stop dra-plugin 10
   stop nri-plugin 10
   stop node-service 20
   # The node service undoes its node on exit (--reset-on-exit); if it died before, undo it here so no

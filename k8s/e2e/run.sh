@@ -148,6 +148,10 @@ plain_pods
 . "$K8S_E2E/scenario.sh"
 scenario
 
+# ---- 5. DRA: rtslice's kubelet plugin, claims of real-time bandwidth (same node service) ----------
+. "$K8S_E2E/dra.sh"
+dra_scenario
+
 exit 0
 }
 main "$@"

@@ -5,7 +5,12 @@
 //! bandwidth, in thousandths of a CPU rounded down, so what kube-scheduler allocates on a CPU plus
 //! what the node already holds there stays under the node's cap. `allowMultipleAllocations` lets
 //! several claims share a CPU (KEP-5075 consumable capacity); a request that names no bandwidth
-//! consumes the whole device (`requestPolicy.default`), which is how a dedicated CPU is asked for.
+//! consumes the whole device, which is how a dedicated CPU is asked for.
+//!
+//! No `requestPolicy`: its `validRange` would say "whole thousandths", but kube-scheduler 1.34
+//! rounds a range's quantities with `Quantity.Value()`, i.e. up to whole units, so `step: 1m` made
+//! every request of `50m` consume a whole CPU and nothing fit (found by the e2e test). Without a
+//! policy a request consumes exactly what it asks; the node refuses finer than 1m at preparation.
 
 use rtslice_plan::{CpuUse, NodePlan};
 use serde_json::{json, Map, Value};
@@ -77,10 +82,7 @@ pub fn devices(node: &NodePlan, mechanism: &str) -> Vec<Value> {
             "name": device_name(u.cpu),
             "attributes": attrs,
             "capacity": {
-                BANDWIDTH: {
-                    "value": value,
-                    "requestPolicy": {"default": value, "validRange": {"min": "1m", "step": "1m"}},
-                }
+                BANDWIDTH: {"value": value}
             },
             "allowMultipleAllocations": true,
         }));

@@ -1,6 +1,5 @@
-//! Kubernetes quantities (`resource.Quantity`) as thousandths of a CPU, which is the resolution the
-//! slices publish (`requestPolicy.validRange.step: 1m`), so every allocation kube-scheduler makes
-//! is a whole number of them.
+//! Kubernetes quantities (`resource.Quantity`) as thousandths of a CPU (`1m`), the resolution of
+//! the published capacities and of what the node admits.
 
 /// `"700m"` → 700, `"1"` → 1000, `"0.25"` → 250. Refuses what is not a whole number of
 /// thousandths, negative or not a CPU quantity, saying why.
