@@ -103,8 +103,11 @@ scenario() {
   # planner admits 95% per CPU; on two CPUs the third 40% container would be admitted at creation and
   # refused at start. One reservable CPU keeps the real node within what RT groups can hold.
   scn_node_yaml "$K8S_NODE" 0-1 0 >"$K8S_STATE/rtslice/real-node.yaml"
+  # Who may ask: the namespace `default` (the vBS pods run FIFO 80); every other namespace nothing.
+  printf 'apiVersion: rtslice/v1\naccess:\n  namespaces:\n    default: {maxPriority: 90}\n' >"$K8S_STATE/rtslice/access.yaml"
   start node-service "$RTSLICE" daemon --socket "$K8S_RUN/rtslice.sock" --state-dir "$K8S_STATE/rtslice/state" \
-    --node "$K8S_STATE/rtslice/real-node.yaml" --mechanism rt-group --reset-on-exit --kube-node "$K8S_NODE" --kubeconfig "$KUBECONFIG_FILE"
+    --node "$K8S_STATE/rtslice/real-node.yaml" --mechanism rt-group --reset-on-exit --kube-node "$K8S_NODE" --kubeconfig "$KUBECONFIG_FILE" \
+    --access "$K8S_STATE/rtslice/access.yaml"
   start nri-plugin "$nri" --nri-socket "$NRI_SOCK" --socket "$K8S_RUN/rtslice.sock"
   for ((i = 1; i <= SCN_INVENTORY_NODES; i++)); do
     name=inventory-$i
@@ -114,7 +117,7 @@ scenario() {
       --kube-node "$name" --kubeconfig "$KUBECONFIG_FILE" \
       --socket "$K8S_RUN/$name.sock" --state-dir "$K8S_STATE/rtslice/$name"
   done
-  start extender "$RTSLICE" extender --listen "127.0.0.1:$EXTENDER_PORT" --kubeconfig "$KUBECONFIG_FILE"
+  start extender "$RTSLICE" extender --listen "127.0.0.1:$EXTENDER_PORT" --kubeconfig "$KUBECONFIG_FILE" --access "$K8S_STATE/rtslice/access.yaml"
   ok=1
   for n in "$K8S_NODE" $(seq -f 'inventory-%g' 1 "$SCN_INVENTORY_NODES"); do
     local logn=node-service; [ "$n" = "$K8S_NODE" ] || logn=$n
@@ -163,6 +166,23 @@ scenario() {
   fi
   if kc describe pod "$pending" 2>/dev/null | grep -q FailedScheduling; then pass "scenario: kubectl describe shows why"
   else fail "scenario: kubectl describe shows why" "no FailedScheduling in kubectl describe pod $pending"; fi
+
+  # Who may ask: the same vBS in a namespace the access policy does not name fits nowhere, and
+  # kube-scheduler says why (the extender's reason, for every node).
+  kc create namespace guests >/dev/null 2>&1
+  scn_vbs_pod guest-vbs | sed 's/namespace: default/namespace: guests/' | kc apply -f - >/dev/null
+  t=$(date +%s)
+  until [ -n "$(kc -n guests get events --field-selector involvedObject.name=guest-vbs,reason=FailedScheduling -o name 2>/dev/null)" ]; do
+    [ $(( $(date +%s) - t )) -ge 60 ] && break
+    sleep 0.5
+  done
+  msg=$(kc -n guests get events --field-selector involvedObject.name=guest-vbs,reason=FailedScheduling -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' 2>/dev/null | tail -1)
+  if [ -z "$(kc -n guests get pod guest-vbs -o jsonpath='{.spec.nodeName}' 2>/dev/null)" ] && echo "$msg" | grep -q "namespace \`guests\` may not ask for real-time CPUs"; then
+    pass "scenario: who may ask" "$(echo "$msg" | cut -c1-220)"
+  else
+    fail "scenario: who may ask" "guest-vbs on '$(kc -n guests get pod guest-vbs -o jsonpath='{.spec.nodeName}' 2>/dev/null)', FailedScheduling: ${msg:-none}"
+  fi
+  kc -n guests delete pod guest-vbs --wait=false >/dev/null 2>&1
 
   # 3. On the real node: running, reservation and thread rules applied in place, in kubelet's cgroups.
   local real=()

@@ -50,6 +50,7 @@ impl ClosedLoop {
             grace: Duration::from_secs(2),
             launch_env: Vec::new(),
             boot_id_file: None,
+            access: Default::default(),
         })
         .map_err(|e| format!("closed loop: cannot open the node in {}: {e}", state_dir.display()))?;
         let deployed = match svc.deploy(spec) {

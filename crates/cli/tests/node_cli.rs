@@ -373,7 +373,9 @@ fn daemon_serves_https_on_tcp_with_the_token_only() {
     };
 
     // Refusals: exit 2 with the reason, the socket never bound.
+    std::fs::write(p("access.yaml"), "apiVersion: rtslice/v1\naccess:\n  namespaces:\n    ran: {maxPriorty: 80}\n").unwrap();
     for (extra, says) in [
+        (vec!["--access", &p("access.yaml")], "4:11: access.namespaces.ran.maxPriorty: unknown field `maxPriorty`; did you mean `maxPriority`?"),
         (vec!["--listen", &listen], "needs --token-file"),
         (vec!["--listen", &listen, "--token-file", &p("token"), "--tls-cert", &p("cert.pem"), "--tls-key", &p("other-key.pem")], "do not go together"),
         (vec!["--tls-cert", &p("cert.pem"), "--tls-key", &p("key.pem")], "--listen"),

@@ -104,11 +104,20 @@ pub struct Cluster {
     bound: HashMap<String, BTreeMap<String, PodRequest>>,
     /// Which node each bound pod is on.
     bound_on: HashMap<String, String>,
+    /// Who may ask (`with_access`); `None` judges placement only (tests, the benchmark).
+    access: Option<rtslice_spec::access::Access>,
 }
 
 impl Cluster {
     pub fn new(policy: FitPolicy) -> Cluster {
-        Cluster { policy, nodes: HashMap::new(), bound: HashMap::new(), bound_on: HashMap::new() }
+        Cluster { policy, nodes: HashMap::new(), bound: HashMap::new(), bound_on: HashMap::new(), access: None }
+    }
+
+    /// Pods are judged against the admin's access policy first: a namespace it does not allow
+    /// fits nowhere, with the policy's reason (the per-node bandwidth limit is the node's to check).
+    pub fn with_access(mut self, access: rtslice_spec::access::Access) -> Cluster {
+        self.access = Some(access);
+        self
     }
 
     /// A node appeared or changed; `annotation` is its `rtslice.io/inventory`, if any. The planner is
@@ -255,6 +264,14 @@ impl Cluster {
     /// The verdict on each of `nodes`.
     pub fn decide(&self, pod: &PodRequest, nodes: &[String]) -> Decision {
         let mut d = Decision::default();
+        if let Some(a) = &self.access {
+            let refused = pod.containers.iter().find_map(|(c, w)| a.check(&pod.namespace, w, 0.0).err().map(|e| format!("container {c}: {e}")));
+            if let Some(reason) = refused {
+                // Unresolvable: no preemption or wait makes it fit.
+                d.unresolvable = nodes.iter().map(|n| (n.clone(), reason.clone())).collect();
+                return d;
+            }
+        }
         for n in nodes {
             match self.verdict(pod, n) {
                 Verdict::Fits(s) => d.fits.push((n.clone(), s)),
@@ -401,6 +418,20 @@ mod tests {
         .unwrap();
         let e = PodRequest::from_pod(&bad).unwrap_err();
         assert!(e.starts_with("rtslice.io/reservation:1:"), "{e}");
+    }
+
+    #[test]
+    fn a_namespace_the_access_policy_does_not_name_fits_nowhere() {
+        let access = rtslice_spec::access::parse_access("apiVersion: rtslice/v1\naccess:\n  namespaces:\n    ns: {}\n", "a.yaml").unwrap();
+        let mut c = Cluster::new(FitPolicy::WorstFit).with_access(access);
+        c.set_node("n1", Some(&inventory(3, &[])));
+        let names = vec!["n1".to_string()];
+        assert_eq!(c.decide(&pod("p1", 10, 1), &names).fits.len(), 1);
+        let mut other = pod("p2", 10, 1);
+        other.namespace = "guests".into();
+        let d = c.decide(&other, &names);
+        assert!(d.fits.is_empty());
+        assert!(d.unresolvable["n1"].contains("namespace `guests` may not ask for real-time CPUs: the access policy allows only ns"), "{:?}", d.unresolvable);
     }
 
     #[test]

@@ -272,9 +272,9 @@ pub async fn watch(ext: Shared, client: Client) {
 }
 
 /// Runs `rtslice extender` until SIGTERM/SIGINT.
-pub async fn run(listen: SocketAddr, kubeconfig: Option<PathBuf>, policy: FitPolicy) -> Result<(), ClusterError> {
+pub async fn run(listen: SocketAddr, kubeconfig: Option<PathBuf>, policy: FitPolicy, access: rtslice_spec::access::Access) -> Result<(), ClusterError> {
     let client = client(kubeconfig.as_ref()).await?;
-    let ext = Arc::new(Extender { cluster: RwLock::new(Cluster::new(policy)), client: Some(client.clone()) });
+    let ext = Arc::new(Extender { cluster: RwLock::new(Cluster::new(policy).with_access(access)), client: Some(client.clone()) });
     let watcher = tokio::spawn(watch(ext.clone(), client));
     let l = tokio::net::TcpListener::bind(listen).await.map_err(|e| ClusterError::Io(format!("cannot listen on {listen}: {e}")))?;
     tracing::info!(%listen, policy = policy.name(), "rtslice extender ready");

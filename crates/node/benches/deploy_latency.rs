@@ -48,6 +48,7 @@ fn main() {
         grace: Duration::from_secs(1),
         launch_env: Vec::new(),
         boot_id_file: None,
+        access: Default::default(),
     };
     let tag = std::process::id();
     let mut svc = Service::open(opts.clone()).expect("the node opens");

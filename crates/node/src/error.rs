@@ -8,6 +8,10 @@ pub enum NodeError {
     /// 400 with every located spec error (`file:line:col: field: reason`), as `rtslice plan` prints them.
     #[error("the spec has {} error(s): {}", .0.len(), .0.join("; "))]
     Spec(Vec<String>),
+    /// 403: the access policy does not let this namespace ask for it (Kubernetes containers and
+    /// claims, `rtslice daemon --access`).
+    #[error("not allowed: {0}")]
+    Forbidden(String),
     /// 404.
     #[error("{0}")]
     NotFound(String),
@@ -35,6 +39,7 @@ impl NodeError {
     pub fn status(&self) -> u16 {
         match self {
             NodeError::Invalid(_) | NodeError::Spec(_) => 400,
+            NodeError::Forbidden(_) => 403,
             NodeError::NotFound(_) => 404,
             NodeError::Conflict(_) | NodeError::Stale(_) => 409,
             NodeError::Unfit(_) | NodeError::Host(rtslice_host::HostError::Rejected(_)) => 422,

@@ -88,6 +88,7 @@ impl Daemon {
                 grace: Duration::from_secs(2),
                 launch_env: Vec::new(),
                 boot_id_file: None,
+                access: Default::default(),
             },
             socket: socket.into(),
             listen: listen.as_ref().map(|l| l.0),

@@ -116,6 +116,12 @@ fn start_daemon(state: &Path, socket: &Path) -> Daemon {
             grace: Duration::from_secs(2),
             launch_env: Vec::new(),
             boot_id_file: None,
+            // `ran` (these tests' pods) may ask for all of it; `lab` for 0.05 CPU; no one else for anything.
+            access: rtslice_spec::access::parse_access(
+                "apiVersion: rtslice/v1\naccess:\n  namespaces:\n    ran: {dedicated: true, deadline: true, irqs: true}\n    lab: {bandwidth: 0.05}\n",
+                "access.yaml",
+            )
+            .unwrap(),
         },
         socket: socket.to_path_buf(),
         listen: None,
@@ -136,6 +142,23 @@ fn start_daemon(state: &Path, socket: &Path) -> Daemon {
     d
 }
 
+/// The v1 cpu and cpuset mounts, when this host can hold reservations inside kubelet's cgroups (RT
+/// group budgets: cgroup v1 with RT_GROUP_SCHED) on at least two CPUs; else the skip, named.
+fn kubelet_like_host_or_skip() -> Option<(PathBuf, PathBuf)> {
+    if let Err(why) = rtslice_host::inplace::reservations_supported() {
+        skip::skip(skip::RT_GROUPS, why);
+        return None;
+    }
+    if !skip::cpus_or_skip(2) {
+        return None;
+    }
+    let (Some(cpu), Some(cpuset)) = (rtslice_testkit::cgroup_mount(&["cpu"]), rtslice_testkit::cgroup_mount(&["cpuset"])) else {
+        skip::skip(skip::CGROUP_V1, "no v1 cpu and cpuset hierarchies");
+        return None;
+    };
+    Some((cpu, cpuset))
+}
+
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while !f() {
@@ -148,18 +171,7 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
 fn containers_are_admitted_applied_in_place_and_released() {
     root_or_skip!();
     let _lock = KernelLock::acquire();
-    // Reservations inside kubelet's cgroups are RT group budgets (cgroup v1 with RT_GROUP_SCHED).
-    if let Err(why) = rtslice_host::inplace::reservations_supported() {
-        skip::skip(skip::RT_GROUPS, why);
-        return;
-    }
-    if !skip::cpus_or_skip(2) {
-        return;
-    }
-    let (Some(cpu), Some(cpuset)) = (rtslice_testkit::cgroup_mount(&["cpu"]), rtslice_testkit::cgroup_mount(&["cpuset"])) else {
-        skip::skip(skip::CGROUP_V1, "no v1 cpu and cpuset hierarchies");
-        return;
-    };
+    let Some((cpu, cpuset)) = kubelet_like_host_or_skip() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let (state, socket) = (tmp.path().join("state"), tmp.path().join("api.sock"));
     let me = std::process::id();
@@ -279,17 +291,7 @@ fn allocated_claim(uid: &str, name: &str, devices: &[&str], bandwidth: &str, per
 fn a_dra_claim_is_admitted_at_prepare_and_its_container_takes_its_budget() {
     root_or_skip!();
     let _lock = KernelLock::acquire();
-    if let Err(why) = rtslice_host::inplace::reservations_supported() {
-        skip::skip(skip::RT_GROUPS, why);
-        return;
-    }
-    if !skip::cpus_or_skip(2) {
-        return;
-    }
-    let (Some(cpu), Some(cpuset)) = (rtslice_testkit::cgroup_mount(&["cpu"]), rtslice_testkit::cgroup_mount(&["cpuset"])) else {
-        skip::skip(skip::CGROUP_V1, "no v1 cpu and cpuset hierarchies");
-        return;
-    };
+    let Some((cpu, cpuset)) = kubelet_like_host_or_skip() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let (state, socket) = (tmp.path().join("state"), tmp.path().join("api.sock"));
     let me = std::process::id();
@@ -338,6 +340,23 @@ fn a_dra_claim_is_admitted_at_prepare_and_its_container_takes_its_budget() {
     let (code, body) = prepare(&allocated_claim(&format!("big-{me}"), "big", &[&name], capacity.as_str().unwrap(), "1s"));
     assert_eq!(code, 422, "{body}");
     assert!(body["error"].as_str().unwrap().contains("claim ran/big on CPUs"), "{body}");
+    // Who may ask: a namespace the access policy does not name, or one over its bandwidth, is refused.
+    let mut guest = allocated_claim(&format!("g-{me}"), "g", &[&name], "10m", "1s");
+    guest["metadata"]["namespace"] = json!("guests");
+    let (code, body) = prepare(&guest);
+    assert_eq!(code, 403, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("namespace `guests` may not ask for real-time CPUs"), "{body}");
+    guest["metadata"]["namespace"] = json!("lab");
+    let (code, body) = prepare(&guest);
+    assert_eq!(code, 201, "10m fits lab's 0.05 CPU: {body}");
+    let mut more = allocated_claim(&format!("m-{me}"), "m", &[&name], "50m", "1s");
+    more["metadata"]["namespace"] = json!("lab");
+    let (code, body) = prepare(&more);
+    assert_eq!(code, 403, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("may hold 0.05 CPU(s) of real-time bandwidth on this node; it holds 0.010"), "{body}");
+    assert_eq!(curl(&socket, "DELETE", &format!("/v1/dra/claims/g-{me}"), None).0, 200);
+    let (code, body) = curl(&socket, "POST", "/v1/containers", Some(&json!({"id": "gc", "namespace": "guests", "pod": "p", "container": "du", "annotations": {"rtslice.io/reservation": "{runtime: 1ms, period: 10ms}"}})));
+    assert_eq!(code, 403, "{body}");
     // A pool that is not this node's, an unallocated claim: refused with the reason.
     let (code, body) = curl(&socket, "POST", "/v1/dra/claims", Some(&json!({"pool": "node-b", "claim": claim})));
     assert_eq!(code, 422, "{body}");

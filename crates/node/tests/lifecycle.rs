@@ -90,6 +90,7 @@ fn options(state: &Path) -> ServiceOptions {
         grace: Duration::from_secs(2),
         launch_env: Vec::new(),
         boot_id_file: None,
+        access: Default::default(),
     }
 }
 

@@ -4,6 +4,7 @@
 //! Entry point: [`parse`] turns YAML text into a validated [`Spec`] or reports every error found
 //! (file, line, column, field path, reason). docs/spec.md is the reference for the format.
 
+pub mod access;
 pub mod annotations;
 mod cache;
 pub mod cpulist;

@@ -194,6 +194,7 @@ fn in_process(args: &Args, spec: &rtslice_spec::Spec) -> anyhow::Result<ExitCode
         grace: std::time::Duration::from_secs(5),
         launch_env: Vec::new(),
         boot_id_file: None,
+        access: Default::default(),
     };
     let result = rtslice_node::Service::open(opts).and_then(|mut svc| if args.dry_run { svc.diff(spec, true) } else { svc.apply(spec) });
     match result {

@@ -35,6 +35,11 @@ pub struct Args {
     /// A spec whose `node:` section (housekeeping CPUs, cap, fit policy) the node uses
     #[arg(long, value_name = "FILE", alias = "node-file")]
     pub node: Option<PathBuf>,
+    /// Which Kubernetes namespaces may ask for real-time CPUs, and for what (an access policy:
+    /// `apiVersion: rtslice/v1`, `access: {namespaces: …}`; docs/kubernetes.md "Who may ask").
+    /// Without it no pod or claim is admitted
+    #[arg(long, value_name = "FILE")]
+    pub access: Option<PathBuf>,
     /// Publish this node's inventory on the Kubernetes Node NAME (annotation rtslice.io/inventory)
     /// for the scheduler extender (docs/kubernetes.md)
     #[arg(long, value_name = "NAME")]
@@ -91,6 +96,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => rtslice_spec::Node::default(),
     };
+    let access = match &args.access {
+        Some(f) => match super::read_access(f) {
+            Ok(a) => a,
+            Err(e) => return invalid(e),
+        },
+        None => Default::default(),
+    };
     if !(args.grace.is_finite() && args.grace >= 0.0) {
         return invalid("--grace must be a number of seconds ≥ 0");
     }
@@ -103,6 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             launch_env: Vec::new(),
             // Tests only (docs/api.md): emulate a reboot by changing the boot id the node compares.
             boot_id_file: std::env::var_os("RTSLICE_BOOT_ID_FILE").map(PathBuf::from),
+            access,
         },
         socket: args.socket,
         listen: args.listen,

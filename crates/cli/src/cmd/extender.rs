@@ -18,15 +18,26 @@ pub struct Args {
     /// How nodes are scored among those that fit: worst-fit (spread, study B), best-fit (pack) or first-fit
     #[arg(long, default_value = "worst-fit")]
     pub policy: String,
+    /// Which namespaces may ask for real-time CPUs, and for what (the node service's `--access`
+    /// file; docs/kubernetes.md "Who may ask"). Without it every rtslice pod is refused
+    #[arg(long, value_name = "FILE")]
+    pub access: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Some(policy) = rtslice_spec::FitPolicy::ALL.into_iter().find(|p| p.name() == args.policy) else {
         return invalid(format_args!("--policy {}: use worst-fit, best-fit or first-fit", args.policy));
     };
+    let access = match &args.access {
+        Some(f) => match super::read_access(f) {
+            Ok(a) => a,
+            Err(e) => return invalid(e),
+        },
+        None => Default::default(),
+    };
     init_logs();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    match rt.block_on(rtslice_cluster::server::run(args.listen, args.kubeconfig, policy)) {
+    match rt.block_on(rtslice_cluster::server::run(args.listen, args.kubeconfig, policy, access)) {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e @ rtslice_cluster::ClusterError::Kube(_)) => {
             super::error(e);

@@ -75,6 +75,16 @@ pub fn invalid(msg: impl Display) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(EXIT_INVALID))
 }
 
+/// An access policy file (`--access` of the daemon and the extender), or its located errors as one
+/// message (one per line).
+pub fn read_access(f: &std::path::Path) -> Result<rtslice_spec::access::Access, String> {
+    let bytes = std::fs::read(f).map_err(|e| format!("--access {}: {e}", f.display()))?;
+    let file = f.display().to_string();
+    rtslice_spec::utf8_text(&bytes, &file)
+        .and_then(|t| rtslice_spec::access::parse_access(t, &file))
+        .map_err(|e| e.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("\n"))
+}
+
 /// `--json`, with one meaning on every subcommand that reports a result.
 #[derive(clap::Args, Clone, Copy, Debug, Default)]
 pub struct Json {

@@ -57,6 +57,11 @@ impl Service {
             }
         }
         let w = Workload { name: name.clone(), demand: Some(c.demand.clone()), ..Workload::default() };
+        if let Err(reason) = self.access.check(&c.namespace, &w, self.held_by_namespace(&c.namespace)) {
+            let reason = format!("claim {}/{}: {reason}", c.namespace, c.name);
+            self.event("refused", Some(&name), reason.clone());
+            return Err(NodeError::Forbidden(reason));
+        }
         if let Err((reason, _)) = self.admit(&w, &[]) {
             let reason = format!("claim {}/{} on CPUs [{}]: {reason}", c.namespace, c.name, CpuList::from_cpus(c.cpus.iter().copied()));
             self.event("refused", Some(&name), reason.clone());

@@ -34,6 +34,15 @@ impl Service {
             self.event("refused", Some(&name), reason.clone());
             return Err(NodeError::Unfit(reason));
         }
+        // Who may ask: the namespace's allowance, with what it holds here besides this container's
+        // own claim (which the container takes over).
+        let claim_bw = claimed.as_ref().map(|(c, _, _)| rtslice_spec::access::demand_bandwidth(&c.workload)).unwrap_or(0.0);
+        let held = self.held_by_namespace(&req.namespace) - claim_bw;
+        if let Err(reason) = self.access.check(&req.namespace, &w, held) {
+            let reason = format!("container {} of pod {}/{}: {reason}", req.container, req.namespace, req.pod);
+            self.event("refused", Some(&name), reason.clone());
+            return Err(NodeError::Forbidden(reason));
+        }
         // In its claim's place: the claim's own bandwidth is not counted against it.
         let claim_name = claimed.as_ref().map(|(c, _, _)| c.workload.name.clone());
         let except: Vec<&str> = claim_name.iter().map(String::as_str).collect();
@@ -122,6 +131,14 @@ impl Service {
         );
         self.retry_pending()?;
         Ok(json!({"id": id, "released": true, "problems": problems}))
+    }
+
+    /// The real-time bandwidth namespace `ns` holds on this node (CPUs): its containers' and its
+    /// claims no container holds yet (a held claim counts once, through its container).
+    pub(crate) fn held_by_namespace(&self, ns: &str) -> f64 {
+        let bw = rtslice_spec::access::demand_bandwidth;
+        self.containers.entries.values().filter(|e| e.namespace == ns).map(|e| bw(&e.workload)).sum::<f64>()
+            + self.claims.entries.values().filter(|c| c.namespace == ns && c.holder.is_none()).map(|c| bw(&c.workload)).sum::<f64>()
     }
 
     pub fn container_list(&self) -> Vec<&ContainerEntry> {

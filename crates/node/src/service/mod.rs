@@ -169,6 +169,9 @@ pub struct ServiceOptions {
     /// Test hook (env `RTSLICE_BOOT_ID_FILE` of `rtslice daemon`): read the boot id from this file
     /// instead of the kernel's, to emulate a reboot; see [`rtslice_host::NodeOptions::boot_id_file`].
     pub boot_id_file: Option<PathBuf>,
+    /// Which Kubernetes namespaces may ask for what (`rtslice daemon --access FILE`); the default,
+    /// empty, allows none: pods and claims are refused until an admin names their namespace.
+    pub access: rtslice_spec::access::Access,
 }
 
 /// How a launched process ended, as `waitpid` reported it to the daemon (its parent).
@@ -234,6 +237,8 @@ pub struct Service {
     pub(crate) containers: crate::containers::Containers,
     /// DRA claims prepared through the kubelet plugin (crate::claims).
     pub(crate) claims: crate::claims::Claims,
+    /// Who may ask (crate::claims, crate::containers admission).
+    pub(crate) access: rtslice_spec::access::Access,
     /// How the kernel enforces budgets, for sizing SLO workloads as `plan` and `apply` do.
     sizing: SizingFacts,
     /// The closed loop of each adapting workload (not persisted: a restarted daemon observes anew
@@ -316,6 +321,7 @@ impl Service {
             last_drift_check: None,
             containers,
             claims,
+            access: opts.access.clone(),
             sizing,
             loops: HashMap::new(),
             agent: None,
