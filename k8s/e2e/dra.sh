@@ -101,6 +101,8 @@ spec:
 EOF
 }
 
+kubepods_budget_is() { [ "$(cat /sys/fs/cgroup/cpu/kubepods/cpu.rt_runtime_us 2>/dev/null)" = "$1" ]; }
+
 claim_device() { kc get resourceclaim "$1" -o jsonpath='{.status.allocation.devices.results[0].device}' 2>/dev/null; }
 
 # What kube-controller-manager's resourceclaim controller does once a claim's pods are gone:
@@ -112,7 +114,7 @@ dra_release_claim() {
 }
 
 dra_scenario() {
-  local dra t cg pid dev cap slice node_view msg
+  local dra t cg pid dev cap slice node_view msg kp_before
   alive node-service || { fail "dra: node service" "not running (the extender scenario starts it)"; return; }
   if ! dra=$(dra_plugin_build); then
     fail "dra: kubelet plugin" "k8s/dra missing or its go build failed (log: $K8S_LOGS/dra-build.log)"; return
@@ -137,6 +139,8 @@ dra_scenario() {
   fi
 
   # 1. A claim that fits: allocated, prepared by the node service, its budget in the container.
+  # kubelet's tree's RT budget now: the pod's release must give back what its start raised.
+  kp_before=$(cat /sys/fs/cgroup/cpu/kubepods/cpu.rt_runtime_us 2>/dev/null)
   dra_claim_yaml rt-1 "$DRA_BW" | kc apply -f - >/dev/null && dra_pod_yaml dra-vbs-1 rt-1 | kc apply -f - >/dev/null
   if ! wait_for 180 "pod dra-vbs-1 Running" "$K8S_LOGS/kubelet.log" phase_is dra-vbs-1 Running 2>/dev/null; then
     fail "dra: claimed pod runs" "$(why_not dra-vbs-1); claim: $(kc get resourceclaim rt-1 -o jsonpath='{.status}' 2>&1 | cut -c1-300)"; return
@@ -175,9 +179,10 @@ dra_scenario() {
   # 3. Delete the pod: its budget goes and kubelet unprepares the claim; release the claim as the
   # resourceclaim controller would: the refused pod then fits.
   kc delete pod dra-vbs-1 --grace-period=2 --wait=false >/dev/null 2>&1
-  if wait_for 90 "the claim of dra-vbs-1 unprepared" "$K8S_LOGS/dra-plugin.log" dra_no_claims; then
-    pass "dra: unprepared when the pod goes" "the node service holds no claim"
-  else fail "dra: unprepared when the pod goes" "still prepared: $(dra_node_claims | tr '\n' ';')"; fi
+  if wait_for 90 "the claim of dra-vbs-1 unprepared" "$K8S_LOGS/dra-plugin.log" dra_no_claims \
+     && wait_for 60 "kubepods' RT budget back to $kp_before" "$K8S_LOGS/node-service.log" kubepods_budget_is "$kp_before"; then
+    pass "dra: unprepared when the pod goes" "the node service holds no claim; kubepods' cpu.rt_runtime_us back to $kp_before"
+  else fail "dra: unprepared when the pod goes" "claims: $(dra_node_claims | tr '\n' ';'); kubepods' cpu.rt_runtime_us $(cat /sys/fs/cgroup/cpu/kubepods/cpu.rt_runtime_us), was $kp_before"; fi
   wait_for 60 "pod dra-vbs-1 gone" "$K8S_LOGS/kubelet.log" pod_gone dra-vbs-1 2>/dev/null
   dra_release_claim rt-1
   if wait_for 120 "pod dra-vbs-2 Running" "$K8S_LOGS/kubelet.log" phase_is dra-vbs-2 Running 2>/dev/null; then

@@ -231,6 +231,7 @@ pub async fn run_until(opts: DaemonOptions, stop: impl std::future::Future<Outpu
                 let _ = tokio::task::spawn_blocking(move || {
                     if let Some(s) = app.service.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
                         s.containers.rescan();
+                        s.retry_unreturned();
                     }
                 })
                 .await;

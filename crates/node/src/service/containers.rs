@@ -118,6 +118,9 @@ impl Service {
     pub fn container_release(&mut self, id: &str) -> Result<serde_json::Value> {
         let mut e = self.containers.entries.remove(id).ok_or_else(|| NodeError::NotFound(format!("no rtslice container {id}")))?;
         let problems = e.applied.as_mut().map(|a| a.release()).unwrap_or_default();
+        if let Some(a) = e.applied.take().filter(|a| !a.unreturned.is_empty()) {
+            self.unreturned.push((id.to_string(), a));
+        }
         self.containers.save()?;
         // Its claim, still prepared, holds the bandwidth again until kubelet unprepares it.
         if let Some(c) = e.claim.as_ref().and_then(|uid| self.claims.entries.get_mut(uid)) {
@@ -131,6 +134,17 @@ impl Service {
         );
         self.retry_pending()?;
         Ok(json!({"id": id, "released": true, "problems": problems}))
+    }
+
+    /// Tries again the RT budget changes released containers could not give back (the rescan tick):
+    /// until then the kernel holds budget for a container that is gone, and the next container may
+    /// find none.
+    pub fn retry_unreturned(&mut self) {
+        let before = self.unreturned.len();
+        self.unreturned.retain_mut(|(_, a)| !a.retry_release());
+        for _ in self.unreturned.len()..before {
+            self.event("removed", None, "an RT budget a released container held is given back".into());
+        }
     }
 
     /// The real-time bandwidth namespace `ns` holds on this node (CPUs): its containers' and its

@@ -239,6 +239,10 @@ pub struct Service {
     pub(crate) claims: crate::claims::Claims,
     /// Who may ask (crate::claims, crate::containers admission).
     pub(crate) access: rtslice_spec::access::Access,
+    /// Released containers whose RT budget changes the kernel did not take back yet (container id,
+    /// what is left), tried again on every rescan tick (`retry_unreturned`). Not persisted: a
+    /// restarted daemon does not know them.
+    pub(crate) unreturned: Vec<(String, rtslice_host::InPlace)>,
     /// How the kernel enforces budgets, for sizing SLO workloads as `plan` and `apply` do.
     sizing: SizingFacts,
     /// The closed loop of each adapting workload (not persisted: a restarted daemon observes anew
@@ -322,6 +326,7 @@ impl Service {
             containers,
             claims,
             access: opts.access.clone(),
+            unreturned: Vec::new(),
             sizing,
             loops: HashMap::new(),
             agent: None,
