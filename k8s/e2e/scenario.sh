@@ -103,8 +103,9 @@ scenario() {
   # planner admits 95% per CPU; on two CPUs the third 40% container would be admitted at creation and
   # refused at start. One reservable CPU keeps the real node within what RT groups can hold.
   scn_node_yaml "$K8S_NODE" 0-1 0 >"$K8S_STATE/rtslice/real-node.yaml"
-  # Who may ask: the namespace `default` (the vBS pods run FIFO 80); every other namespace nothing.
-  printf 'apiVersion: rtslice/v1\naccess:\n  namespaces:\n    default: {maxPriority: 90}\n' >"$K8S_STATE/rtslice/access.yaml"
+  # Who may ask: the namespace `default` (the vBS pods run FIFO 80); `capped` 5 % of a CPU per node;
+  # every other namespace nothing.
+  printf 'apiVersion: rtslice/v1\naccess:\n  namespaces:\n    default: {maxPriority: 90}\n    capped: {maxPriority: 90, bandwidth: 0.05}\n' >"$K8S_STATE/rtslice/access.yaml"
   start node-service "$RTSLICE" daemon --socket "$K8S_RUN/rtslice.sock" --state-dir "$K8S_STATE/rtslice/state" \
     --node "$K8S_STATE/rtslice/real-node.yaml" --mechanism rt-group --reset-on-exit --kube-node "$K8S_NODE" --kubeconfig "$KUBECONFIG_FILE" \
     --access "$K8S_STATE/rtslice/access.yaml"
@@ -183,6 +184,26 @@ scenario() {
     fail "scenario: who may ask" "guest-vbs on '$(kc -n guests get pod guest-vbs -o jsonpath='{.spec.nodeName}' 2>/dev/null)', FailedScheduling: ${msg:-none}"
   fi
   kc -n guests delete pod guest-vbs --wait=false >/dev/null 2>&1
+  # A namespace over its share: 10 % asked on the real node (which has 15 % free) by a namespace
+  # allowed 5 % per node: refused with the reason in the pod's events (by the extender, which sees
+  # the request alone exceeds the share; what a namespace already holds, the node counts).
+  kc create namespace capped >/dev/null 2>&1
+  pod_yaml capped-vbs "$EMU_IMAGE" '["/bin/rtslice", "emulate", "--profile", "oai-lte", "--duration", "1h", "--load", "5%"]' \
+    "    rtslice.io/reservation: \"{runtime: 100us, period: 1ms, count: 1}\"" \
+    | sed "s/namespace: default/namespace: capped/; s/^spec:/spec:\n  nodeSelector: {kubernetes.io\/hostname: $K8S_NODE}/" | kc apply -f - >/dev/null
+  t=$(date +%s)
+  msg=""
+  until echo "$msg" | grep -q "may hold 0.05 CPU"; do
+    [ $(( $(date +%s) - t )) -ge 90 ] && break
+    sleep 1
+    msg=$(kc -n capped get events --field-selector involvedObject.name=capped-vbs -o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}' 2>/dev/null)
+  done
+  if echo "$msg" | grep -q "namespace \`capped\` may hold 0.05 CPU(s) of real-time bandwidth on this node"; then
+    pass "scenario: over the namespace's share" "$(echo "$msg" | grep "may hold" | head -1 | cut -d: -f1): $(echo "$msg" | grep -o "namespace .capped. may hold[^;]*" | head -1)"
+  else
+    fail "scenario: over the namespace's share" "capped-vbs $(kc -n capped get pod capped-vbs -o jsonpath='{.status.phase} on {.spec.nodeName}' 2>/dev/null); events: $(echo "$msg" | tail -3 | tr '\n' ';' | cut -c1-300)"
+  fi
+  kc -n capped delete pod capped-vbs --grace-period=1 --wait=false >/dev/null 2>&1
 
   # 3. On the real node: running, reservation and thread rules applied in place, in kubelet's cgroups.
   local real=()
