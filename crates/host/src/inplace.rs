@@ -10,6 +10,11 @@
 //!   at least the sum of its children's, so each ancestor's budget grows by the container's
 //!   bandwidth (top-down) and shrinks by it at release (bottom-up). When the root's budget is all
 //!   given to rtslice's own parent group, that group lends the difference (if it has it unused);
+//! - HCBS group budget (v2 `cpu.rt.max`, the HCBS kernels): the container's own group gets the
+//!   budget and its ancestors stay `max` (kubelet's groups: they defer to the nearest budgeted
+//!   ancestor, the root), so the one ancestor that must hold it is the root group, whose budget the
+//!   node raises before (`Node::hcbs_hold`) and settles after the release (`Node::hcbs_settle_root`):
+//!   the node is that file's one writer;
 //! - thread policies and affinities (first matching rule), threads born later by [`InPlace::rescan`];
 //! - IRQ affinities (host-wide files, old values restored).
 //!
@@ -94,9 +99,13 @@ fn write(path: &Path, value: &str) -> Result<()> {
 /// RT budgets freed by a write elsewhere come back asynchronously: a write refused with EBUSY is
 /// tried again for a short while.
 fn write_budget(path: &Path, value: i64) -> Result<()> {
+    write_busy(path, &value.to_string())
+}
+
+fn write_busy(path: &Path, value: &str) -> Result<()> {
     let mut last = None;
     for _ in 0..50 {
-        match write(path, &value.to_string()) {
+        match write(path, value) {
             Ok(()) => return Ok(()),
             Err(HostError::Write { source, .. }) if source.raw_os_error() == Some(libc::EBUSY) => {
                 last = Some(source);
@@ -105,7 +114,7 @@ fn write_budget(path: &Path, value: i64) -> Result<()> {
             Err(e) => return Err(e),
         }
     }
-    Err(HostError::Write { path: path.into(), value: value.to_string(), source: last.expect("retried") })
+    Err(HostError::Write { path: path.into(), value: value.into(), source: last.expect("retried") })
 }
 
 /// A budget given back at release, where a lowering refused with EINVAL (the kernel's "the
@@ -147,7 +156,8 @@ pub fn cgroup_dirs(pid: i32, backend: &Backend) -> Result<(PathBuf, PathBuf)> {
 
 impl InPlace {
     /// Applies `ws` (cpuset, reservation as an RT group budget, thread rules) and `irqs` to the cgroup
-    /// of process `pid`, in place. On failure everything done so far is undone.
+    /// of process `pid`, in place. On failure everything done so far is undone. On HCBS the root
+    /// group's budget must already hold the reservation (`Node::hcbs_hold`).
     pub fn apply(ws: &WorkloadSetup, irqs: &[IrqRule], pid: i32) -> Result<InPlace> {
         let layout = CgroupLayout::detect().map_err(|e| HostError::other(format!("reading the cgroup mounts: {e}")))?;
         let backend = layout.backend().map_err(|e| HostError::Unsupported { what: "cgroups".into(), fix: e })?;
@@ -173,14 +183,18 @@ impl InPlace {
             self.set(&self.cpuset_dir.join("cpuset.mems"), mems)?;
         }
         if let Some(r) = &ws.reservation {
-            let Backend::V1 { cpu: root, .. } = backend else {
-                return Err(HostError::Rejected(
-                    "a reservation inside kubelet's cgroups needs RT group budgets (cgroup v1 with CONFIG_RT_GROUP_SCHED); \
-                     this host's cgroup v2 has none: ask for dedicated CPUs (rtslice.io/dedicated) instead"
-                        .into(),
-                ));
-            };
-            self.budget(root, r.runtime_us() as i64, r.period_us() as i64)?;
+            match backend {
+                Backend::V1 { cpu: root, .. } => self.budget(root, r.runtime_us() as i64, r.period_us() as i64)?,
+                Backend::V2 { .. } if self.cpu_dir.join(HCBS_FILE).exists() => {
+                    // Written before the threads get FIFO/RR: the kernel lets an RT thread into a
+                    // group only once the group has a runtime.
+                    let file = self.cpu_dir.join(HCBS_FILE);
+                    let old = read(&file)?;
+                    write_busy(&file, &format!("{} {}", r.runtime_us(), r.period_us()))?;
+                    self.writes.push((file, old));
+                }
+                Backend::V2 { .. } => return Err(HostError::Rejected(V2_WITHOUT_HCBS.into())),
+            }
         }
         self.rescan()?;
         for rule in irqs {
@@ -324,7 +338,7 @@ impl InPlace {
         for (file, old) in std::mem::take(&mut self.writes).into_iter().rev() {
             if file.ends_with("cpu.rt_runtime_us") {
                 self.undo_budget(Unreturned::Set(file, old.parse().unwrap_or(0)), &mut problems);
-            } else if let Err(e) = write(&file, &old) {
+            } else if let Err(e) = write_busy(&file, &old) {
                 if file.exists() {
                     problems.push(e.to_string());
                 }
@@ -378,16 +392,34 @@ fn tracing_note(problems: &[String]) {
     eprintln!("rtslice: warning: undoing a failed in-place application left: {}", problems.join("; "));
 }
 
-/// Whether a reservation can be enforced inside a foreign cgroup tree here: RT group budgets on a
-/// cgroup v1 `cpu` hierarchy (CONFIG_RT_GROUP_SCHED). The reason says what to do otherwise.
-pub fn reservations_supported() -> std::result::Result<(), String> {
+/// HCBS's group budget file (cgroup v2, the HCBS kernels).
+const HCBS_FILE: &str = "cpu.rt.max";
+
+const V2_WITHOUT_HCBS: &str = "cgroup v2 has no RT group budgets on this kernel (no cpu.rt.max: not an HCBS kernel) and pinned \
+     SCHED_DEADLINE needs partitions kubelet's cgroups are not: a reservation inside a pod cannot be enforced on this node; \
+     ask for dedicated CPUs (rtslice.io/dedicated), or boot a kernel with HCBS (docs/host.md)";
+
+/// Whether a reservation can be enforced inside a foreign cgroup tree here, by a node that
+/// reserves with `mechanism`: RT group budgets on a cgroup v1 `cpu` hierarchy
+/// (CONFIG_RT_GROUP_SCHED), or HCBS budgets on cgroup v2 when the node reserves with HCBS (it
+/// budgets the root group they need). The reason says what to do otherwise.
+pub fn reservations_supported(mechanism: crate::Mechanism) -> std::result::Result<(), String> {
     let layout = CgroupLayout::detect().map_err(|e| format!("reading the cgroup mounts: {e}"))?;
+    if crate::cgroup::hcbs_available(&layout) {
+        return match mechanism {
+            crate::Mechanism::Hcbs => Ok(()),
+            m => Err(format!(
+                "this kernel has HCBS group budgets, but the node reserves with {m}: a reservation inside a pod needs a group budget; \
+                 restart the node service without --mechanism (HCBS is its default here) or with --mechanism hcbs"
+            )),
+        };
+    }
     match layout.backend()? {
         Backend::V1 { cpu, .. } if cpu.join("cpu.rt_runtime_us").exists() => Ok(()),
         Backend::V1 { cpu, .. } => Err(format!(
             "{} has no cpu.rt_runtime_us (kernel without CONFIG_RT_GROUP_SCHED): a reservation inside kubelet's cgroups cannot be enforced; ask for dedicated CPUs (rtslice.io/dedicated)",
             cpu.display()
         )),
-        Backend::V2 { .. } => Err("cgroup v2 has no RT group budgets and pinned SCHED_DEADLINE needs partitions kubelet's cgroups are not: a reservation inside a pod cannot be enforced on this node; ask for dedicated CPUs (rtslice.io/dedicated)".into()),
+        Backend::V2 { .. } => Err(V2_WITHOUT_HCBS.into()),
     }
 }

@@ -131,7 +131,7 @@ impl Containers {
 }
 
 /// What cannot be done inside kubelet's cgroup tree, refused at admission (docs/kubernetes.md).
-pub(crate) fn refuse_unsupported(w: &Workload) -> std::result::Result<(), String> {
+pub(crate) fn refuse_unsupported(w: &Workload, mechanism: rtslice_host::Mechanism) -> std::result::Result<(), String> {
     if w.isolation.shield {
         return Err("shield (an exclusive cpuset) is not possible inside kubelet's cgroups: the pod's and QoS class's cpusets are kubelet's and not exclusive; drop `shield`".into());
     }
@@ -141,15 +141,16 @@ pub(crate) fn refuse_unsupported(w: &Workload) -> std::result::Result<(), String
             r.pattern
         ));
     }
+    let group_budgets = rtslice_host::inplace::reservations_supported(mechanism);
     if let Some(Demand::Reservation(_)) = &w.demand {
-        rtslice_host::inplace::reservations_supported()?;
+        group_budgets.clone()?;
     }
     let rt_rule = w.threads.iter().find(|r| matches!(r.policy, SchedPolicy::Fifo { .. } | SchedPolicy::Rr { .. }));
-    if let (Some(Demand::Dedicated(_)), Some(r), Ok(())) = (&w.demand, rt_rule, rtslice_host::inplace::reservations_supported()) {
-        // With RT group scheduling a FIFO/RR thread needs its cgroup to hold an RT budget, and a
-        // dedicated container has none (its CPUs are whole, not a bandwidth).
+    if let (Some(Demand::Dedicated(_)), Some(r), Ok(())) = (&w.demand, rt_rule, group_budgets) {
+        // With RT group scheduling (v1, or HCBS on v2) a FIFO/RR thread needs its cgroup to hold
+        // an RT budget, and a dedicated container has none (its CPUs are whole, not a bandwidth).
         return Err(format!(
-            "thread rule `{}`: fifo/rr threads in a pod need an RT budget on this node (cgroup v1 with RT group scheduling); ask for a reservation (rtslice.io/reservation) instead of dedicated CPUs",
+            "thread rule `{}`: fifo/rr threads in a pod need an RT budget on this node (RT group scheduling: cgroup v1, or HCBS on cgroup v2); ask for a reservation (rtslice.io/reservation) instead of dedicated CPUs",
             r.pattern
         ));
     }

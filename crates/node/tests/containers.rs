@@ -1,9 +1,11 @@
 //! The node service's side of the NRI plugin on the real kernel (root, KernelLock), without
-//! Kubernetes: a kubelet-like cgroup tree (`kubepods/pod<uid>/<container id>` in the cpu and cpuset
-//! hierarchies) with a process already in it, as runc leaves it; then create (admission by the live
-//! planner), start (in place: the container's RT budget, its ancestors' budgets, its threads'
-//! policies, threads born later), refusals with the planner's reason and the annotations' located
-//! errors, and release — the process never leaves its cgroup and every value comes back.
+//! Kubernetes: a kubelet-like cgroup tree (`kubepods/pod<uid>/<container id>` in the v1 cpu and
+//! cpuset hierarchies, or in the cgroup2 tree of an HCBS kernel) with a process already in it, as
+//! runc leaves it; then create (admission by the live planner), start (in place: the container's RT
+//! budget, the budgets of the ancestors that must hold it — every ancestor on v1, the root group on
+//! HCBS —, its threads' policies, threads born later), refusals with the planner's reason and the
+//! annotations' located errors, and release — the process never leaves its cgroup and every value
+//! comes back.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,19 +26,87 @@ fn curl(socket: &Path, method: &str, path: &str, body: Option<&Value>) -> (u16, 
     (code.trim().parse().unwrap(), serde_json::from_str(json).unwrap_or(Value::Null))
 }
 
-/// A kubelet-like tree in the cpu and cpuset hierarchies, removed (deepest first) on drop. A type
-/// rather than an `OnDrop`: it builds the tree and finds its leaves (`leaf`) for the test.
+/// Where kubelet's groups would be on this host, and how a group's RT budget reads there.
+enum Kube {
+    /// cgroup v1 with RT group scheduling: the cpu and cpuset hierarchies.
+    V1 { cpu: PathBuf, cpuset: PathBuf },
+    /// An HCBS kernel's cgroup2 tree (`cpu.rt.max`).
+    Hcbs { root: PathBuf },
+}
+
+impl Kube {
+    fn cpu(&self) -> &Path {
+        match self {
+            Kube::V1 { cpu, .. } => cpu,
+            Kube::Hcbs { root } => root,
+        }
+    }
+    fn cpuset(&self) -> &Path {
+        match self {
+            Kube::V1 { cpuset, .. } => cpuset,
+            Kube::Hcbs { root } => root,
+        }
+    }
+    fn mounts(&self) -> Vec<PathBuf> {
+        match self {
+            Kube::V1 { cpu, cpuset } => vec![cpu.clone(), cpuset.clone()],
+            Kube::Hcbs { root } => vec![root.clone()],
+        }
+    }
+    /// A group's RT budget as "runtime period" (µs): v1's two files, HCBS's `cpu.rt.max`.
+    fn budget(&self, dir: &Path) -> String {
+        match self {
+            Kube::V1 { .. } => format!("{} {}", read(&dir.join("cpu.rt_runtime_us")), read(&dir.join("cpu.rt_period_us"))),
+            Kube::Hcbs { .. } => read(&dir.join("cpu.rt.max")),
+        }
+    }
+    /// The groups whose budgets must hold a container's: every ancestor on v1 (the kernel wants a
+    /// parent's at least its children's sum), the root group on HCBS (kubelet's groups stay `max`,
+    /// deferring to it).
+    fn holders(&self, ancestors: &[PathBuf]) -> Vec<PathBuf> {
+        match self {
+            Kube::V1 { .. } => ancestors.to_vec(),
+            Kube::Hcbs { root } => vec![root.clone()],
+        }
+    }
+}
+
+/// The runtime of a "runtime period" budget scaled to a 1 s period (`max` as unlimited).
+fn per_second(budget: &str) -> i64 {
+    let mut it = budget.split_whitespace();
+    let (r, p) = (it.next().unwrap(), it.next().unwrap().parse::<i64>().unwrap());
+    match r {
+        "max" | "-1" => i64::MAX,
+        r => r.parse::<i64>().unwrap() * 1_000_000 / p.max(1),
+    }
+}
+
+/// A kubelet-like tree in the cpu and cpuset hierarchies (one tree on v2, its parents delegating
+/// cpu and cpuset as kubelet's do), removed (deepest first) on drop with the root's
+/// `cgroup.subtree_control` as it was. A type rather than an `OnDrop`: it builds the tree and finds
+/// its leaves (`leaf`) for the test.
 struct KubeTree {
     dirs: Vec<PathBuf>,
+    /// v2: the root's `cgroup.subtree_control` before (restored after the tree is gone).
+    root_control: Option<(PathBuf, String)>,
 }
 
 impl KubeTree {
-    fn new(mounts: &[PathBuf], rel: &[String]) -> KubeTree {
-        let mut t = KubeTree { dirs: Vec::new() };
-        for m in mounts {
+    fn new(kube: &Kube, rel: &[String]) -> KubeTree {
+        let mut t = KubeTree { dirs: Vec::new(), root_control: None };
+        let v2 = matches!(kube, Kube::Hcbs { .. });
+        for m in kube.mounts() {
             let mut d = m.clone();
+            if v2 {
+                let f = m.join("cgroup.subtree_control");
+                t.root_control = Some((f.clone(), read(&f)));
+            }
             for part in rel {
                 let parent = d.clone();
+                if v2 {
+                    let f = parent.join("cgroup.subtree_control");
+                    std::fs::write(&f, "+cpu +cpuset").unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+                }
                 d = d.join(part);
                 std::fs::create_dir(&d).unwrap_or_else(|e| panic!("creating {}: {e}", d.display()));
                 t.dirs.push(d.clone());
@@ -64,6 +134,13 @@ impl Drop for KubeTree {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        if let Some((f, before)) = &self.root_control {
+            let had: Vec<&str> = before.split_whitespace().collect();
+            let off: Vec<String> = ["cpu", "cpuset"].iter().filter(|c| !had.contains(c)).map(|c| format!("-{c}")).collect();
+            if !off.is_empty() {
+                let _ = std::fs::write(f, off.join(" "));
             }
         }
     }
@@ -142,21 +219,28 @@ fn start_daemon(state: &Path, socket: &Path) -> Daemon {
     d
 }
 
-/// The v1 cpu and cpuset mounts, when this host can hold reservations inside kubelet's cgroups (RT
-/// group budgets: cgroup v1 with RT_GROUP_SCHED) on at least two CPUs; else the skip, named.
-fn kubelet_like_host_or_skip() -> Option<(PathBuf, PathBuf)> {
-    if let Err(why) = rtslice_host::inplace::reservations_supported() {
-        skip::skip(skip::RT_GROUPS, why);
+/// Where kubelet's groups would be, when this host can hold reservations inside them (RT group
+/// budgets: cgroup v1 with RT_GROUP_SCHED, or an HCBS kernel's cgroup v2 — the node's default
+/// mechanism there) on at least two CPUs; else the skip, named.
+fn kubelet_like_host_or_skip() -> Option<Kube> {
+    let layout = rtslice_host::cgroup::CgroupLayout::detect().unwrap();
+    let hcbs = rtslice_host::cgroup::hcbs_available(&layout);
+    let (mechanism, need) = if hcbs { (rtslice_host::Mechanism::Hcbs, skip::HCBS) } else { (rtslice_host::Mechanism::RtGroup, skip::RT_GROUPS) };
+    if let Err(why) = rtslice_host::inplace::reservations_supported(mechanism) {
+        skip::skip(need, why);
         return None;
     }
     if !skip::cpus_or_skip(2) {
         return None;
     }
+    if hcbs {
+        return Some(Kube::Hcbs { root: layout.v2.clone().expect("HCBS is on cgroup v2") });
+    }
     let (Some(cpu), Some(cpuset)) = (rtslice_testkit::cgroup_mount(&["cpu"]), rtslice_testkit::cgroup_mount(&["cpuset"])) else {
         skip::skip(skip::CGROUP_V1, "no v1 cpu and cpuset hierarchies");
         return None;
     };
-    Some((cpu, cpuset))
+    Some(Kube::V1 { cpu, cpuset })
 }
 
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
@@ -171,17 +255,20 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
 fn containers_are_admitted_applied_in_place_and_released() {
     root_or_skip!();
     let _lock = KernelLock::acquire();
-    let Some((cpu, cpuset)) = kubelet_like_host_or_skip() else { return };
+    let Some(kube) = kubelet_like_host_or_skip() else { return };
+    let (cpu, cpuset) = (kube.cpu().to_path_buf(), kube.cpuset().to_path_buf());
     let tmp = tempfile::tempdir().unwrap();
     let (state, socket) = (tmp.path().join("state"), tmp.path().join("api.sock"));
     let me = std::process::id();
     let (uid, cid) = (format!("uid-{me}"), format!("cid{me}"));
     let rel = vec![format!("kubepods-t{me}"), format!("pod{uid}"), cid.clone()];
-    let tree = KubeTree::new(&[cpu.clone(), cpuset.clone()], &rel);
+    let tree = KubeTree::new(&kube, &rel);
     let (cpu_leaf, cpuset_leaf) = (tree.leaf(&cpu), tree.leaf(&cpuset));
     let kubepods = cpu.join(&rel[0]);
     let pod_dir = kubepods.join(&rel[1]);
-    let before: Vec<String> = [&kubepods, &pod_dir, &cpu_leaf].iter().map(|d| read(&d.join("cpu.rt_runtime_us"))).collect();
+    // Every budget the test looks at: kubelet's groups, and the root group on HCBS.
+    let watched: Vec<PathBuf> = [kubepods.clone(), pod_dir.clone(), cpu_leaf.clone()].into_iter().chain(kube.holders(&[]).into_iter()).collect();
+    let before: Vec<String> = watched.iter().map(|d| kube.budget(d)).collect();
     let root_budget = std::fs::read_to_string(cpu.join("rtslice").join("cpu.rt_runtime_us")).ok().and_then(|s| s.trim().parse::<i64>().ok());
 
     // The container's process, already in its cgroups (as runc leaves it).
@@ -232,11 +319,16 @@ fn containers_are_admitted_applied_in_place_and_released() {
 
     let (code, body) = curl(&socket, "POST", &format!("/v1/containers/{cid}/start"), Some(&json!({"pid": pid})));
     assert_eq!(code, 200, "{body}");
-    assert_eq!(read(&cpu_leaf.join("cpu.rt_runtime_us")), "100000");
-    assert_eq!(read(&cpu_leaf.join("cpu.rt_period_us")), "1000000");
+    assert_eq!(kube.budget(&cpu_leaf), "100000 1000000");
     assert_eq!(read(&cpuset_leaf.join("cpuset.cpus")), cpus);
-    for d in [&kubepods, &pod_dir] {
-        assert!(read(&d.join("cpu.rt_runtime_us")).parse::<i64>().unwrap() >= 100_000, "{}", d.display());
+    for d in kube.holders(&[kubepods.clone(), pod_dir.clone()]) {
+        assert!(per_second(&kube.budget(&d)) >= 100_000, "{} holds {}", d.display(), kube.budget(&d));
+    }
+    if let Kube::Hcbs { .. } = kube {
+        // kubelet's groups defer to the root: none of them was given a budget.
+        for d in [&kubepods, &pod_dir] {
+            assert!(kube.budget(d).starts_with("max"), "{}: {}", d.display(), kube.budget(d));
+        }
     }
     assert_eq!(policy(pid), "SCHED_FIFO 10");
     // The process is where runc put it: kubelet's accounting holds it.
@@ -256,8 +348,8 @@ fn containers_are_admitted_applied_in_place_and_released() {
     assert_eq!(curl(&socket, "DELETE", &format!("/v1/containers/{cid}"), None).0, 404);
     assert_eq!(policy(pid), "SCHED_OTHER nice 0");
     assert_eq!(policy(later_pid), "SCHED_OTHER nice 0");
-    let after: Vec<String> = [&kubepods, &pod_dir, &cpu_leaf].iter().map(|d| read(&d.join("cpu.rt_runtime_us"))).collect();
-    assert_eq!(after, before, "every RT budget is back");
+    let after: Vec<String> = watched.iter().map(|d| kube.budget(d)).collect();
+    assert_eq!(after, before, "every RT budget is back ({watched:?})");
     assert!(read(&cpu_leaf.join("cgroup.procs")).lines().any(|l| l == pid.to_string()));
     let (_, inv) = curl(&socket, "GET", "/v1/inventory", None);
     assert_eq!(inv["pods"], json!([]));
@@ -291,15 +383,16 @@ fn allocated_claim(uid: &str, name: &str, devices: &[&str], bandwidth: &str, per
 fn a_dra_claim_is_admitted_at_prepare_and_its_container_takes_its_budget() {
     root_or_skip!();
     let _lock = KernelLock::acquire();
-    let Some((cpu, cpuset)) = kubelet_like_host_or_skip() else { return };
+    let Some(kube) = kubelet_like_host_or_skip() else { return };
+    let (cpu, cpuset) = (kube.cpu().to_path_buf(), kube.cpuset().to_path_buf());
     let tmp = tempfile::tempdir().unwrap();
     let (state, socket) = (tmp.path().join("state"), tmp.path().join("api.sock"));
     let me = std::process::id();
     let (uid, cid) = (format!("claim-{me}"), format!("dra{me}"));
     let rel = vec![format!("kubepods-d{me}"), format!("poddra{me}"), cid.clone()];
-    let tree = KubeTree::new(&[cpu.clone(), cpuset.clone()], &rel);
+    let tree = KubeTree::new(&kube, &rel);
     let (cpu_leaf, cpuset_leaf) = (tree.leaf(&cpu), tree.leaf(&cpuset));
-    let before = read(&cpu_leaf.join("cpu.rt_runtime_us"));
+    let before = kube.budget(&cpu_leaf);
     let proc_ = KillOnDrop(Command::new("sleep").arg("600").spawn().unwrap());
     let pid = proc_.id();
     enter(&[cpu_leaf.clone(), cpuset_leaf.clone()], pid);
@@ -381,14 +474,13 @@ fn a_dra_claim_is_admitted_at_prepare_and_its_container_takes_its_budget() {
     assert!(body["error"].as_str().unwrap().contains(&format!("is held by container {cid}")), "{body}");
     let (code, body) = curl(&socket, "POST", &format!("/v1/containers/{cid}/start"), Some(&json!({"pid": pid})));
     assert_eq!(code, 200, "{body}");
-    assert_eq!(read(&cpu_leaf.join("cpu.rt_runtime_us")), "100000");
-    assert_eq!(read(&cpu_leaf.join("cpu.rt_period_us")), "1000000");
+    assert_eq!(kube.budget(&cpu_leaf), "100000 1000000");
     assert_eq!(read(&cpuset_leaf.join("cpuset.cpus")), the_cpu);
     assert_eq!(policy(pid), "SCHED_FIFO 10");
 
     // The container stops: its budget goes, the claim holds the bandwidth until kubelet unprepares it.
     assert_eq!(curl(&socket, "DELETE", &format!("/v1/containers/{cid}"), None).0, 200);
-    assert_eq!(read(&cpu_leaf.join("cpu.rt_runtime_us")), before);
+    assert_eq!(kube.budget(&cpu_leaf), before);
     assert_eq!(policy(pid), "SCHED_OTHER nice 0");
     let (_, claims) = curl(&socket, "GET", "/v1/dra/claims", None);
     assert_eq!(claims["claims"].as_array().unwrap().len(), 1, "{claims}");

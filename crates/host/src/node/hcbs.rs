@@ -12,17 +12,28 @@ impl Node {
     /// HCBS: before `p`'s group gets its budget (a deploy, a resize), the root group's budget is
     /// raised to hold it with every other group's it holds, if it does not already.
     pub(super) fn hcbs_raise_root(&self, p: &Prepared) -> Result<()> {
-        let (Some(file), Some(r)) = (self.hcbs_root_file(), p.rt_budget) else { return Ok(()) };
+        let Some(r) = p.rt_budget else { return Ok(()) };
+        let ours = rtslice_plan::kernel::GroupBudget { runtime_us: r.runtime_us(), period_us: r.period_us() };
+        self.hcbs_hold(Some(&p.group.cpu), ours, &format!("workload {}", p.ws.name))
+    }
+
+    /// HCBS: raises the root group's budget, if it must, so that it holds `budget` for one more
+    /// group besides every group it holds now (`group`, when it already has a budget — a resize —
+    /// is counted as `budget` alone). For the node's workloads and for the groups others own that
+    /// the node budgets in place (a Kubernetes container's, `rtslice_host::InPlace`): the node is
+    /// the one writer of the root's budget, so its journal stays what status compares and what
+    /// reset gives back. Nothing to do when the node does not reserve with HCBS.
+    pub fn hcbs_hold(&self, group: Option<&Path>, budget: rtslice_plan::kernel::GroupBudget, whose: &str) -> Result<()> {
+        let Some(file) = self.hcbs_root_file() else { return Ok(()) };
         let root_dir = self.facts.backend.root().cpu;
         let Some((runtime, period_us)) = fsio::read_opt(&file)?.as_deref().and_then(crate::cgroup::parse_rt_max) else {
             return Ok(());
         };
-        let others = crate::cgroup::hcbs_root_groups(&root_dir).into_iter().filter(|(d, _)| d != &p.group.cpu).map(|(_, b)| b).collect();
+        let others = crate::cgroup::hcbs_root_groups(&root_dir).into_iter().filter(|(d, _)| Some(d.as_path()) != group).map(|(_, b)| b).collect();
         let root = rtslice_plan::HcbsRoot { runtime_us: runtime.unwrap_or(0), period_us, others };
-        let ours = rtslice_plan::kernel::GroupBudget { runtime_us: r.runtime_us(), period_us: r.period_us() };
-        match root.raised_for(&[ours]) {
+        match root.raised_for(&[budget]) {
             Some(b) => self.set_hcbs_root(&file, b).map_err(|e| HostError::StepFailed {
-                step: format!("raise the root group's HCBS budget to \"{} {}\" for workload {}", b.runtime_us, b.period_us, p.ws.name),
+                step: format!("raise the root group's HCBS budget to \"{} {}\" for {whose}", b.runtime_us, b.period_us),
                 source: Box::new(e),
                 rollback_errors: Vec::new(),
             }),
@@ -30,11 +41,11 @@ impl Node {
         }
     }
 
-    /// HCBS, after an operation (and at open): the root group's budget back down to what its groups
-    /// need, never below its value before the node (the base journal's). A refusal (a removed
+    /// HCBS, after an operation (and at open, and after a container budgeted in place is released):
+    /// the root group's budget back down to what its groups need, never below its value before the node (the base journal's). A refusal (a removed
     /// group the kernel has not freed yet, beyond the retries) leaves the root holding more until
     /// the next operation: nothing is over-admitted by that.
-    pub(super) fn hcbs_settle_root(&self) {
+    pub fn hcbs_settle_root(&self) {
         let Some(file) = self.hcbs_root_file() else { return };
         let Some(before) = self.hcbs_root_before(&file) else { return };
         let Some((runtime, period_us)) = fsio::read_opt(&file).ok().flatten().as_deref().and_then(crate::cgroup::parse_rt_max) else { return };

@@ -50,7 +50,7 @@ impl Service {
             )));
         }
         if matches!(c.demand, Demand::Reservation(_)) {
-            if let Err(reason) = rtslice_host::inplace::reservations_supported() {
+            if let Err(reason) = rtslice_host::inplace::reservations_supported(self.mechanism()) {
                 let reason = format!("claim {}/{}: {reason}", c.namespace, c.name);
                 self.event("refused", Some(&name), reason.clone());
                 return Err(NodeError::Unfit(reason));

@@ -30,7 +30,7 @@ impl Service {
         let w = rtslice_spec::annotations::container_workload(&annotations, None, &req.container, &name, self.node_section())
             .map_err(|e| NodeError::Spec(e.iter().map(|x| x.to_string()).collect()))?;
         let Some(w) = w else { return Ok(None) };
-        if let Err(reason) = refuse_unsupported(&w) {
+        if let Err(reason) = refuse_unsupported(&w, self.mechanism()) {
             self.event("refused", Some(&name), reason.clone());
             return Err(NodeError::Unfit(reason));
         }
@@ -100,9 +100,18 @@ impl Service {
             return Ok(json!({"id": id, "started": true}));
         }
         let name = e.workload.name.clone();
-        let applied = match InPlace::apply(&e.setup, &e.irqs, pid) {
+        // HCBS: the root group holds the container's budget first (the node writes the root's).
+        let held = match e.setup.reservation {
+            Some(r) if self.mechanism() == Mechanism::Hcbs => {
+                let budget = rtslice_plan::kernel::GroupBudget { runtime_us: r.runtime_us(), period_us: r.period_us() };
+                self.host.hcbs_hold(None, budget, &format!("container {id}"))
+            }
+            _ => Ok(()),
+        };
+        let applied = match held.and_then(|()| InPlace::apply(&e.setup, &e.irqs, pid)) {
             Ok(a) => a,
             Err(err) => {
+                self.host.hcbs_settle_root();
                 self.event("failed", Some(&name), format!("start of container {id}: {err}"));
                 return Err(err.into());
             }
@@ -118,6 +127,8 @@ impl Service {
     pub fn container_release(&mut self, id: &str) -> Result<serde_json::Value> {
         let mut e = self.containers.entries.remove(id).ok_or_else(|| NodeError::NotFound(format!("no rtslice container {id}")))?;
         let problems = e.applied.as_mut().map(|a| a.release()).unwrap_or_default();
+        // HCBS: the root group's budget back down to what the groups left need.
+        self.host.hcbs_settle_root();
         if let Some(a) = e.applied.take().filter(|a| !a.unreturned.is_empty()) {
             self.unreturned.push((id.to_string(), a));
         }
