@@ -185,8 +185,8 @@ scenario() {
   fi
   kc -n guests delete pod guest-vbs --wait=false >/dev/null 2>&1
   # A namespace over its share: 10 % asked on the real node (which has 15 % free) by a namespace
-  # allowed 5 % per node: refused with the reason in the pod's events (by the extender, which sees
-  # the request alone exceeds the share; what a namespace already holds, the node counts).
+  # allowed 5 % per node: refused with the reason in the pod's events (by the extender, which counts
+  # what the namespace's pods hold on each node and in the cluster; the node counts again at admission).
   kc create namespace capped >/dev/null 2>&1
   pod_yaml capped-vbs "$EMU_IMAGE" '["/bin/rtslice", "emulate", "--profile", "oai-lte", "--duration", "1h", "--load", "5%"]' \
     "    rtslice.io/reservation: \"{runtime: 100us, period: 1ms, count: 1}\"" \

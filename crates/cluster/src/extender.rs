@@ -113,8 +113,10 @@ impl Cluster {
         Cluster { policy, nodes: HashMap::new(), bound: HashMap::new(), bound_on: HashMap::new(), access: None }
     }
 
-    /// Pods are judged against the admin's access policy first: a namespace it does not allow
-    /// fits nowhere, with the policy's reason (the per-node bandwidth limit is the node's to check).
+    /// Pods are judged against the admin's access policy first: a namespace it does not allow, or
+    /// one at its cluster-wide bandwidth, fits nowhere, and one at its per-node bandwidth on a node
+    /// does not fit there, each with the policy's reason (the node checks its own limit again at
+    /// admission: its word is final).
     pub fn with_access(mut self, access: rtslice_spec::access::Access) -> Cluster {
         self.access = Some(access);
         self
@@ -261,18 +263,46 @@ impl Cluster {
         }
     }
 
+    /// The real-time bandwidth (CPUs) the annotated pods of namespace `ns` bound to `node` (to any
+    /// node: `None`) hold, `pod` itself left out. Bound pods are every live annotated pod the watch
+    /// saw on a node, admitted yet or not; containers that take their CPUs through DRA claims are
+    /// not among them (the allocator counts claims, docs/dra.md).
+    fn held_by(&self, ns: &str, node: Option<&str>, pod: &str) -> f64 {
+        let bw = |p: &PodRequest| p.containers.iter().map(|(_, w)| rtslice_spec::access::demand_bandwidth(w)).sum::<f64>();
+        self.bound
+            .iter()
+            .filter(|(n, _)| node.is_none_or(|x| x == n.as_str()))
+            .flat_map(|(_, pods)| pods.values())
+            .filter(|p| p.namespace == ns && p.uid != pod)
+            .map(bw)
+            .sum()
+    }
+
     /// The verdict on each of `nodes`.
     pub fn decide(&self, pod: &PodRequest, nodes: &[String]) -> Decision {
+        use rtslice_spec::access::Scope;
         let mut d = Decision::default();
+        let asks: f64 = pod.containers.iter().map(|(_, w)| rtslice_spec::access::demand_bandwidth(w)).sum();
         if let Some(a) = &self.access {
-            let refused = pod.containers.iter().find_map(|(c, w)| a.check(&pod.namespace, w, 0.0).err().map(|e| format!("container {c}: {e}")));
+            let refused = pod
+                .containers
+                .iter()
+                .find_map(|(c, w)| a.check_kind(&pod.namespace, w).err().map(|e| format!("container {c}: {e}")))
+                .or_else(|| a.check_bandwidth(&pod.namespace, Scope::Cluster, self.held_by(&pod.namespace, None, &pod.uid), asks).err());
             if let Some(reason) = refused {
-                // Unresolvable: no preemption or wait makes it fit.
+                // Unresolvable: no preemption makes it fit (a cluster-wide limit frees only when the
+                // namespace's own pods go, and the pod is retried then).
                 d.unresolvable = nodes.iter().map(|n| (n.clone(), reason.clone())).collect();
                 return d;
             }
         }
         for n in nodes {
+            if let Some(Err(reason)) =
+                self.access.as_ref().map(|a| a.check_bandwidth(&pod.namespace, Scope::Node, self.held_by(&pod.namespace, Some(n), &pod.uid), asks))
+            {
+                d.failed.insert(n.clone(), reason);
+                continue;
+            }
             match self.verdict(pod, n) {
                 Verdict::Fits(s) => d.fits.push((n.clone(), s)),
                 Verdict::Unfit(r) => {
@@ -418,6 +448,39 @@ mod tests {
         .unwrap();
         let e = PodRequest::from_pod(&bad).unwrap_err();
         assert!(e.starts_with("rtslice.io/reservation:1:"), "{e}");
+    }
+
+    #[test]
+    fn a_namespace_is_held_to_its_bandwidth_per_node_and_in_the_cluster() {
+        let access = rtslice_spec::access::parse_access(
+            "apiVersion: rtslice/v1\naccess:\n  namespaces:\n    ns: {bandwidth: 0.5, clusterBandwidth: 0.8}\n    other:\n",
+            "a.yaml",
+        )
+        .unwrap();
+        let mut c = Cluster::new(FitPolicy::WorstFit).with_access(access);
+        for n in ["n1", "n2", "n3"] {
+            c.set_node(n, Some(&inventory(4, &[])));
+        }
+        let names: Vec<String> = ["n1", "n2", "n3"].iter().map(|s| s.to_string()).collect();
+        // 0.3 of a CPU bound on n1: another 0.3 would hold 0.6 there, over the 0.5 per node.
+        c.bind("n1", pod("a", 30, 1));
+        let d = c.decide(&pod("b", 30, 1), &names);
+        assert_eq!(d.fits.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), vec!["n2", "n3"]);
+        assert!(d.failed["n1"].contains("may hold 0.5 CPU(s) of real-time bandwidth on this node; it holds 0.300 and this asks 0.300"), "{:?}", d.failed);
+        // Re-judging a bound pod does not count it twice.
+        assert!(c.decide(&pod("a", 30, 1), &names).fits.len() == 3);
+        // 0.3 on n2 as well: 0.6 held in the cluster, 0.3 more is over 0.8 — on every node.
+        c.bind("n2", pod("b", 30, 1));
+        let d = c.decide(&pod("c", 30, 1), &names);
+        assert!(d.fits.is_empty(), "{:?}", d.fits);
+        assert!(d.unresolvable["n3"].contains("may hold 0.8 CPU(s) of real-time bandwidth in the cluster; it holds 0.600 and this asks 0.300"), "{:?}", d.unresolvable);
+        // Another namespace's pods are not counted against it, nor its against them.
+        let mut other = pod("o", 30, 1);
+        other.namespace = "other".into();
+        assert_eq!(c.decide(&other, &names).fits.len(), 3);
+        // One of the namespace's pods goes: the third fits again.
+        c.unbind("a");
+        assert_eq!(c.decide(&pod("c", 30, 1), &names).fits.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), vec!["n1", "n3"]);
     }
 
     #[test]

@@ -14,10 +14,12 @@
 //!       irqs: false          # IRQ and RPS/XPS rules (host-wide files)
 //!       isolcpus: false      # placement on the kernel's isolated CPUs
 //!       bandwidth: 2         # CPUs of real-time bandwidth the namespace may hold on one node (default: no limit)
+//!       clusterBandwidth: 6  # … in the whole cluster, summed over its nodes (default: no limit)
 //! ```
 //!
 //! Pure: the node service checks a container or a claim at admission (with what the namespace
-//! already holds on the node), the scheduler extender at filtering; the reason is the pod's event.
+//! already holds on the node), the scheduler extender at filtering (with what the namespace's
+//! annotated pods hold on each node and in the cluster); the reason is the pod's event.
 
 use std::collections::BTreeMap;
 
@@ -43,6 +45,15 @@ pub struct Allowance {
     /// CPUs of real-time bandwidth (reservations' runtime/period times their CPUs, a dedicated CPU
     /// as 1) the namespace may hold on one node.
     pub bandwidth: Option<f64>,
+    /// The same, summed over every node of the cluster (the extender's check: only it sees them all).
+    pub cluster_bandwidth: Option<f64>,
+}
+
+/// Where a bandwidth limit applies: one node, or the cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    Node,
+    Cluster,
 }
 
 /// The SCHED_FIFO/RR ceiling of a named namespace unless the policy says otherwise: below the
@@ -51,7 +62,16 @@ pub const DEFAULT_MAX_PRIORITY: u32 = 49;
 
 impl Default for Allowance {
     fn default() -> Self {
-        Allowance { reservation: true, dedicated: false, max_priority: DEFAULT_MAX_PRIORITY, deadline: false, irqs: false, isolcpus: false, bandwidth: None }
+        Allowance {
+            reservation: true,
+            dedicated: false,
+            max_priority: DEFAULT_MAX_PRIORITY,
+            deadline: false,
+            irqs: false,
+            isolcpus: false,
+            bandwidth: None,
+            cluster_bandwidth: None,
+        }
     }
 }
 
@@ -72,12 +92,21 @@ pub fn demand_bandwidth(w: &Workload) -> f64 {
     }
 }
 
+const FIX: &str = "a cluster admin changes it in the access policy (`access.namespaces`, docs/kubernetes.md \"Who may ask\")";
+
 impl Access {
     /// Whether namespace `ns` may have `w`, given the bandwidth its workloads already hold on this
     /// node (`held`, CPUs; pass 0 where only the kind of request is judged). The reason names the
     /// limit and who can change it.
     pub fn check(&self, ns: &str, w: &Workload, held: f64) -> Result<(), String> {
-        let fix = "a cluster admin changes it in the access policy (`access.namespaces`, docs/kubernetes.md \"Who may ask\")";
+        self.check_kind(ns, w)?;
+        self.check_bandwidth(ns, Scope::Node, held, demand_bandwidth(w))
+    }
+
+    /// Whether namespace `ns` may ask for what `w` asks at all (the policy's flags and ceilings),
+    /// whatever it holds.
+    pub fn check_kind(&self, ns: &str, w: &Workload) -> Result<(), String> {
+        let fix = FIX;
         let Some(a) = self.namespaces.get(ns) else {
             let named: Vec<&str> = self.namespaces.keys().map(String::as_str).collect();
             let which = if named.is_empty() { "no namespace".to_string() } else { format!("only {}", named.join(", ")) };
@@ -108,20 +137,29 @@ impl Access {
         if !a.isolcpus && w.isolation.isolcpus {
             return Err(format!("namespace `{ns}` may not ask for the kernel's isolated CPUs; {fix}"));
         }
-        if let Some(limit) = a.bandwidth {
-            let asks = demand_bandwidth(w);
-            // A millionth of slack: sums of runtime/period ratios are floats.
-            if held + asks > limit + 1e-6 {
-                return Err(format!(
-                    "namespace `{ns}` may hold {limit} CPU(s) of real-time bandwidth on this node; it holds {held:.3} and this asks {asks:.3}; {fix}"
-                ));
-            }
-        }
         Ok(())
+    }
+
+    /// Whether namespace `ns`, holding `held` CPUs of real-time bandwidth in `scope`, may take
+    /// `asks` more there. A namespace the policy does not name holds no allowance (`check_kind`
+    /// refuses it first).
+    pub fn check_bandwidth(&self, ns: &str, scope: Scope, held: f64, asks: f64) -> Result<(), String> {
+        let Some(a) = self.namespaces.get(ns) else { return Ok(()) };
+        let (limit, where_) = match scope {
+            Scope::Node => (a.bandwidth, "on this node"),
+            Scope::Cluster => (a.cluster_bandwidth, "in the cluster"),
+        };
+        match limit {
+            // A millionth of slack: sums of runtime/period ratios are floats.
+            Some(limit) if held + asks > limit + 1e-6 => Err(format!(
+                "namespace `{ns}` may hold {limit} CPU(s) of real-time bandwidth {where_}; it holds {held:.3} and this asks {asks:.3}; {FIX}"
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
-const NAMESPACE_FIELDS: &[&str] = &["reservation", "dedicated", "maxPriority", "deadline", "irqs", "isolcpus", "bandwidth"];
+const NAMESPACE_FIELDS: &[&str] = &["reservation", "dedicated", "maxPriority", "deadline", "irqs", "isolcpus", "bandwidth", "clusterBandwidth"];
 
 /// Reads an access policy file (`apiVersion: rtslice/v1`, `access: {namespaces: …}`), every error located.
 pub fn parse_access(text: &str, file: &str) -> Result<Access, Errors> {
@@ -156,11 +194,13 @@ pub fn parse_access(text: &str, file: &str) -> Result<Access, Errors> {
                 if let Some(p) = m.optional(&mut r, "maxPriority", |r, n, p| r.int(n, p, 0, 99)) {
                     a.max_priority = p as u32;
                 }
-                if let Some(b) = m.optional(&mut r, "bandwidth", |r, n, p| r.float(n, p)) {
-                    if b >= 0.0 && b.is_finite() {
-                        a.bandwidth = Some(b);
-                    } else {
-                        r.err(m.get("bandwidth").unwrap_or(v), &format!("{path}.bandwidth"), "must be a number of CPUs, 0 or more");
+                for (key, into) in [("bandwidth", &mut a.bandwidth), ("clusterBandwidth", &mut a.cluster_bandwidth)] {
+                    if let Some(b) = m.optional(&mut r, key, |r, n, p| r.float(n, p)) {
+                        if b >= 0.0 && b.is_finite() {
+                            *into = Some(b);
+                        } else {
+                            r.err(m.get(key).unwrap_or(v), &format!("{path}.{key}"), "must be a number of CPUs, 0 or more");
+                        }
                     }
                 }
             }
@@ -228,6 +268,22 @@ mod tests {
         assert!(p.check("ran", &d, 0.0).unwrap_err().contains("dedicated CPUs"));
         assert!(p.check("lab", &d, 0.0).is_ok());
         assert_eq!(demand_bandwidth(&d), 2.0);
+    }
+
+    #[test]
+    fn the_cluster_limit_is_its_own() {
+        let p = parse_access("apiVersion: rtslice/v1\naccess:\n  namespaces:\n    ran: {bandwidth: 1, clusterBandwidth: 2.5}\n    lab:\n", "p.yaml").unwrap();
+        assert_eq!(p.namespaces["ran"].cluster_bandwidth, Some(2.5));
+        assert!(p.check_bandwidth("ran", Scope::Cluster, 2.0, 0.5).is_ok(), "2.0 + 0.5 ≤ 2.5");
+        let e = p.check_bandwidth("ran", Scope::Cluster, 2.2, 0.5).unwrap_err();
+        assert!(e.contains("may hold 2.5 CPU(s) of real-time bandwidth in the cluster; it holds 2.200 and this asks 0.500"), "{e}");
+        // Each scope its own limit: 1.2 in the cluster is fine, on one node it is not.
+        assert!(p.check_bandwidth("ran", Scope::Node, 0.7, 0.5).unwrap_err().contains("on this node"));
+        // No limit given, none applied; an unnamed namespace is check_kind's to refuse.
+        assert!(p.check_bandwidth("lab", Scope::Cluster, 100.0, 1.0).is_ok());
+        assert!(p.check_bandwidth("guests", Scope::Cluster, 100.0, 1.0).is_ok());
+        let e = parse_access("apiVersion: rtslice/v1\naccess:\n  namespaces:\n    ran: {clusterBandwidth: -2}\n", "p.yaml").unwrap_err();
+        assert!(e.iter().any(|m| m.to_string().contains("access.namespaces.ran.clusterBandwidth")), "{e:?}");
     }
 
     #[test]
