@@ -251,19 +251,46 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// One test's container as runc leaves it: a kubelet-like tree (`kubepods-<tag><pid>/pod<uid>/<id>`)
+/// with a process in its leaves, and where its daemon keeps its state and socket.
+struct Fixture {
+    /// Held for its drop (the state directory goes with it), as `tree` is.
+    _tmp: tempfile::TempDir,
+    state: PathBuf,
+    socket: PathBuf,
+    uid: String,
+    cid: String,
+    rel: Vec<String>,
+    cpu_leaf: PathBuf,
+    cpuset_leaf: PathBuf,
+    /// The container's first process (`sleep`), already in its cgroups.
+    first: KillOnDrop,
+    // Last: removed after the processes are gone.
+    _tree: KubeTree,
+}
+
+fn fixture(kube: &Kube, tag: &str) -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let (state, socket) = (tmp.path().join("state"), tmp.path().join("api.sock"));
+    let me = std::process::id();
+    let (uid, cid) = (format!("uid-{tag}{me}"), format!("{tag}{me}"));
+    let rel = vec![format!("kubepods-{tag}{me}"), format!("pod{uid}"), cid.clone()];
+    let tree = KubeTree::new(kube, &rel);
+    let (cpu_leaf, cpuset_leaf) = (tree.leaf(kube.cpu()), tree.leaf(kube.cpuset()));
+    let first = KillOnDrop(Command::new("sleep").arg("600").spawn().unwrap());
+    enter(&[cpu_leaf.clone(), cpuset_leaf.clone()], first.id());
+    Fixture { _tmp: tmp, state, socket, uid, cid, rel, cpu_leaf, cpuset_leaf, first, _tree: tree }
+}
+
 #[test]
 fn containers_are_admitted_applied_in_place_and_released() {
     root_or_skip!();
     let _lock = KernelLock::acquire();
     let Some(kube) = kubelet_like_host_or_skip() else { return };
-    let (cpu, cpuset) = (kube.cpu().to_path_buf(), kube.cpuset().to_path_buf());
-    let tmp = tempfile::tempdir().unwrap();
-    let (state, socket) = (tmp.path().join("state"), tmp.path().join("api.sock"));
-    let me = std::process::id();
-    let (uid, cid) = (format!("uid-{me}"), format!("cid{me}"));
-    let rel = vec![format!("kubepods-t{me}"), format!("pod{uid}"), cid.clone()];
-    let tree = KubeTree::new(&kube, &rel);
-    let (cpu_leaf, cpuset_leaf) = (tree.leaf(&cpu), tree.leaf(&cpuset));
+    let cpu = kube.cpu().to_path_buf();
+    let f = fixture(&kube, "t");
+    let (state, socket, uid, cid, rel) = (&f.state, &f.socket, &f.uid, &f.cid, &f.rel);
+    let (cpu_leaf, cpuset_leaf) = (f.cpu_leaf.clone(), f.cpuset_leaf.clone());
     let kubepods = cpu.join(&rel[0]);
     let pod_dir = kubepods.join(&rel[1]);
     // Every budget the test looks at: kubelet's groups, and the root group on HCBS.
@@ -273,12 +300,9 @@ fn containers_are_admitted_applied_in_place_and_released() {
 
     // The container's process, already in its cgroups (as runc leaves it).
     let mut procs = Vec::new();
-    let first = KillOnDrop(Command::new("sleep").arg("600").spawn().unwrap());
-    let pid = first.id();
-    procs.push(first);
-    enter(&[cpu_leaf.clone(), cpuset_leaf.clone()], pid);
+    let pid = f.first.id();
 
-    let daemon = start_daemon(&state, &socket);
+    let daemon = start_daemon(state, socket);
 
     let annotations = json!({
         "rtslice.io/reservation.du": "{runtime: 100ms, period: 1s, count: 1}",
@@ -361,7 +385,7 @@ fn containers_are_admitted_applied_in_place_and_released() {
         assert!(now.is_none() || now == Some(b), "rtslice's group budget: {now:?}, was {b}");
     }
     drop(procs);
-    drop(tree);
+    drop(f);
 }
 
 /// An allocated ResourceClaim as kubelet hands it to the plugin: `bandwidth` on each of `devices`.
@@ -384,19 +408,13 @@ fn a_dra_claim_is_admitted_at_prepare_and_its_container_takes_its_budget() {
     root_or_skip!();
     let _lock = KernelLock::acquire();
     let Some(kube) = kubelet_like_host_or_skip() else { return };
-    let (cpu, cpuset) = (kube.cpu().to_path_buf(), kube.cpuset().to_path_buf());
-    let tmp = tempfile::tempdir().unwrap();
-    let (state, socket) = (tmp.path().join("state"), tmp.path().join("api.sock"));
+    let f = fixture(&kube, "dra");
+    let (state, socket, cid, cpu_leaf, cpuset_leaf) = (&f.state, &f.socket, &f.cid, &f.cpu_leaf, &f.cpuset_leaf);
     let me = std::process::id();
-    let (uid, cid) = (format!("claim-{me}"), format!("dra{me}"));
-    let rel = vec![format!("kubepods-d{me}"), format!("poddra{me}"), cid.clone()];
-    let tree = KubeTree::new(&kube, &rel);
-    let (cpu_leaf, cpuset_leaf) = (tree.leaf(&cpu), tree.leaf(&cpuset));
-    let before = kube.budget(&cpu_leaf);
-    let proc_ = KillOnDrop(Command::new("sleep").arg("600").spawn().unwrap());
-    let pid = proc_.id();
-    enter(&[cpu_leaf.clone(), cpuset_leaf.clone()], pid);
-    let daemon = start_daemon(&state, &socket);
+    let uid = format!("claim-{me}");
+    let before = kube.budget(cpu_leaf);
+    let pid = f.first.id();
+    let daemon = start_daemon(state, socket);
 
     // The node's CPUs as devices: each with bandwidth under the cap, shareable, named by its CPU.
     let (code, devs) = curl(&socket, "GET", "/v1/dra/devices", None);
@@ -499,6 +517,5 @@ fn a_dra_claim_is_admitted_at_prepare_and_its_container_takes_its_budget() {
 
     daemon.stop().expect("the daemon stops cleanly");
     assert!(!state.join("claims.json").exists(), "the reset forgets claims");
-    drop(proc_);
-    drop(tree);
+    drop(f);
 }
