@@ -143,7 +143,8 @@ build_initramfs() {  # kernel dir -> $dir/initramfs.cpio.gz (rebuilt every run: 
     return
   fi
   # 9p over virtio and what it needs, dependencies first, from each module's own "depends=" (the
-  # package ships no modules.dep): netfs, 9pnet, 9pnet_virtio, 9p on 6.12; 6.1 adds fscache.
+  # package ships no modules.dep): netfs, 9pnet, 9pnet_virtio, 9p on 6.12; 6.1 adds fscache. And
+  # overlayfs, which containerd needs for the CRI pod test.
   python3 - "$mods" "$w/modules" <<'PY' || return 1
 import lzma, os, subprocess, sys
 mods, out = sys.argv[1], sys.argv[2]
@@ -171,7 +172,9 @@ def visit(name):
         visit(dep)
     order.append(name)
     open(os.path.join(out, name + ".ko"), "wb").write(data)
-for m in ("virtio_pci", "9pnet_virtio", "9p"):  # virtio_pci: the transport, a module on 6.1
+# virtio_pci: the transport, a module on 6.1; overlay: containerd's snapshotter, for the CRI pod
+# test (cli/cri_pod) — a module in Debian's kernels, built in on the HCBS kernel.
+for m in ("virtio_pci", "9pnet_virtio", "9p", "overlay"):
     visit(m)
 open(os.path.join(out, "order"), "w").write(" ".join(order) + "\n")
 PY

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Builds (or finds cached) every binary the real-cluster harness runs, from registries only:
-#   Kubernetes (kube-apiserver, kube-scheduler, kubelet, kubectl) and containerd (containerd,
-#   containerd-shim-runc-v2, ctr) from the Go proxy through the go.mod files next to this script;
+#   Kubernetes (kube-apiserver, kube-scheduler, kubelet, kubectl), containerd (containerd,
+#   containerd-shim-runc-v2, ctr) and cri-tools (crictl) from the Go proxy through the go.mod files
+#   next to this script;
 #   etcd (etcd, etcdctl) from Debian's etcd-server package, extracted with dpkg-deb -x (installing
 #   it would start a system etcd); runc and the CNI plugins come from Debian (make deps).
 # Prints the cache directory's bin/ on its last line. Everything lands in
@@ -25,6 +26,8 @@ grep -q "k8s.io/kubernetes $K8S_VERSION\$" "$HERE/kubernetes/go.mod" && ! grep '
   || die "kubernetes/go.mod does not pin k8s.io/kubernetes $K8S_VERSION with every replace at $K8S_STAGING_VERSION (versions.env)"
 grep -q "github.com/containerd/containerd/v2 $CONTAINERD_VERSION\$" "$HERE/containerd/go.mod" \
   || die "containerd/go.mod does not require containerd $CONTAINERD_VERSION (versions.env)"
+grep -q "sigs.k8s.io/cri-tools $CRI_TOOLS_VERSION\$" "$HERE/cri-tools/go.mod" \
+  || die "cri-tools/go.mod does not require cri-tools $CRI_TOOLS_VERSION (versions.env)"
 # Every file of ours that decides the result keys the directory too, so an edited go.mod rebuilds.
 key() { cat "$@" | sha256sum | cut -c1-12; }
 
@@ -66,6 +69,11 @@ build_go "$HERE/containerd" containerd "$CONTAINERD_VERSION" "$cv" \
   github.com/containerd/containerd/v2/cmd/ctr
 CTD_BIN=$OUT_DIR
 
+# crictl: the CRI client of the pod test (crates/cli/tests/cri_pod.rs); seconds beside the others.
+build_go "$HERE/cri-tools" cri-tools "$CRI_TOOLS_VERSION" "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRI_TOOLS_VERSION" \
+  sigs.k8s.io/cri-tools/cmd/crictl
+CRI_BIN=$OUT_DIR
+
 # Kubernetes reports the version it was stamped with (kubectl version, the Node's kubeletVersion);
 # unstamped it says v0.0.0-master, which skew checks read as ancient.
 minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
@@ -101,13 +109,15 @@ else
 fi
 
 # One directory of links the harness puts first on PATH.
-all="$CACHE/bin-$(key "$HERE/versions.env" "$HERE/kubernetes/go.sum" "$HERE/containerd/go.sum")-$(basename "$edir")"
+# The pod test (crates/cli/tests/cri_pod.rs) finds this directory by the same key: keep the files
+# and their order in step with it.
+all="$CACHE/bin-$(key "$HERE/versions.env" "$HERE/kubernetes/go.sum" "$HERE/containerd/go.sum" "$HERE/cri-tools/go.sum")-$(basename "$edir")"
 if [ ! -f "$all/.complete" ]; then
   rm -rf "$all"; mkdir -p "$all"
-  for b in "$K8S_BIN"/* "$CTD_BIN"/* "$edir/bin/etcd"; do ln -sf "$b" "$all/$(basename "$b")"; done
+  for b in "$K8S_BIN"/* "$CTD_BIN"/* "$CRI_BIN"/* "$edir/bin/etcd"; do ln -sf "$b" "$all/$(basename "$b")"; done
   touch "$all/.complete"
 fi
-for b in kube-apiserver kube-scheduler kubelet kubectl containerd containerd-shim-runc-v2 ctr etcd; do
+for b in kube-apiserver kube-scheduler kubelet kubectl containerd containerd-shim-runc-v2 ctr crictl etcd; do
   [ -x "$all/$b" ] || die "$b missing from $all (remove that directory to rebuild)"
 done
 echo "$all"

@@ -118,6 +118,15 @@ func (p *plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	}
 }
 
+// Synchronize is the runtime's first call once the plugin is registered: from then on it sends
+// this plugin every container event. Containers that exist already were admitted (or not) before a
+// restart and the node service keeps its own record of them, so nothing is updated; the line on
+// stderr is how a supervisor (and crates/cli/tests/cri_pod.rs) knows the plugin is in the path.
+func (p *plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+	fmt.Fprintf(os.Stderr, "rtslice-nri: synchronized with the runtime (%d pods, %d containers)\n", len(pods), len(ctrs))
+	return nil, nil
+}
+
 func (p *plugin) StartContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
 	code, r, err := p.call(ctx, http.MethodPost, "/v1/containers/"+ctr.GetId()+"/start", map[string]any{"pid": ctr.GetPid()})
 	if err != nil {

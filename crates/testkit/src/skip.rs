@@ -9,7 +9,8 @@
 //!
 //! Needs are short, stable words, so counts per need stay comparable across runs:
 //! [`ROOT`], [`CPUS_2`], [`CPUS_3`], [`CPUS_4`], [`RT_GROUPS`], [`DEADLINE`], [`CGROUP_V1`],
-//! [`CGROUP_V2`], [`PCI`], … or a tool's name ("runc", "podman", "chromium", "rt-app").
+//! [`CGROUP_V2`], [`PCI`], [`CONTAINERD`], … or a tool's name ("runc", "podman", "chromium",
+//! "rt-app").
 
 use std::io::Write;
 
@@ -49,6 +50,10 @@ pub const CPU_IDLE: &str = "cpu.idle";
 pub const CPUS_EXCLUSIVE: &str = "cpuset.cpus.exclusive";
 /// The netlink process connector (`CONFIG_PROC_EVENTS`).
 pub const PROC_CONNECTOR: &str = "proc-connector";
+/// A container runtime to drive through the CRI: containerd, its runc shim, ctr and crictl from the
+/// cluster's binaries (k8s/build/build.sh, cached in /var/cache/rtslice/k8s) and the NRI plugin
+/// (`make nri`, target/rtslice-nri); `make test` builds both first.
+pub const CONTAINERD: &str = "containerd";
 
 /// The test's name as libtest names its thread (`module::test`), else the thread's own name.
 fn test_name() -> String {
