@@ -158,7 +158,7 @@ pub fn cgroup_ops(prepared: &[Prepared], facts: &HostFacts, mech: Mechanism) -> 
 pub(crate) fn hcbs_root_writes(prepared: &[Prepared], facts: &HostFacts) -> Vec<(PathBuf, String)> {
     let ours: Vec<rtslice_plan::kernel::GroupBudget> = prepared
         .iter()
-        .filter_map(|p| p.rt_budget.map(|r| rtslice_plan::kernel::GroupBudget { runtime_us: r.runtime_us(), period_us: r.period_us() }))
+        .filter_map(|p| p.rt_budget.map(rtslice_plan::kernel::GroupBudget::from))
         .collect();
     if ours.is_empty() {
         return Vec::new();

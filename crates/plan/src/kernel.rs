@@ -246,6 +246,13 @@ pub struct GroupBudget {
     pub period_us: u64,
 }
 
+impl From<Reservation> for GroupBudget {
+    /// The reservation as one group's budget, in the whole microseconds the cgroup files take.
+    fn from(r: Reservation) -> GroupBudget {
+        GroupBudget { runtime_us: r.runtime_us(), period_us: r.period_us() }
+    }
+}
+
 impl KernelWorkload {
     /// The group budget as the files apply writes under `mech`: HCBS `cpu.rt.max "runtime period"`,
     /// RT groups `cpu.rt_runtime_us` and `cpu.rt_period_us`.

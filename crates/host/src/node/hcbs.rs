@@ -13,8 +13,7 @@ impl Node {
     /// raised to hold it with every other group's it holds, if it does not already.
     pub(super) fn hcbs_raise_root(&self, p: &Prepared) -> Result<()> {
         let Some(r) = p.rt_budget else { return Ok(()) };
-        let ours = rtslice_plan::kernel::GroupBudget { runtime_us: r.runtime_us(), period_us: r.period_us() };
-        self.hcbs_hold(Some(&p.group.cpu), ours, &format!("workload {}", p.ws.name))
+        self.hcbs_hold(Some(&p.group.cpu), r.into(), &format!("workload {}", p.ws.name))
     }
 
     /// HCBS: raises the root group's budget, if it must, so that it holds `budget` for one more
@@ -42,9 +41,10 @@ impl Node {
     }
 
     /// HCBS, after an operation (and at open, and after a container budgeted in place is released):
-    /// the root group's budget back down to what its groups need, never below its value before the node (the base journal's). A refusal (a removed
-    /// group the kernel has not freed yet, beyond the retries) leaves the root holding more until
-    /// the next operation: nothing is over-admitted by that.
+    /// the root group's budget back down to what its groups need, never below its value before the
+    /// node (the base journal's). A refusal (a removed group the kernel has not freed yet, beyond
+    /// the retries) leaves the root holding more until the next operation: nothing is
+    /// over-admitted by that.
     pub fn hcbs_settle_root(&self) {
         let Some(file) = self.hcbs_root_file() else { return };
         let Some(before) = self.hcbs_root_before(&file) else { return };

@@ -100,14 +100,9 @@ impl Service {
             return Ok(json!({"id": id, "started": true}));
         }
         let name = e.workload.name.clone();
-        // HCBS: the root group holds the container's budget first (the node writes the root's).
-        let held = match e.setup.reservation {
-            Some(r) if self.mechanism() == Mechanism::Hcbs => {
-                let budget = rtslice_plan::kernel::GroupBudget { runtime_us: r.runtime_us(), period_us: r.period_us() };
-                self.host.hcbs_hold(None, budget, &format!("container {id}"))
-            }
-            _ => Ok(()),
-        };
+        // HCBS: the root group holds the container's budget first (the node writes the root's;
+        // a node that does not reserve with HCBS does nothing here).
+        let held = e.setup.reservation.map_or(Ok(()), |r| self.host.hcbs_hold(None, r.into(), &format!("container {id}")));
         let applied = match held.and_then(|()| InPlace::apply(&e.setup, &e.irqs, pid)) {
             Ok(a) => a,
             Err(err) => {

@@ -26,7 +26,7 @@ pub fn kernel_workload_on(w: &crate::WorkloadPlan, mech: Mechanism, rt_groups: b
     let mut k = kernel_workload(w, mech)?;
     if mech == Mechanism::Deadline && rt_groups && k.cfs_quota.is_some() {
         if let Some(r) = w.realtime_reservation() {
-            k.group_budget = Some(GroupBudget { runtime_us: r.runtime_us(), period_us: r.period_us() });
+            k.group_budget = Some(GroupBudget::from(r));
             k.budget.push_str(&format!(
                 "; its cpu cgroup (for the CFS quota) also gets RT runtime {} every {}, so that FIFO/RR threads may enter it \
                  before the rules make them SCHED_DEADLINE (RT group scheduling refuses them in a group without runtime)",
@@ -128,7 +128,7 @@ pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<Kerne
             };
         }
         (Some(r), Mechanism::RtGroup) => {
-            group_budget = Some(GroupBudget { runtime_us: r.runtime_us(), period_us: r.period_us() });
+            group_budget = Some(GroupBudget::from(r));
             budget = format!(
                 "the group's budget {} every {} on each of its CPUs bounds all its real-time threads together",
                 rtslice_spec::units::format_duration(r.runtime),
