@@ -262,12 +262,8 @@ fn cpu_use(node: &CriNode, cpu: &str) -> Value {
     inv["perCpu"].as_array().and_then(|a| a.iter().find(|c| c["cpu"].as_u64() == Some(want)).cloned()).unwrap_or_else(|| panic!("GET /v1/node has no CPU {cpu}: {inv}"))
 }
 
-fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !ok() {
-        assert!(t.elapsed() < Duration::from_secs(30), "waited 30 s for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+fn wait_for(what: &str, ok: impl FnMut() -> bool) {
+    rtslice_testkit::prom::wait_for(what, Duration::from_secs(30), ok)
 }
 
 fn read(p: &Path) -> String {
