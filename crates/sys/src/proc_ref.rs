@@ -124,9 +124,15 @@ pub fn stop_gracefully(leaders: &[ProcRef], others: &[ProcRef], grace: Duration,
         v.extend(leaders.iter().copied());
         v.sort_unstable_by_key(|p| (p.pid, p.start));
         v.dedup();
+        // Alive first, then reaped if not: a child that exits between a reap and the check would
+        // otherwise leave the list as a zombie nobody reaps (CI, 4 Dec: an example's `sleep`, left
+        // unreaped after reset).
         v.retain(|p| {
-            p.reap();
-            p.alive()
+            let alive = p.alive();
+            if !alive {
+                p.reap();
+            }
+            alive
         });
         v
     };

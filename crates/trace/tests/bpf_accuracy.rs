@@ -250,13 +250,27 @@ fn bpf_histogram_matches_the_threads_own_lateness_and_schedstat() {
     let mut failures = Vec::new();
     let p = result.preempted as u64;
     let clean = truth.len() as u64;
+    // The count BPF must match is the kernel's: every voluntary switch (a block) in the window is
+    // followed by one wake-up and one switch-in, and both schedstat reads find the thread blocked,
+    // so wake-ups = Δ voluntary switches. The helper's own count of clean wake-ups is a lower bound
+    // only: it skips sleeps that blocked more than once (on PREEMPT_RT a sleeping spinlock in the
+    // kernel is a block too). A CI run on the 6.12-rt guest (4 Dec) had BPF at 788 against the
+    // helper's 394 (+6), with the kernel's count not recorded: now every count is in the message.
     // Known discrepancy (docs/trace.md): on this VM BPF sometimes sees 1–2 of ~400 switch-ins fewer
     // than the thread's own count and schedstat's pcount, with no program run missed by the kernel.
     // Until that is explained, allow up to 1 % missing events; more is a failure.
-    let missing = clean.saturating_sub(t.wakeup.events);
-    eprintln!("wake-ups: thread {clean} (+{p} also preempted), BPF {}", t.wakeup.events);
-    if t.wakeup.events > clean + p || missing > clean / 100 {
-        failures.push(format!("BPF saw {} wake-ups, the thread had {clean} (+ {p} with a preemption)", t.wakeup.events));
+    let blocks = ss1.voluntary_switches - ss0.voluntary_switches;
+    let missing = blocks.saturating_sub(t.wakeup.events);
+    let counts = format!(
+        "BPF saw {} wake-ups ({} voluntary switches in the whole session); the kernel counted {blocks} voluntary switches \
+         in the window; the helper {clean} clean wake-ups (+ {p} with a preemption, {} sleeps that did not block once)",
+        t.wakeup.events, t.voluntary_switches, result.skipped
+    );
+    eprintln!("wake-ups: {counts}");
+    // Reading state S can precede the switch's count by a few instructions: one block may be in
+    // flight at either end, hence the 1.
+    if t.wakeup.events > blocks + 1 || missing > blocks / 100 || blocks + 1 < clean + p {
+        failures.push(counts);
     }
     if report.lost.threads + report.lost.program_runs != 0 {
         failures.push(format!("lost events: {:?}", report.lost));
