@@ -483,3 +483,74 @@ fn a_spec_without_cpus_is_planned_for_this_host() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("planned for this host: the spec declares no CPUs (node.cpus: discovered)"), "{text}");
 }
+
+/// `--usage`: an eNB's threads as `rtslice trace --json` reports them, against their parts under
+/// a fixed split (reclaim: false) and under the default (reclaim): the busy worker is named under
+/// the first, nobody under the second; wrong input is exit 2 with what to do.
+#[test]
+fn usage_sets_each_threads_part_beside_its_use() {
+    let dir = tempfile_dir();
+    let spec = |reclaim: &str| {
+        format!(
+            "apiVersion: rtslice/v1\nnode: {{ cpus: [0, 1], housekeeping: 0 }}\nworkloads:\n  - name: enb\n    demand:\n      \
+             reservation: {{ runtime: 7ms, period: 10ms, count: 1{reclaim} }}\n    threads:\n      \
+             - {{ match: '^TXRX$', policy: fifo, priority: 95 }}\n      - {{ match: '^WORKER', policy: fifo, priority: 90 }}\n      \
+             - {{ match: '^STACK$', policy: fifo, priority: 80 }}\n"
+        )
+    };
+    let fixed = dir.join("enb-fixed.yaml");
+    let pooled = dir.join("enb.yaml");
+    std::fs::write(&fixed, spec(", reclaim: false")).unwrap();
+    std::fs::write(&pooled, spec("")).unwrap();
+    // A report as `rtslice trace --json --by name` writes it: the idle workers merged into one entry.
+    let report = dir.join("enb-trace.json");
+    let thread = |name: &str, pct: f64, n: u32| serde_json::json!({ "tid": 1, "tgid": 1, "name": name, "threads": n, "cpu_pct": pct });
+    let json = serde_json::json!({ "duration_s": 30.0, "threads": [
+        thread("TXRX", 6.0, 1), thread("WORKER0", 12.0, 1), thread("WORKER", 4.0, 2), thread("STACK", 4.0, 1), thread("enb-main", 0.1, 1)
+    ]});
+    std::fs::write(&report, json.to_string()).unwrap();
+    let usage = format!("enb={}", report.display());
+    let run = |spec: &PathBuf, extra: &[&str]| {
+        let mut args = vec!["plan", spec.to_str().unwrap(), "--mechanism", "deadline", "--usage", usage.as_str()];
+        args.extend_from_slice(extra);
+        let out = rtslice(&args);
+        (out.status.code().unwrap(), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+
+    let (code, stdout, stderr) = run(&fixed, &[]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let worker0 = stdout.lines().find(|l| l.trim_start().starts_with("WORKER0")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(worker0.contains("777.8µs every 10ms") && worker0.contains("used 12.0%") && worker0.contains("BELOW ITS USE"), "{worker0}");
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("thread ")).collect();
+    assert_eq!(warnings.len(), 1, "only WORKER0 is below its use: {stderr}");
+    assert!(warnings[0].contains("WORKER0") && warnings[0].contains("leave `reclaim` unset"), "{stderr}");
+    assert!(stdout.contains("enb-main  no rule: no budget bounds it; used 0.1%"), "{stdout}");
+
+    // The default reclaims: the pool split by this use covers every thread.
+    let (code, stdout, stderr) = run(&pooled, &["--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+    let p: Value = serde_json::from_str(&stdout).unwrap();
+    let threads = p["thread_shares"]["enb"]["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 6, "the merged entry counts as its two threads: {threads:#?}");
+    let w0 = threads.iter().find(|t| t["thread"] == "WORKER0").unwrap();
+    assert_eq!((w0["part"]["kind"].as_str(), w0["part"]["by_demand"].as_bool(), w0["short"].as_bool()), (Some("deadline"), Some(true), Some(false)), "{w0}");
+    let total: f64 = threads.iter().filter_map(|t| Some(t["part"]["runtime_ns"].as_f64()? / t["part"]["period_ns"].as_f64()?)).sum();
+    assert!(total <= 0.7 + 1e-9, "the parts never exceed the reservation: {total}");
+
+    // Wrong input: exit 2, saying what to do.
+    let declared = rtslice(&["plan", fixed.to_str().unwrap(), "--usage", usage.as_str()]);
+    assert_eq!(declared.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&declared.stderr).contains("give --mechanism"), "{declared:?}");
+    let (code, _, stderr) = run(&fixed, &["--usage", "vbs=/nonexistent.json"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("cannot read /nonexistent.json"), "{stderr}");
+    std::fs::write(dir.join("other.json"), "{\"threads\": []}").unwrap();
+    let (code, _, stderr) = run(&fixed, &["--usage", &format!("enb={}", dir.join("other.json").display())]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("not a `rtslice trace --json` report"), "{stderr}");
+    let (code, _, stderr) = run(&fixed, &["--usage", &format!("vbs={}", report.display())]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("no admitted workload"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -25,6 +25,8 @@ use crate::cpus::CpuList;
 use crate::error::{HostError, Result};
 use crate::sched::{self, SchedAttr};
 use crate::setup::ThreadRule;
+// The split itself is the planner's (pure), so `plan --usage` shows the parts the agent gives.
+use rtslice_plan::shares::{rescale_down, split_by_demand};
 
 #[derive(Clone, Debug)]
 pub struct CompiledRules {
@@ -70,11 +72,6 @@ impl DemandPool {
     pub fn at_period(&self, part_ns: u64, period_ns: u64) -> u64 {
         rescale_down(part_ns, period_ns, self.period_ns)
     }
-}
-
-/// `ns` every `from_period` as a time every `to_period` (the same bandwidth), rounded down.
-fn rescale_down(ns: u64, to_period: u64, from_period: u64) -> u64 {
-    u64::try_from(u128::from(ns) * u128::from(to_period) / u128::from(from_period.max(1))).unwrap_or(u64::MAX)
 }
 
 /// What a rule asks for one thread.
@@ -203,55 +200,6 @@ impl CompiledRules {
         }
         self.wide.as_ref().map(|w| Wanted { rule: usize::MAX, policy: None, cpus: Some(w.clone()) })
     }
-}
-
-/// The part of a demand pool every thread gets whatever it used: a thread that was idle in the last
-/// window (a worker the pool did not pick) may be the busy one in the next, and must be able to run
-/// until the agent's next re-split.
-pub const DEMAND_FLOOR: f64 = 0.25;
-
-/// Splits `total` ns of runtime over threads that used `demand` ns each in the last window:
-/// [`DEMAND_FLOOR`] of the pool in equal parts, the rest in proportion to demand (equal when nobody
-/// ran), no part above its `caps` entry (what is left over goes to the others, water-filling). Floors
-/// every part to whole ns, so the parts never sum to more than `total`. Pure.
-pub fn split_by_demand(total: u64, caps: &[u64], demand: &[u64]) -> Vec<u64> {
-    let n = demand.len();
-    if n == 0 {
-        return Vec::new();
-    }
-    let cap = |i: usize| caps.get(i).copied().unwrap_or(u64::MAX) as f64;
-    let floor = total as f64 * DEMAND_FLOOR / n as f64;
-    let sum: f64 = demand.iter().map(|&d| d as f64).sum();
-    let weight: Vec<f64> = if sum > 0.0 { demand.iter().map(|&d| d as f64 / sum).collect() } else { vec![1.0 / n as f64; n] };
-    let mut part: Vec<f64> = weight.iter().map(|w| floor + (total as f64 - floor * n as f64) * w).collect();
-    // Water-filling: parts above their cap are cut to it and the surplus goes to the uncapped ones in
-    // proportion to their parts; each round caps at least one more part, so n rounds suffice.
-    for _ in 0..n {
-        let surplus: f64 = part.iter().enumerate().map(|(i, p)| (p - cap(i)).max(0.0)).sum();
-        if surplus <= 0.0 {
-            break;
-        }
-        let open: f64 = part.iter().enumerate().filter(|&(i, &p)| p < cap(i)).map(|(_, p)| p).sum();
-        for (i, p) in part.iter_mut().enumerate() {
-            if *p >= cap(i) {
-                *p = cap(i);
-            } else if open > 0.0 {
-                *p += surplus * *p / open;
-            }
-        }
-        if open <= 0.0 {
-            break;
-        }
-    }
-    let mut out: Vec<u64> = part.iter().enumerate().map(|(i, p)| p.min(cap(i)).max(0.0).floor() as u64).collect();
-    // Float rounding must never grant more than the pool.
-    let mut over = out.iter().sum::<u64>().saturating_sub(total);
-    for x in out.iter_mut().rev() {
-        let cut = over.min(*x);
-        *x -= cut;
-        over -= cut;
-    }
-    out
 }
 
 /// Applies a wanted state to a thread directly (the agent's path; not journaled). Affinity first, so
@@ -399,36 +347,6 @@ mod tests {
     }
 
     #[test]
-    fn a_demand_split_follows_use_and_never_exceeds_the_pool() {
-        // The busy thread gets most; the idle ones keep the floor; the sum stays within the pool.
-        let parts = split_by_demand(900_000, &[1_000_000; 5], &[10, 400, 0, 0, 20]);
-        assert_eq!(parts.len(), 5);
-        assert!(parts.iter().sum::<u64>() <= 900_000);
-        let floor = (900_000.0 * DEMAND_FLOOR / 5.0) as u64;
-        assert!(parts.iter().all(|&p| p >= floor - 1), "{parts:?}");
-        assert!(parts[1] > 600_000, "the busy thread holds most of the pool: {parts:?}");
-        // Nobody ran: equal parts.
-        assert_eq!(split_by_demand(900_000, &[1_000_000; 3], &[0, 0, 0]), vec![300_000; 3]);
-        // A part above the cap (runtime ≤ deadline) is cut and the surplus goes to the others.
-        let capped = split_by_demand(1_800_000, &[1_000_000; 3], &[1000, 1, 1]);
-        assert_eq!(capped[0], 1_000_000, "{capped:?}");
-        assert!(capped.iter().sum::<u64>() <= 1_800_000 && capped.iter().sum::<u64>() > 1_799_990, "{capped:?}");
-        assert!(split_by_demand(5, &[1_000], &[]).is_empty());
-    }
-
-    proptest::proptest! {
-        /// Whatever the demand, the parts never sum to more than the pool and none exceeds the cap.
-        #[test]
-        fn demand_split_stays_within_the_pool(total in 0u64..4_000_000, pairs in proptest::collection::vec((0u64..10_000_000_000, 1u64..2_000_000), 1..16)) {
-            let (demand, caps): (Vec<u64>, Vec<u64>) = pairs.into_iter().unzip();
-            let parts = split_by_demand(total, &caps, &demand);
-            proptest::prop_assert_eq!(parts.len(), demand.len());
-            proptest::prop_assert!(parts.iter().sum::<u64>() <= total);
-            proptest::prop_assert!(parts.iter().zip(&caps).all(|(p, c)| p <= c));
-        }
-    }
-
-    #[test]
     fn reclaiming_rules_pool_their_budgets_by_demand() {
         let dl = |runtime_ns, reclaim| SchedAttr::Deadline { runtime_ns, deadline_ns: 1_000_000, period_ns: 1_000_000, reclaim };
         // srsENB's layout: TXRX, the workers, STACK each a third of 0.9 ms.
@@ -454,6 +372,49 @@ mod tests {
         let b = plain.assign_by_demand(&threads[..4], &demand);
         assert_eq!(b[1].1.policy, Some(dl(100_000, false)));
         assert!(plain.demand_pools(&b).is_empty());
+    }
+
+    /// `rtslice plan --usage` shows the parts the agent gives: the planner's thread_shares, made from
+    /// the kernel plan's rules, equals assign_by_demand, made from the host's, for the same use
+    /// (OAI's layout: a clock thread at a quarter of the TTI, three rules at the TTI, one pool).
+    #[test]
+    fn plan_shows_the_parts_the_agent_gives() {
+        use rtslice_plan::kernel::{KernelThread, KernelWorkload};
+        use rtslice_plan::shares::{thread_shares, Part, ThreadUse};
+        use rtslice_plan::ThreadSched;
+        use std::time::Duration;
+        let layout = [("^ru-thread$", 56_250u64, 250_000u64), ("^fep_processing$", 225_000, 1_000_000), ("^feptx", 225_000, 1_000_000), ("^lte-softmodem$", 225_000, 1_000_000)];
+        let dl = |runtime_ns, period_ns| SchedAttr::Deadline { runtime_ns, deadline_ns: period_ns, period_ns, reclaim: true };
+        let rules = CompiledRules::new(&layout.map(|(p, r, t)| rule(p, Some(dl(r, t)))), None).unwrap();
+        let kernel = KernelWorkload {
+            name: "oai".into(),
+            partition: true,
+            group_budget: None,
+            cfs_quota: None,
+            threads: layout
+                .map(|(p, r, t)| KernelThread {
+                    pattern: p.into(),
+                    sched: ThreadSched::Deadline { runtime: Duration::from_nanos(r), deadline: Duration::from_nanos(t), period: Duration::from_nanos(t) },
+                    flags: vec!["reset_on_fork".into(), "reclaim".into()],
+                    shared: true,
+                })
+                .to_vec(),
+            budget: String::new(),
+        };
+        let names = ["ru-thread", "fep_processing", "feptx_thread", "feptx_ofdm", "lte-softmodem"];
+        let threads: Vec<(i32, String)> = names.iter().enumerate().map(|(i, c)| (i as i32 + 1, c.to_string())).collect();
+        for demand in [[50_000u64, 300_000, 100_000, 20_000, 10_000], [0, 0, 0, 0, 0], [1_000, 700_000, 1_000, 1_000, 1_000]] {
+            let agent = rules.assign_by_demand(&threads, &(1..=5).zip(demand).collect());
+            let used: Vec<ThreadUse> = names.iter().zip(demand).map(|(n, d)| ThreadUse { name: n.to_string(), cpu: d as f64 / 1e6 }).collect();
+            let plan = thread_shares(&kernel, rtslice_plan::Mechanism::Deadline, 1, &used).unwrap();
+            for ((tid, w), p) in agent.iter().zip(&plan.threads) {
+                let (Some(SchedAttr::Deadline { runtime_ns, period_ns, .. }), Part::Deadline { runtime_ns: shown, period_ns: shown_period, by_demand: true }) = (w.policy, &p.part) else {
+                    panic!("{tid}: {w:?} vs {p:?}")
+                };
+                assert_eq!(period_ns, *shown_period, "{tid}");
+                assert!(runtime_ns.abs_diff(*shown) <= 2, "{tid} ({demand:?}): the agent gives {runtime_ns} ns, plan shows {shown}");
+            }
+        }
     }
 
     #[test]

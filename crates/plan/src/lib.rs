@@ -13,6 +13,7 @@ mod defrag;
 mod foreign;
 pub mod kernel;
 mod place;
+pub mod shares;
 mod topo;
 mod sizing;
 mod types;

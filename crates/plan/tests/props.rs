@@ -525,3 +525,57 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// Whatever the demand, the agent's parts never sum to more than the pool and none exceeds the cap.
+    #[test]
+    fn demand_split_stays_within_the_pool(total in 0u64..4_000_000, pairs in proptest::collection::vec((0u64..10_000_000_000, 1u64..2_000_000), 1..16)) {
+        let (demand, caps): (Vec<u64>, Vec<u64>) = pairs.into_iter().unzip();
+        let parts = rtslice_plan::shares::split_by_demand(total, &caps, &demand);
+        prop_assert_eq!(parts.len(), demand.len());
+        prop_assert!(parts.iter().sum::<u64>() <= total);
+        prop_assert!(parts.iter().zip(&caps).all(|(p, c)| p <= c));
+    }
+
+    /// The parts `plan --usage` shows never give a workload's threads more than its rules hold:
+    /// each deadline rule's fixed parts sum to at most its runtime, the reclaiming pool's to at most
+    /// the pool; a thread is short exactly when its part is below its use.
+    #[test]
+    fn thread_parts_never_exceed_the_rules(
+        rules in proptest::collection::vec((100u64..5_000, 1u64..4, any::<bool>()), 1..4),
+        used in proptest::collection::vec((0usize..4, 0.0f64..1.0), 0..12),
+    ) {
+        use rtslice_plan::kernel::{KernelThread, KernelWorkload};
+        use rtslice_plan::shares::{thread_shares, Part, ThreadUse};
+        use rtslice_plan::{Mechanism, ThreadSched};
+        let period_of = |m: u64| Duration::from_millis(m * 5);
+        let threads: Vec<KernelThread> = rules.iter().enumerate().map(|(i, &(rt_us, m, reclaim))| KernelThread {
+            pattern: format!("^r{i}-"),
+            sched: ThreadSched::Deadline { runtime: Duration::from_micros(rt_us), deadline: period_of(m), period: period_of(m) },
+            flags: if reclaim { vec!["reclaim".into()] } else { vec![] },
+            shared: true,
+        }).collect();
+        let k = KernelWorkload { name: "w".into(), partition: true, group_budget: None, cfs_quota: None, threads: threads.clone(), budget: String::new() };
+        let used: Vec<ThreadUse> = used.iter().enumerate().map(|(j, &(r, cpu))| ThreadUse { name: format!("r{r}-{j}"), cpu }).collect();
+        let s = thread_shares(&k, Mechanism::Deadline, 1, &used).unwrap();
+        prop_assert_eq!(s.threads.len(), used.len());
+        let bw = |t: &KernelThread| match t.sched { ThreadSched::Deadline { runtime, period, .. } => runtime.as_secs_f64() / period.as_secs_f64(), _ => 0.0 };
+        let mut pool_holds = 0.0;
+        let mut pool_gets = 0.0;
+        for (i, t) in threads.iter().enumerate() {
+            let pattern = format!("^r{i}-");
+            let mine: Vec<f64> = s.threads.iter().filter(|x| x.rule.as_deref() == Some(pattern.as_str())).filter_map(|x| x.part.share()).collect();
+            if t.flags.is_empty() {
+                prop_assert!(mine.iter().sum::<f64>() <= bw(t) + 1e-9, "rule {} parts {:?} over {}", i, mine, bw(t));
+            } else if !mine.is_empty() {
+                pool_holds += bw(t);
+                pool_gets += mine.iter().sum::<f64>();
+            }
+        }
+        prop_assert!(pool_gets <= pool_holds + 1e-6, "pool parts {} over {}", pool_gets, pool_holds);
+        for t in &s.threads {
+            prop_assert_eq!(t.short, t.part.share().is_some_and(|p| p + 1e-6 < t.used));
+            prop_assert!(!matches!(t.part, Part::Unbounded) || t.rule.is_none());
+        }
+    }
+}

@@ -106,36 +106,35 @@ impl Access {
     /// Whether namespace `ns` may ask for what `w` asks at all (the policy's flags and ceilings),
     /// whatever it holds.
     pub fn check_kind(&self, ns: &str, w: &Workload) -> Result<(), String> {
-        let fix = FIX;
         let Some(a) = self.namespaces.get(ns) else {
             let named: Vec<&str> = self.namespaces.keys().map(String::as_str).collect();
             let which = if named.is_empty() { "no namespace".to_string() } else { format!("only {}", named.join(", ")) };
-            return Err(format!("namespace `{ns}` may not ask for real-time CPUs: the access policy allows {which}; {fix}"));
+            return Err(format!("namespace `{ns}` may not ask for real-time CPUs: the access policy allows {which}; {FIX}"));
         };
         match &w.demand {
-            Some(Demand::Reservation(_)) if !a.reservation => return Err(format!("namespace `{ns}` may not ask for reservations; {fix}")),
-            Some(Demand::Dedicated(_)) if !a.dedicated => return Err(format!("namespace `{ns}` may not ask for dedicated CPUs; {fix}")),
+            Some(Demand::Reservation(_)) if !a.reservation => return Err(format!("namespace `{ns}` may not ask for reservations; {FIX}")),
+            Some(Demand::Dedicated(_)) if !a.dedicated => return Err(format!("namespace `{ns}` may not ask for dedicated CPUs; {FIX}")),
             _ => {}
         }
         for r in &w.threads {
             match r.policy {
                 SchedPolicy::Fifo { priority, .. } | SchedPolicy::Rr { priority, .. } if priority > a.max_priority => {
                     return Err(format!(
-                        "thread rule `{}`: priority {priority} is above namespace `{ns}`'s ceiling of {}; {fix}",
+                        "thread rule `{}`: priority {priority} is above namespace `{ns}`'s ceiling of {}; {FIX}",
                         r.pattern, a.max_priority
                     ))
                 }
                 SchedPolicy::Deadline { .. } if !a.deadline => {
-                    return Err(format!("thread rule `{}`: namespace `{ns}` may not use SCHED_DEADLINE rules; {fix}", r.pattern))
+                    return Err(format!("thread rule `{}`: namespace `{ns}` may not use SCHED_DEADLINE rules; {FIX}", r.pattern))
                 }
                 _ => {}
             }
         }
         if !a.irqs && (!w.irqs.is_empty() || !w.net.is_empty()) {
-            return Err(format!("namespace `{ns}` may not change IRQ affinity or RPS/XPS masks (host-wide); {fix}"));
+            return Err(format!("namespace `{ns}` may not change IRQ affinity or RPS/XPS masks (host-wide); {FIX}"));
         }
         if !a.isolcpus && w.isolation.isolcpus {
-            return Err(format!("namespace `{ns}` may not ask for the kernel's isolated CPUs; {fix}"));
+            return Err(format!("namespace `{ns}` may not ask for the kernel's isolated CPUs; {FIX}"));
         }
         Ok(())
     }

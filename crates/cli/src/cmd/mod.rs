@@ -32,6 +32,7 @@ pub mod model;
 pub mod node_api;
 pub mod noise;
 pub mod plan;
+pub mod plan_usage;
 pub mod profile;
 pub mod remove;
 pub mod reset;

@@ -8,6 +8,7 @@
 //! Exit codes follow the plan printed: 0 all admitted, 1 something rejected, 2 invalid spec or
 //! argument (errors on stderr). Whether this host could apply it does not change the exit code.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -43,6 +44,11 @@ pub struct Args {
     /// node.cpus), the one apply would choose here (with this host's kernel limits)
     #[arg(long, value_name = "MECHANISM")]
     pub mechanism: Option<super::MechanismArg>,
+    /// A workload's measured threads (`rtslice trace --json` of the running stack), to set each
+    /// thread's part of the budget beside its use and warn where it is below (repeatable); needs
+    /// the kernel parameters (--mechanism or --host)
+    #[arg(long, value_name = "WORKLOAD=FILE")]
+    pub usage: Vec<String>,
 }
 
 /// Which node a plan is made for.
@@ -71,6 +77,9 @@ struct PlanOutput<'a> {
     plan: &'a Plan,
     planned_for: PlannedFor,
     this_host: &'a ThisHost,
+    /// `--usage`: per workload, each measured thread's part against its use.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    thread_shares: &'a BTreeMap<String, super::plan_usage::WorkloadShares>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -94,6 +103,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let isolcpus = match args.isolcpus.as_deref().map(parse_cpu_list).transpose() {
         Ok(i) => i,
         Err(e) => return super::invalid(format_args!("--isolcpus: {e}")),
+    };
+    let usage = match args.usage.iter().map(|a| super::plan_usage::read(a)).collect::<Result<Vec<_>, _>>() {
+        Ok(u) => u,
+        Err(e) => return super::invalid(e),
     };
     let mechanism = args.mechanism.map(Mechanism::from);
     let (target, why) = match (&spec.node.cpus, args.host, &online, &isolcpus) {
@@ -139,13 +152,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(h) => h.judge(&plan, target),
         Err(e) => ThisHost::unknown(e.clone()),
     };
+    let shares = if usage.is_empty() {
+        BTreeMap::new()
+    } else {
+        match super::plan_usage::shares(&plan, &usage) {
+            Ok(s) => s,
+            Err(e) => return super::invalid(e),
+        }
+    };
+    let (usage_text, usage_warnings) = super::plan_usage::render(&shares);
     if args.json.json {
-        let out = PlanOutput { plan: &plan, planned_for: PlannedFor { node: target, why }, this_host: &verdict };
+        let out = PlanOutput { plan: &plan, planned_for: PlannedFor { node: target, why }, this_host: &verdict, thread_shares: &shares };
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        print!("{}", render_with(&plan, &why, &verdict));
+        print!("{}{usage_text}", render_with(&plan, &why, &verdict));
     }
-    for w in &plan.warnings {
+    for w in plan.warnings.iter().chain(&usage_warnings) {
         super::warning(w);
     }
     Ok(if plan.rejected.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_REJECTED) })
