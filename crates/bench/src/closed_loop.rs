@@ -3,7 +3,8 @@
 //! the adapting loop) with its telemetry (rtslice-metrics: each workload's CPU use from its cgroup,
 //! the misses it reports on the report channel) read every second and handed to the loop — what
 //! `rtslice daemon` does, without its HTTP API. Its own state directory, so the bench's one-shot
-//! reset never meets it.
+//! reset never meets it. A `via: node` variant deploys its cells the same way, with a spec that
+//! does not adapt: the platform path measured beside one-shot apply.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -250,6 +250,20 @@ pub struct Variant {
     /// allow-list, `none`) and network (`own` namespace, `host`).
     #[serde(default)]
     pub oci: Option<OciVariant>,
+    /// How the cell's spec reaches the kernel: one-shot `apply` (the default), or the node
+    /// service one workload at a time, its agent included — what `rtslice daemon` does, in-process
+    /// (`via: node`), so the two paths can be compared interleaved.
+    #[serde(default)]
+    pub via: Via,
+}
+
+/// The path from a cell's spec to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Via {
+    #[default]
+    Apply,
+    Node,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -235,8 +235,11 @@ struct RunCtx<'a> {
     rec: RunRecord,
     /// Study C's variants: measured workloads run in a runc container with this isolation.
     oci: Option<crate::experiment::OciVariant>,
-    /// The closed-loop strategy's node (workloads deployed through the node service in-process).
+    /// The closed-loop strategy's node, or a `via: node` variant's (workloads deployed through the
+    /// node service in-process).
     closed_loop: Option<crate::closed_loop::ClosedLoop>,
+    /// The variant deploys through the node service instead of one-shot apply.
+    via: crate::experiment::Via,
     /// Why the layout did not fit, when admission refused it (the planner's, or apply's before it
     /// touched anything): the run ends as `Refused`, not `Failed`.
     refused: Option<String>,
@@ -279,7 +282,7 @@ fn run_one(exp: &Experiment, cell: &Cell, seq: usize, repetition: u32, facts: &H
         rec.status = RunStatus::Failed { error: format!("cannot create {}: {e}", dir.display()) };
         return rec;
     }
-    let mut ctx = RunCtx { exp, opt, dir, noise: None, instances: vec![], applied: false, rec, oci: variant.oci.clone(), closed_loop: None, refused: None };
+    let mut ctx = RunCtx { exp, opt, dir, noise: None, instances: vec![], applied: false, rec, oci: variant.oci.clone(), closed_loop: None, via: variant.via, refused: None };
     let outcome = execute(&mut ctx, cell, &layout, facts, &workloads);
     // Before teardown: the workloads' lives (the emulators end with their window), not the reset.
     ctx.rec.stolen = procfs::stolen_between(&steal_at_start, &procfs::stolen_s());
@@ -464,6 +467,19 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
             let cl = crate::closed_loop::ClosedLoop::start(&adapting, &node_dir, &report_socket(&ctx.dir), opts.mechanism)?;
             ctx.rec.notes.push(format!("closed loop: the node service deployed {} workload(s) in {} ms", adapting.workloads.len(), t.elapsed().as_millis()));
             ctx.closed_loop = Some(cl);
+        } else if ctx.via == crate::experiment::Via::Node {
+            // The spec as apply would get it, deployed by the node service one workload at a time
+            // (its journal segments, its agent): the platform path, measured beside apply's.
+            let t = Instant::now();
+            let node_dir = opt.state_dir.with_extension("node");
+            let node = crate::closed_loop::ClosedLoop::start(&spec, &node_dir, &report_socket(&ctx.dir), opts.mechanism).map_err(|e| {
+                if e.contains("did not admit") {
+                    ctx.refused = Some(e.clone());
+                }
+                e
+            })?;
+            ctx.rec.notes.push(format!("via node: the node service deployed {} workload(s) in {} ms", spec.workloads.len(), t.elapsed().as_millis()));
+            ctx.closed_loop = Some(node);
         } else {
         ctx.applied = true;
         let t_apply = Instant::now();
@@ -778,6 +794,8 @@ fn teardown(ctx: &mut RunCtx, errors: &mut Vec<String>) {
     // from live threads; the node only attached them, so undoing it leaves them running).
     if let Some(cl) = ctx.closed_loop.take() {
         match cl.finish() {
+            // A `via: node` cell's node has no loop to report on (its workloads do not adapt).
+            Ok(_) if ctx.via == crate::experiment::Via::Node => {}
             Ok(decisions) => {
                 let grown = decisions.iter().filter(|d| d.contains(": grown ")).count();
                 let shrunk = decisions.iter().filter(|d| d.contains(": shrunk ")).count();
@@ -788,7 +806,7 @@ fn teardown(ctx: &mut RunCtx, errors: &mut Vec<String>) {
                 ));
                 ctx.rec.notes.extend(decisions.into_iter().map(|d| format!("closed loop: {d}")));
             }
-            Err(e) => errors.push(format!("the closed loop's node could not be undone: {e}")),
+            Err(e) => errors.push(format!("the node service's workloads could not be undone: {e}")),
         }
     }
     for r in ctx.instances.iter_mut().rev() {

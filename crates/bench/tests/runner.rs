@@ -102,3 +102,51 @@ fn stopping_keeps_what_was_measured() {
     let back = rtslice_bench::results::Results::load(dir.path()).unwrap();
     assert_eq!(back.runs.len(), r.runs.len());
 }
+
+const VIA: &str = r#"
+apiVersion: rtslice/v1
+kind: Experiment
+name: via
+duration: 1s
+warmup: 500ms
+blocks:
+  - name: sleeper
+    workloads:
+      - name: sleeper
+        command: [sleep, "30"]
+        reservation: 0.2
+        threads:
+          - {match: "^sleep$", slot: 0, policy: fifo, priority: 10}
+    strategies: [reservation]
+    variants:
+      - {name: apply}
+      - {name: node, via: node}
+"#;
+
+/// `via: node`: the same cell deployed by the node service instead of one-shot apply, both runs
+/// measured, each path's state undone after its window (the node's in a directory of its own).
+#[test]
+fn a_via_node_variant_deploys_through_the_node_service() {
+    rtslice_testkit::root_or_skip!();
+    let _lock = rtslice_testkit::KernelLock::acquire();
+    let exp = Experiment::parse(VIA, "via.yaml").unwrap();
+    let (r, dir) = common::run(&exp);
+    assert_eq!(r.runs.len(), 2);
+    for run in &r.runs {
+        assert_eq!(run.status, RunStatus::Ok, "{}: {:?}", run.variant, run.notes);
+        let sleeper = &run.instances[0];
+        let pid = sleeper.pid.unwrap();
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "{}: sleeper {pid} still running", run.variant);
+    }
+    let by = |v: &str| r.runs.iter().find(|x| x.variant == v).unwrap_or_else(|| panic!("no {v} run"));
+    let node = by("node");
+    assert!(node.notes.iter().any(|n| n.starts_with("via node: the node service deployed 1 workload(s)")), "{:?}", node.notes);
+    assert!(node.applied.is_none(), "one-shot apply did not run: {:?}", node.applied);
+    assert!(by("apply").applied.is_some() && !by("apply").notes.iter().any(|n| n.starts_with("via node")));
+    // The node's journal segments are empty after the run: every workload undone.
+    let segments = dir.path().join("state.node").join("node").join("workloads");
+    for seg in std::fs::read_dir(&segments).into_iter().flatten().flatten() {
+        let left = rtslice_host::StateDir::new(seg.path()).load().unwrap_or_else(|e| panic!("{e}"));
+        assert!(left.and_then(|s| s.record).is_none_or(|r| r.workloads.is_empty()), "the node service left {}", seg.path().display());
+    }
+}

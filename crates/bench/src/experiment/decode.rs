@@ -9,7 +9,7 @@ use rtslice_yaml::{index, DocKind, Errors, Node, Reader, Val};
 
 use super::{
     BlockFile, EmulateSpec, ExperimentFile, LoadgenSpec, OciVariant, PingSpec, QuickFile, Role, ScenarioFile, ScenarioSpec,
-    SloSpec, ThreadSlot, Variant, WorkloadSpec,
+    SloSpec, ThreadSlot, Variant, Via, WorkloadSpec,
 };
 
 pub(super) fn experiment_file(text: &str, file: &str) -> Result<ExperimentFile, Errors> {
@@ -266,7 +266,7 @@ fn thread(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<ThreadSlot> {
 }
 
 fn variant(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<Variant> {
-    let m = r.fields(n, p, &["name", "replicas", "args", "oci"])?;
+    let m = r.fields(n, p, &["name", "replicas", "args", "oci", "via"])?;
     let name = m.required(r, "name", "name the variant", string);
     let replicas = m.optional(r, "replicas", |r, n, p| {
         let map = r.map(n, p)?;
@@ -286,5 +286,13 @@ fn variant(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<Variant> {
         let network = o.optional(r, "network", string).unwrap_or_else(|| "host".into());
         Some(OciVariant { seccomp, network })
     });
-    Some(Variant { name: name?, replicas: replicas.unwrap_or_default(), args: args.unwrap_or_default(), oci })
+    let via = m.optional(r, "via", |r, n, p| match string(r, n, p)?.as_str() {
+        "apply" => Some(Via::Apply),
+        "node" => Some(Via::Node),
+        other => {
+            r.err(n, p, &format!("`{other}`: the path to the kernel is `apply` (one-shot, the default) or `node` (the node service, as `rtslice daemon`)"));
+            None
+        }
+    });
+    Some(Variant { name: name?, replicas: replicas.unwrap_or_default(), args: args.unwrap_or_default(), oci, via: via.unwrap_or_default() })
 }
