@@ -472,11 +472,10 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
             // (its journal segments, its agent): the platform path, measured beside apply's.
             let t = Instant::now();
             let node_dir = opt.state_dir.with_extension("node");
-            let node = crate::closed_loop::ClosedLoop::start(&spec, &node_dir, &report_socket(&ctx.dir), opts.mechanism).map_err(|e| {
+            let node = crate::closed_loop::ClosedLoop::start(&spec, &node_dir, &report_socket(&ctx.dir), opts.mechanism).inspect_err(|e| {
                 if e.contains("did not admit") {
                     ctx.refused = Some(e.clone());
                 }
-                e
             })?;
             ctx.rec.notes.push(format!("via node: the node service deployed {} workload(s) in {} ms", spec.workloads.len(), t.elapsed().as_millis()));
             ctx.closed_loop = Some(node);

@@ -290,7 +290,7 @@ fn variant(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<Variant> {
         "apply" => Some(Via::Apply),
         "node" => Some(Via::Node),
         other => {
-            r.err(n, p, &format!("`{other}`: the path to the kernel is `apply` (one-shot, the default) or `node` (the node service, as `rtslice daemon`)"));
+            r.err(n, p, format!("`{other}`: the path to the kernel is `apply` (one-shot, the default) or `node` (the node service, as `rtslice daemon`)"));
             None
         }
     });
