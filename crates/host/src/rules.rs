@@ -26,7 +26,7 @@ use crate::error::{HostError, Result};
 use crate::sched::{self, SchedAttr};
 use crate::setup::ThreadRule;
 // The split itself is the planner's (pure), so `plan --usage` shows the parts the agent gives.
-use rtslice_plan::shares::{rescale_down, split_by_demand};
+use rtslice_plan::shares::{pool_budget, rescale_down, split_by_demand};
 
 #[derive(Clone, Debug)]
 pub struct CompiledRules {
@@ -176,9 +176,7 @@ impl CompiledRules {
                 _ => None,
             })
             .collect();
-        let Some(period_ns) = budgets.iter().map(|&(_, p)| p).max() else { return Vec::new() };
-        // Each rule's budget in the pool's period, rounded down.
-        let runtime_ns = budgets.iter().map(|&(r, p)| rescale_down(r, period_ns, p)).sum();
+        let Some((period_ns, runtime_ns)) = pool_budget(&budgets) else { return Vec::new() };
         vec![DemandPool { period_ns, runtime_ns, members }]
     }
 

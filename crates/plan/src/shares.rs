@@ -68,6 +68,15 @@ pub fn rescale_down(ns: u64, to_period: u64, from_period: u64) -> u64 {
     u64::try_from(u128::from(ns) * u128::from(to_period) / u128::from(from_period.max(1))).unwrap_or(u64::MAX)
 }
 
+/// A demand pool's budget from its rules' `(runtime, period)` in ns: `(period, runtime)`, the
+/// runtimes summed in the longest of their periods, each rounded down (the pool never holds more
+/// bandwidth than its rules). None without rules. The host's `CompiledRules::demand_pools` and
+/// [`thread_shares`] both count the pool so.
+pub fn pool_budget(rules: &[(u64, u64)]) -> Option<(u64, u64)> {
+    let period = rules.iter().map(|&(_, p)| p).max()?;
+    Some((period, rules.iter().map(|&(r, p)| rescale_down(r, period, p)).sum()))
+}
+
 /// One thread as measured (`rtslice trace --json`): its name and the CPU it used, as a fraction of
 /// one CPU averaged over the measurement.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -161,8 +170,8 @@ pub fn thread_shares(k: &KernelWorkload, mech: Mechanism, cpus: usize, used: &[T
         ThreadSched::Deadline { runtime, deadline, period } => (runtime.as_nanos() as u64, deadline.as_nanos() as u64, period.as_nanos() as u64),
         _ => (0, 0, 1),
     };
-    let pool_period = pool_rules.iter().map(|&r| timing(r).2).max().unwrap_or(1);
-    let pool_runtime: u64 = pool_rules.iter().map(|&r| rescale_down(timing(r).0, pool_period, timing(r).2)).sum();
+    let budgets: Vec<(u64, u64)> = pool_rules.iter().map(|&r| (timing(r).0, timing(r).2)).collect();
+    let (pool_period, pool_runtime) = pool_budget(&budgets).unwrap_or((1, 0));
     let members: Vec<usize> = (0..used.len()).filter(|&i| rule_of[i].is_some_and(|r| pool_rules.contains(&r))).collect();
     let caps: Vec<u64> = members.iter().map(|&i| {
         let (_, d, p) = timing(rule_of[i].unwrap_or_default());
