@@ -7,7 +7,10 @@
 #   $K8S_STATE (/var/lib/rtslice-k8s)  etcd data, containerd root, kubelet root, certs, configs
 #   $K8S_RUN   (/run/rtslice-k8s)      sockets, pid files, runc state
 #   $K8S_LOGS  ($CARGO_TARGET_DIR/k8s)  one log per component, kept after the run
-# Every port is unusual (3xxxx) and bound to loopback or the node IP only.
+# Every port is unusual (30xxx-31xxx) and bound to loopback or the node IP only; none lies in the
+# kernel's ephemeral range (ip_local_port_range, 32768-60999 by default), where any outgoing
+# connection of the cluster may hold it as its source port when its server starts (the likeliest
+# reason the extender, then on 38888, was not listening in one CI run: "connection refused").
 # DRA consumable capacity (KEP-5075, alpha in 1.34): rtslice's DRA driver publishes each CPU's
 # real-time bandwidth as a capacity that several claims share (docs/dra.md).
 FEATURE_GATES=DRAConsumableCapacity=true
@@ -18,13 +21,13 @@ K8S_STATE=${RTSLICE_K8S_STATE:-/var/lib/rtslice-k8s}
 K8S_RUN=${RTSLICE_K8S_RUN:-/run/rtslice-k8s}
 K8S_LOGS=${RTSLICE_K8S_LOGS:-${CARGO_TARGET_DIR:-$K8S_REPO/target}/k8s}
 K8S_NODE=${RTSLICE_K8S_NODE:-rtslice-e2e}
-ETCD_PORT=32379
-ETCD_PEER_PORT=32380
-APISERVER_PORT=36443
+ETCD_PORT=31379
+ETCD_PEER_PORT=31380
+APISERVER_PORT=31443
 SCHEDULER_PORT=30259
 KUBELET_PORT=30250
 KUBELET_HEALTHZ_PORT=30248
-EXTENDER_PORT=38888
+EXTENDER_PORT=31888
 KUBECONFIG_FILE=$K8S_STATE/pki/admin.kubeconfig
 CONTAINERD_SOCK=$K8S_RUN/containerd/containerd.sock
 NRI_SOCK=$K8S_RUN/nri/nri.sock

@@ -119,6 +119,13 @@ scenario() {
       --socket "$K8S_RUN/$name.sock" --state-dir "$K8S_STATE/rtslice/$name"
   done
   start extender "$RTSLICE" extender --listen "127.0.0.1:$EXTENDER_PORT" --kubeconfig "$KUBECONFIG_FILE" --access "$K8S_STATE/rtslice/access.yaml"
+  # kube-scheduler treats the extender as not ignorable: if it is not answering, every pod after
+  # this point would fail with "connection refused" and no word of why. Say it here, with its log.
+  if ! wait_for 60 "the extender's /healthz on 127.0.0.1:$EXTENDER_PORT" "$K8S_LOGS/extender.log" \
+      curl -sf --max-time 2 "http://127.0.0.1:$EXTENDER_PORT/healthz"; then
+    fail "scenario: extender" "not answering on 127.0.0.1:$EXTENDER_PORT (alive: $(alive extender && echo yes || echo no)): $(tail -3 "$K8S_LOGS/extender.log" | tr '\n' ' ')"
+    return
+  fi
   ok=1
   for n in "$K8S_NODE" $(seq -f 'inventory-%g' 1 "$SCN_INVENTORY_NODES"); do
     local logn=node-service; [ "$n" = "$K8S_NODE" ] || logn=$n
@@ -148,6 +155,10 @@ scenario() {
     fi
     pending=$name; break
   done
+  if [ ${#placed[@]} -eq 0 ]; then
+    # The real node alone holds two of these pods: none placed is a broken cluster, not a full one.
+    fail "scenario: fill the cluster" "no vBS pod was placed before $pending was refused: $(sched_failed "$pending" | tail -1 | cut -c1-300)"; return
+  fi
   if [ -z "$pending" ]; then
     # Seen once in CI (26 s run, no logs kept): say what the extender and the nodes saw, so the next
     # occurrence explains itself.

@@ -17,6 +17,22 @@ use rtslice_node::{Phase, Service, ServiceOptions, Telemetry, TelemetryOptions};
 /// How often the loop gets a reading (the `adapt.interval` of the workloads decides how often it acts).
 const READ_EVERY: Duration = Duration::from_secs(1);
 
+/// Why a node could not be started for a cell: its admission said no (the cell's layout does not
+/// fit — a result, recorded as refused), or something failed (an error of the run).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("closed loop: the node did not admit every workload: {0}")]
+    Refused(String),
+    #[error("closed loop: {0}")]
+    Failed(String),
+}
+
+impl From<StartError> for String {
+    fn from(e: StartError) -> String {
+        e.to_string()
+    }
+}
+
 pub struct ClosedLoop {
     service: Arc<Mutex<Option<Service>>>,
     stop: Arc<AtomicBool>,
@@ -31,7 +47,7 @@ impl ClosedLoop {
     /// Opens a node in `state_dir`, deploys every workload of `spec` (all must be admitted: a
     /// pending one fails the run with the planner's reason, and the node is reset) and starts the
     /// loop. Workloads that report SLIs send them to `report_socket` (bound here).
-    pub fn start(spec: &rtslice_spec::Spec, state_dir: &Path, report_socket: &Path, mechanism: Option<rtslice_host::Mechanism>) -> Result<ClosedLoop, String> {
+    pub fn start(spec: &rtslice_spec::Spec, state_dir: &Path, report_socket: &Path, mechanism: Option<rtslice_host::Mechanism>) -> Result<ClosedLoop, StartError> {
         let telemetry = Telemetry::start(
             &TelemetryOptions {
                 // The loop needs CPU use and reported misses, not latency histograms: no BPF cost.
@@ -43,7 +59,7 @@ impl ClosedLoop {
             },
             report_socket,
         )
-        .map_err(|e| format!("closed loop: telemetry: {e}"))?;
+        .map_err(|e| StartError::Failed(format!("telemetry: {e}")))?;
         let mut svc = Service::open(ServiceOptions {
             state_dir: state_dir.to_path_buf(),
             node: spec.node.clone(),
@@ -53,19 +69,19 @@ impl ClosedLoop {
             boot_id_file: None,
             access: Default::default(),
         })
-        .map_err(|e| format!("closed loop: cannot open the node in {}: {e}", state_dir.display()))?;
+        .map_err(|e| StartError::Failed(format!("cannot open the node in {}: {e}", state_dir.display())))?;
         let deployed = match svc.deploy(spec) {
             Ok(o) => o,
             Err(e) => {
                 let _ = svc.reset();
-                return Err(format!("closed loop: deploy: {e}"));
+                return Err(StartError::Failed(format!("deploy: {e}")));
             }
         };
         let pending: Vec<String> =
             deployed.iter().filter(|o| o.phase != Phase::Running).map(|o| format!("{}: {}", o.name, o.reason.clone().unwrap_or_default())).collect();
         if !pending.is_empty() {
             let _ = svc.reset();
-            return Err(format!("closed loop: the node did not admit every workload: {}", pending.join("; ")));
+            return Err(StartError::Refused(pending.join("; ")));
         }
         telemetry.sync(&svc);
         let service = Arc::new(Mutex::new(Some(svc)));

@@ -204,6 +204,16 @@ fn report_socket(run_dir: &Path) -> PathBuf {
 
 /// Undoes what the run applied (rtslice-host's reset: the journal in the bench's state dir).
 /// Workloads are the runner's own children and are stopped by it, so they are kept here.
+/// A node that did not admit the cell's workloads is the cell's result (refused, with the
+/// planner's reason); any other failure to start it is an error of the run.
+fn node_refusal(ctx: &mut RunCtx, e: crate::closed_loop::StartError) -> String {
+    let msg = e.to_string();
+    if matches!(e, crate::closed_loop::StartError::Refused(_)) {
+        ctx.refused = Some(msg.clone());
+    }
+    msg
+}
+
 fn reset(opt: &Options, _dir: &Path) -> Result<(), String> {
     let dir = rtslice_host::StateDir::new(&opt.state_dir);
     let opts = rtslice_host::ResetOptions { keep_workloads: true, forget_stale: true, ..Default::default() };
@@ -464,7 +474,7 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
             std::fs::write(&path, &yaml).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
             let t = Instant::now();
             let node_dir = opt.state_dir.with_extension("closed-loop");
-            let cl = crate::closed_loop::ClosedLoop::start(&adapting, &node_dir, &report_socket(&ctx.dir), opts.mechanism)?;
+            let cl = crate::closed_loop::ClosedLoop::start(&adapting, &node_dir, &report_socket(&ctx.dir), opts.mechanism).map_err(|e| node_refusal(ctx, e))?;
             ctx.rec.notes.push(format!("closed loop: the node service deployed {} workload(s) in {} ms", adapting.workloads.len(), t.elapsed().as_millis()));
             ctx.closed_loop = Some(cl);
         } else if ctx.via == crate::experiment::Via::Node {
@@ -472,11 +482,7 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
             // (its journal segments, its agent): the platform path, measured beside apply's.
             let t = Instant::now();
             let node_dir = opt.state_dir.with_extension("node");
-            let node = crate::closed_loop::ClosedLoop::start(&spec, &node_dir, &report_socket(&ctx.dir), opts.mechanism).inspect_err(|e| {
-                if e.contains("did not admit") {
-                    ctx.refused = Some(e.clone());
-                }
-            })?;
+            let node = crate::closed_loop::ClosedLoop::start(&spec, &node_dir, &report_socket(&ctx.dir), opts.mechanism).map_err(|e| node_refusal(ctx, e))?;
             ctx.rec.notes.push(format!("via node: the node service deployed {} workload(s) in {} ms", spec.workloads.len(), t.elapsed().as_millis()));
             ctx.closed_loop = Some(node);
         } else {

@@ -151,3 +151,47 @@ fn a_via_node_variant_deploys_through_the_node_service() {
         assert!(left.and_then(|s| s.record).is_none_or(|r| r.workloads.is_empty()), "the node service left {}", seg.path().display());
     }
 }
+
+const TWO_ON_ONE_CPU: &str = r#"
+apiVersion: rtslice/v1
+node:
+  name: refuses
+  cpus: 0-1
+  housekeeping: 0
+workloads:
+  - name: first
+    launch: {command: [sleep, "30"]}
+    demand:
+      reservation: {runtime: 60ms, period: 100ms, count: 1}
+  - name: second
+    launch: {command: [sleep, "30"]}
+    demand:
+      reservation: {runtime: 60ms, period: 100ms, count: 1}
+"#;
+
+/// A node that admits the first workload and not the second: `ClosedLoop::start` says so as a
+/// refusal (which the runner records as the cell's result, not an error of the run), with the
+/// planner's reason, and undoes the one it had deployed.
+#[test]
+fn a_node_that_does_not_admit_every_workload_is_a_refusal_and_is_undone() {
+    rtslice_testkit::root_or_skip!();
+    let _lock = rtslice_testkit::KernelLock::acquire();
+    let spec = rtslice_spec::parse(TWO_ON_ONE_CPU, "two.yaml").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.node");
+    let r = rtslice_bench::closed_loop::ClosedLoop::start(&spec, &state, &dir.path().join("report.sock"), None);
+    match r {
+        Err(e @ rtslice_bench::closed_loop::StartError::Refused(_)) => {
+            let msg = e.to_string();
+            assert!(msg.contains("second:") && !msg.contains("first:"), "{msg}");
+        }
+        Err(e) => panic!("expected a refusal, got a failure: {e}"),
+        Ok(_) => panic!("two 60% reservations on one CPU were both admitted"),
+    }
+    // Every journal segment of the node is empty: the admitted workload was undone.
+    let segments = state.join("node").join("workloads");
+    for seg in std::fs::read_dir(&segments).into_iter().flatten().flatten() {
+        let left = rtslice_host::StateDir::new(seg.path()).load().unwrap_or_else(|e| panic!("{e}"));
+        assert!(left.and_then(|s| s.record).is_none_or(|r| r.workloads.is_empty()), "the node service left {}", seg.path().display());
+    }
+}
