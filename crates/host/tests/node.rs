@@ -790,35 +790,46 @@ fn irq_and_rps_rules_have_one_holder_and_are_put_back_on_remove() {
     assert_restored(before);
 }
 
-/// A shield through the node: on cgroup v2 the shielded workload's CPUs are its own exclusive
-/// partition (the kernel takes them from every other task); on v1, where a shield moves every other
-/// process of the host, the node refuses it with the reason and changes nothing.
+/// A shield through the node: the shielded workload's CPUs are its own exclusive partition; on v2
+/// the kernel takes them from every other task by itself, on v1 the node moves every other process
+/// of the root cpuset into `system` while the shielded workload is deployed and back when it goes.
 #[test]
-fn a_shield_is_the_workload_s_partition_on_v2_and_refused_on_v1() {
+fn a_shield_is_the_workload_s_partition_and_on_v1_moves_the_others_off_its_cpus() {
     root_or_skip!();
     let Some(fx) = Fixture::start() else { return };
     let (before, dir) = (&fx.before, fx.dir.path());
     let l = layout().unwrap();
     let (node, _) = Node::open(opts(dir)).expect("open the node");
+    skip_unless!(node.base().partitions, rtslice_testkit::skip::PARTITIONS, "{:?}", node.base().warnings);
     let mut s = dedicated(&node, "s", l.dedicated);
     s.workloads[0].partition = false;
     s.workloads[0].shield = true;
+    // A process of the host that is not the node's: where the shield must (not) move it.
+    let bystander = rtslice_testkit::KillOnDrop(std::process::Command::new("sleep").arg("60").spawn().expect("spawn sleep"));
+    let cpuset_of = |pid: u32| read(format!("/proc/{pid}/cpuset"));
+    let was = cpuset_of(bystander.id());
+    node.deploy(&s).expect("deploy a shielded workload");
     if is_v2() {
-        skip_unless!(node.base().partitions, rtslice_testkit::skip::PARTITIONS, "{:?}", node.base().warnings);
-        node.deploy(&s).expect("deploy a shielded workload");
         let group = workload_group("s").cpuset;
         let part = if read(group.join("cpuset.cpus.partition")) == "member" { group.parent().unwrap().to_path_buf() } else { group };
         assert!(matches!(read(part.join("cpuset.cpus.partition")).as_str(), "root" | "isolated"), "{}: a valid partition", part.display());
         assert_eq!(CpuList::parse(&read(part.join("cpuset.cpus.effective"))).unwrap(), cpus(l.dedicated));
-        node.remove(&name("s")).expect("remove s");
     } else {
-        let snap = snapshot();
-        match node.deploy(&s) {
-            Err(HostError::Rejected(why)) => assert!(why.contains("on cgroup v1 a shield"), "{why}"),
-            other => panic!("a shield on v1: expected a refusal, got {:?}", other.map(|r| r.name)),
+        let group = workload_group("s").cpuset;
+        assert_eq!(read(group.join("cpuset.cpu_exclusive")), "1", "the shielded group is exclusive");
+        let system = group.parent().unwrap().join("system");
+        let sys_cpus = CpuList::parse(&read(system.join("cpuset.cpus"))).unwrap();
+        assert!(sys_cpus.intersection(&cpus(l.dedicated)).is_empty(), "system {sys_cpus} keeps off the shielded CPUs {}", l.dedicated);
+        let now = cpuset_of(bystander.id());
+        if was == "/" {
+            assert!(now.ends_with("/system"), "a root-cpuset process moved into system while shielded: {now}");
+        } else {
+            assert_eq!(now, was, "only the root cpuset's processes move");
         }
-        assert_restored(&snap);
     }
+    node.remove(&name("s")).expect("remove s");
+    assert_eq!(cpuset_of(bystander.id()), was, "back where it was once the shield is gone");
+    drop(bystander);
     node.reset().expect("reset");
     assert_restored(before);
 }

@@ -152,7 +152,12 @@ struct Seen {
 }
 
 fn seen(svc: &Service, n: &str) -> Seen {
-    let rec = svc.host().record(&name(n)).unwrap().unwrap_or_else(|| panic!("{n} is deployed"));
+    seen_of(svc, &name(n))
+}
+
+/// [`seen`] of a workload by its full name.
+fn seen_of(svc: &Service, full: &str) -> Seen {
+    let rec = svc.host().record(full).unwrap().unwrap_or_else(|| panic!("{full} is deployed"));
     let pids: Vec<i32> = rec.workloads.iter().flat_map(|w| w.pids.iter().map(|p| p.pid)).collect();
     let mut files = BTreeMap::new();
     for w in &rec.workloads {
@@ -701,4 +706,91 @@ fn threads_born_after_deploy_get_their_rules_from_the_daemon() {
     // removing its partition drove the root domain's total below zero on the 6.12 guests, and
     // every later admission failed with EBUSY.)
     rtslice_testkit::deadline::probe_admission().unwrap_or_else(|e| panic!("after the workload was removed: {e}"));
+}
+
+/// The shipped example files (top level of examples/).
+fn shipped_examples() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut v: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".yaml"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// One engine: every shipped example whose node fits this host goes through the node service one
+/// workload at a time — as the daemon, the API and a pod take them — with its node as declared
+/// (IRQ rules, shields, RPS/XPS and devices included), then each workload is removed again. Around
+/// every deploy and removal the workloads already running keep their PIDs, cgroup files and thread
+/// policies; after the last the host is back to its snapshot. A workload the node does not admit
+/// stays pending with the planner's reason (listed); none may fail. Launch commands become `sleep`
+/// (the examples name programs this host lacks) and each workload's first thread rule names it.
+#[test]
+fn every_shipped_example_that_fits_deploys_through_the_node_one_workload_at_a_time() {
+    root_or_skip!();
+    let Some(f) = fixture() else { return };
+    let online = rtslice_host::facts::online_cpus();
+    let (mut whole, mut pending, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
+    for file in shipped_examples() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(&file);
+        let mut spec = rtslice_spec::parse(&std::fs::read_to_string(&path).unwrap(), &file).unwrap_or_else(|e| panic!("{e}"));
+        if let rtslice_spec::NodeCpus::List(cpus) = &spec.node.cpus {
+            if let Some(missing) = cpus.iter().find(|c| !online.contains(**c)) {
+                skipped.push(format!("{file}: needs CPU {missing}, this host has [{online}]"));
+                continue;
+            }
+        }
+        for w in &mut spec.workloads {
+            w.launch = Some(rtslice_spec::Launch::Command { command: vec!["sleep".into(), marker()], env: Default::default(), cwd: None });
+            if let Some(rule) = w.threads.first_mut() {
+                rule.pattern = "^sleep$".into();
+            }
+        }
+        let state = tempfile::tempdir().unwrap();
+        let _cleanup = reset_on_drop(state.path());
+        let mut svc = Service::open(ServiceOptions { node: spec.node.clone(), ..options(state.path()) }).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let mut running: Vec<String> = Vec::new();
+        for w in &spec.workloads {
+            let others: Vec<Seen> = running.iter().map(|n| seen_of(&svc, n)).collect();
+            let one = rtslice_spec::Spec { workloads: vec![w.clone()], ..spec.clone() };
+            let out = svc.deploy(&one).unwrap_or_else(|e| panic!("{file}: deploy {}: {e}", w.name));
+            match out[0].phase {
+                Phase::Running => {
+                    assert!(alive(seen_of(&svc, &w.name).pids[0]), "{file}: {} runs", w.name);
+                    assert_eq!(others, running.iter().map(|n| seen_of(&svc, n)).collect::<Vec<_>>(), "{file}: deploying {} touched another workload", w.name);
+                    running.push(w.name.clone());
+                }
+                Phase::Pending => {
+                    let why = out[0].reason.clone().unwrap_or_default();
+                    assert!(!why.is_empty(), "{file}: {} pending without a reason", w.name);
+                    // Not admitted (the planner's or the kernel's no, before anything changed) is an
+                    // answer; a step that failed and was rolled back is not.
+                    assert!(!why.starts_with("the host refused it"), "{file}: {} failed through the node: {why}", w.name);
+                    pending.push(format!("{file}: {}: {why}", w.name));
+                }
+                Phase::Exited => panic!("{file}: {} exited at once: {:?}", w.name, svc.get(&w.name)),
+            }
+        }
+        if running.len() == spec.workloads.len() {
+            whole.push(file.clone());
+        }
+        while let Some(n) = running.first().cloned() {
+            running.remove(0);
+            let others: Vec<Seen> = running.iter().map(|n| seen_of(&svc, n)).collect();
+            svc.remove(&n).unwrap_or_else(|e| panic!("{file}: remove {n}: {e}"));
+            assert_eq!(others, running.iter().map(|n| seen_of(&svc, n)).collect::<Vec<_>>(), "{file}: removing {n} touched another workload");
+        }
+        svc.reset().unwrap_or_else(|e| panic!("{file}: reset: {e}"));
+        common::assert_restored(&f.before);
+    }
+    for s in skipped.iter().chain(&pending) {
+        eprintln!("not deployed here: {s}");
+    }
+    eprintln!("every workload deployed through the node, one at a time: {whole:?}");
+    // host-smoke fits every host of two CPUs or more: a reservation on the last CPU, shielded, its
+    // serial and network IRQs steered there — all of it through the node.
+    assert!(whole.iter().any(|n| n == "host-smoke.yaml"), "host-smoke.yaml through the node:\n{pending:#?}");
 }

@@ -377,6 +377,19 @@ impl Node {
         status(&StateDir::new(node_dir(&self.root).join("base")))
     }
 
+    /// Adds `warnings` to a deployed workload's record, where status and the API show them.
+    fn note_warnings(&self, seg: &StateDir, warnings: Vec<String>) {
+        if warnings.is_empty() {
+            return;
+        }
+        if let Ok(Some(mut state)) = seg.load() {
+            if let Some(rec) = state.record.as_mut() {
+                rec.warnings.extend(warnings);
+                let _ = seg.save(&state);
+            }
+        }
+    }
+
     /// Deploys one workload as its own transaction. `setup` holds exactly one workload and its IRQ and
     /// network rules (files no other workload holds). On failure that workload's changes are rolled
     /// back and no other workload is touched.
@@ -401,6 +414,7 @@ impl Node {
         match result {
             Ok(rec) => {
                 let _ = std::fs::remove_file(seg.path.join(INTENT));
+                self.note_warnings(&seg, self.sync_shield());
                 Ok(rec)
             }
             Err((step, err)) => {
@@ -530,6 +544,7 @@ impl Node {
             });
         }
         std::fs::remove_dir_all(&seg.path).map_err(|e| HostError::State { path: seg.path.clone(), reason: e.to_string() })?;
+        self.sync_shield();
         Ok(Removed { undone, terminated: ctx.terminated, killed: ctx.killed })
     }
 
@@ -595,6 +610,7 @@ impl Node {
                 seg.save(&state)?;
                 self.refresh_system();
                 self.hcbs_settle_root();
+                self.note_warnings(&seg, self.sync_shield());
                 Ok(rec)
             }
             Err((step, err)) => {
@@ -714,6 +730,7 @@ impl Node {
             }
         }
         self.refresh_system();
+        opened.recovered.extend(self.sync_shield());
         for name in self.names() {
             // A resize that finished just before a crash may not have compacted its journal.
             let seg = self.segment(&name);

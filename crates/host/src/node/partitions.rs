@@ -34,6 +34,37 @@ impl Node {
         fsio::write(&file, &rest.to_string())
     }
 
+    /// v1 shields: while a deployed workload is shielded, every user process of the root cpuset lives
+    /// in `system` (the CPUs no partition holds, so none of the shielded ones); with none, `system`'s
+    /// processes go back to the root. Derived from the deployed workloads after every operation and
+    /// recovery, not journaled per workload: two shields removed in either order must leave the
+    /// processes where the remaining one needs them. The base's undo (removing `system`) puts every
+    /// process back into the root too. Returns what could not move (pinned tasks), as warnings.
+    pub(super) fn sync_shield(&self) -> Vec<String> {
+        let Backend::V1 { cpuset: root, .. } = &self.facts.backend else { return Vec::new() };
+        if !self.base.partitions {
+            return Vec::new();
+        }
+        let shielded = self.records().is_ok_and(|recs| recs.iter().any(|r| r.setup.workloads.iter().any(|w| w.shield)));
+        let system = self.facts.backend.group("system").cpuset;
+        let (from, to) = if shielded { (root.clone(), system) } else { (system, root.clone()) };
+        let mut stuck = 0;
+        for pid in crate::cgroup::read_pids(&from.join("cgroup.procs")) {
+            if rtslice_sys::procfs::is_kernel_thread(pid) {
+                continue;
+            }
+            // A process that exited between the read and the write is not stuck.
+            if fsio::write(to.join("cgroup.procs"), &pid.to_string()).is_err() && Path::new(&format!("/proc/{pid}")).exists() {
+                stuck += 1;
+            }
+        }
+        match (stuck, shielded) {
+            (0, _) => Vec::new(),
+            (n, true) => vec![format!("shield: {n} process(es) could not leave the root cpuset (pinned by their owner?) and may still run on the shielded CPUs")],
+            (n, false) => vec![format!("shield: {n} process(es) could not go back from {} to the root cpuset", from.display())],
+        }
+    }
+
     /// Removes shared partitions no workload is in any more, then gives `system` back what no
     /// partition holds (after every remove, failed operation and recovery).
     pub(super) fn refresh_system(&self) {

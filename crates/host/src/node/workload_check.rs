@@ -11,17 +11,8 @@ impl Node {
             return Err(rejected(format!("a node operation takes one workload, not {}", setup.workloads.len())));
         }
         let ws = &setup.workloads[0];
-        // On cgroup v2 a shielded workload's CPUs are an exclusive partition (prepare), which the
-        // kernel takes from every other task: that is the shield, per workload. On v1 it is every
-        // other process moved into `system`, a node-wide move the node does not make.
-        if ws.shield && self.facts.backend.is_v1() {
-            return Err(rejected(format!(
-                "workload {}: on cgroup v1 a shield moves every other process of the host, which the node service does not \
-                 do per workload; use dedicated CPUs (an exclusive partition) instead, or cgroup v2, where a shield is the \
-                 workload's partition",
-                ws.name
-            )));
-        }
+        // A shield is the workload's exclusive partition; on v1 the node also moves every other
+        // process into `system` while any shielded workload is deployed (`sync_shield`).
         if ws.cache.is_some() {
             // Narrowing the default resctrl group is node-wide, and one segment per workload would
             // each journal a different "previous" mask: removed out of order they would restore
@@ -116,7 +107,7 @@ impl Node {
         // on v1 the workload's own group is its partition; on v2 every partition is a directory at
         // the root (its parent must be a partition root: cgroup::V2_PARTITION_PREFIX) holding the
         // workload's group as a member, and a dedicated workload is alone in its own.
-        // A shield (v2 only: `single`) is dedicated CPUs: a partition of its own.
+        // A shield is dedicated CPUs: a partition of its own.
         let shareable = p.partition && !p.ws.partition && !p.ws.shield;
         let in_partition_dir = p.partition && self.base.partitions && (v2 || shareable);
         if in_partition_dir {
