@@ -27,12 +27,6 @@ pub enum StartError {
     Failed(String),
 }
 
-impl From<StartError> for String {
-    fn from(e: StartError) -> String {
-        e.to_string()
-    }
-}
-
 pub struct ClosedLoop {
     service: Arc<Mutex<Option<Service>>>,
     stop: Arc<AtomicBool>,

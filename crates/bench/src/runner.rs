@@ -202,8 +202,6 @@ fn report_socket(run_dir: &Path) -> PathBuf {
     run_dir.join("report.sock")
 }
 
-/// Undoes what the run applied (rtslice-host's reset: the journal in the bench's state dir).
-/// Workloads are the runner's own children and are stopped by it, so they are kept here.
 /// A node that did not admit the cell's workloads is the cell's result (refused, with the
 /// planner's reason); any other failure to start it is an error of the run.
 fn node_refusal(ctx: &mut RunCtx, e: crate::closed_loop::StartError) -> String {
@@ -214,6 +212,8 @@ fn node_refusal(ctx: &mut RunCtx, e: crate::closed_loop::StartError) -> String {
     msg
 }
 
+/// Undoes what the run applied (rtslice-host's reset: the journal in the bench's state dir).
+/// Workloads are the runner's own children and are stopped by it, so they are kept here.
 fn reset(opt: &Options, _dir: &Path) -> Result<(), String> {
     let dir = rtslice_host::StateDir::new(&opt.state_dir);
     let opts = rtslice_host::ResetOptions { keep_workloads: true, forget_stale: true, ..Default::default() };

@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 
 use common::*;
 use rtslice_host::Mechanism;
@@ -14,7 +13,7 @@ use rtslice_spec::{Demand, Launch, NodeCpus};
 use rtslice_testkit::{root_or_skip, skip, KernelLock};
 
 fn example(name: &str) -> rtslice_spec::Spec {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(name);
+    let path = examples_dir().join(name);
     let text = std::fs::read_to_string(&path).unwrap();
     rtslice_spec::parse(&text, &path.display().to_string()).unwrap()
 }
@@ -300,18 +299,6 @@ fn every_shipped_example_that_fits_applies_resets_and_rolls_back_at_every_step()
     }
 }
 
-/// The shipped example files (top level of examples/).
-fn shipped_examples() -> Vec<String> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples");
-    let mut v: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".yaml"))
-        .collect();
-    v.sort();
-    v
-}
 
 /// plan == apply on this host: for every shipped example that fits here, under each mechanism the
 /// host has, the kernel parameters `rtslice plan` prints (Plan::kernel) are what apply wrote — read

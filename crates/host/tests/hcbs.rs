@@ -345,16 +345,9 @@ fn plan_prints_exactly_the_cpu_rt_max_values_apply_writes() {
     let _lock = KernelLock::acquire();
     let online: Vec<u32> = rtslice_host::facts::online_cpus().iter().collect();
     let facts = rtslice_plan::NodeFacts { online, ..Default::default() };
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".yaml"))
-        .collect();
-    names.sort();
+    let dir = examples_dir();
     let mut compared = 0;
-    for name in names {
+    for name in shipped_examples() {
         let path = dir.join(&name);
         let mut spec = rtslice_spec::parse(&std::fs::read_to_string(&path).unwrap(), &path.display().to_string()).unwrap();
         // The examples launch programs this host may lack: `sleep` runs instead, under the first rule.

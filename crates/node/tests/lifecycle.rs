@@ -708,18 +708,6 @@ fn threads_born_after_deploy_get_their_rules_from_the_daemon() {
     rtslice_testkit::deadline::probe_admission().unwrap_or_else(|e| panic!("after the workload was removed: {e}"));
 }
 
-/// The shipped example files (top level of examples/).
-fn shipped_examples() -> Vec<String> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
-    let mut v: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".yaml"))
-        .collect();
-    v.sort();
-    v
-}
 
 /// One engine: every shipped example whose node fits this host goes through the node service one
 /// workload at a time — as the daemon, the API and a pod take them — with its node as declared
@@ -734,8 +722,8 @@ fn every_shipped_example_that_fits_deploys_through_the_node_one_workload_at_a_ti
     let Some(f) = fixture() else { return };
     let online = rtslice_host::facts::online_cpus();
     let (mut whole, mut pending, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
-    for file in shipped_examples() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(&file);
+    for file in common::shipped_examples() {
+        let path = common::examples_dir().join(&file);
         let mut spec = rtslice_spec::parse(&std::fs::read_to_string(&path).unwrap(), &file).unwrap_or_else(|e| panic!("{e}"));
         if let rtslice_spec::NodeCpus::List(cpus) = &spec.node.cpus {
             if let Some(missing) = cpus.iter().find(|c| !online.contains(**c)) {

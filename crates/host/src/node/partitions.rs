@@ -49,12 +49,13 @@ impl Node {
         let system = self.facts.backend.group("system").cpuset;
         let (from, to) = if shielded { (root.clone(), system) } else { (system, root.clone()) };
         let mut stuck = 0;
-        for pid in crate::cgroup::read_pids(&from.join("cgroup.procs")) {
-            if rtslice_sys::procfs::is_kernel_thread(pid) {
-                continue;
-            }
+        let procs = crate::cgroup::read_pids(&from.join("cgroup.procs"))
+            .into_iter()
+            .filter(|&pid| !rtslice_sys::procfs::is_kernel_thread(pid))
+            .filter_map(ProcRef::of);
+        for p in procs {
             // A process that exited between the read and the write is not stuck.
-            if fsio::write(to.join("cgroup.procs"), &pid.to_string()).is_err() && Path::new(&format!("/proc/{pid}")).exists() {
+            if fsio::write(to.join("cgroup.procs"), &p.pid.to_string()).is_err() && p.alive() {
                 stuck += 1;
             }
         }

@@ -383,3 +383,20 @@ pub fn reset_on_drop(path: &Path) -> OnDrop<Box<dyn FnOnce()>> {
         }
     }))
 }
+
+/// The shipped example files (the top level of examples/), sorted.
+pub fn shipped_examples() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(examples_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".yaml"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The repository's examples/ directory.
+pub fn examples_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
