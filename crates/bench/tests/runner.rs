@@ -103,6 +103,15 @@ fn stopping_keeps_what_was_measured() {
     assert_eq!(back.runs.len(), r.runs.len());
 }
 
+/// Every journal segment of the node in `state` holds no workload.
+fn assert_node_left_nothing(state: &std::path::Path) {
+    let segments = state.join("node").join("workloads");
+    for seg in std::fs::read_dir(&segments).into_iter().flatten().flatten() {
+        let left = rtslice_host::StateDir::new(seg.path()).load().unwrap_or_else(|e| panic!("{e}"));
+        assert!(left.and_then(|s| s.record).is_none_or(|r| r.workloads.is_empty()), "the node service left {}", seg.path().display());
+    }
+}
+
 const VIA: &str = r#"
 apiVersion: rtslice/v1
 kind: Experiment
@@ -145,11 +154,7 @@ fn a_via_node_variant_deploys_through_the_node_service() {
     assert!(node.applied.is_none(), "one-shot apply did not run: {:?}", node.applied);
     assert!(by("apply").applied.is_some() && !by("apply").notes.iter().any(|n| n.starts_with("via node")));
     // The node's journal segments are empty after the run: every workload undone.
-    let segments = dir.path().join("state.node").join("node").join("workloads");
-    for seg in std::fs::read_dir(&segments).into_iter().flatten().flatten() {
-        let left = rtslice_host::StateDir::new(seg.path()).load().unwrap_or_else(|e| panic!("{e}"));
-        assert!(left.and_then(|s| s.record).is_none_or(|r| r.workloads.is_empty()), "the node service left {}", seg.path().display());
-    }
+    assert_node_left_nothing(&dir.path().join("state.node"));
 }
 
 const TWO_ON_ONE_CPU: &str = r#"
@@ -189,9 +194,5 @@ fn a_node_that_does_not_admit_every_workload_is_a_refusal_and_is_undone() {
         Ok(_) => panic!("two 60% reservations on one CPU were both admitted"),
     }
     // Every journal segment of the node is empty: the admitted workload was undone.
-    let segments = state.join("node").join("workloads");
-    for seg in std::fs::read_dir(&segments).into_iter().flatten().flatten() {
-        let left = rtslice_host::StateDir::new(seg.path()).load().unwrap_or_else(|e| panic!("{e}"));
-        assert!(left.and_then(|s| s.record).is_none_or(|r| r.workloads.is_empty()), "the node service left {}", seg.path().display());
-    }
+    assert_node_left_nothing(&state);
 }
