@@ -34,6 +34,17 @@ if [ -f "$R/script.sh" ]; then
   say "script exited with $?"; echo done >"$R/done"; exit 0
 fi
 per_test_timeout=${RTSLICE_KERNELS_TEST_TIMEOUT:-300}
+# What a test that is about to time out waits on, for its log: each user thread's state, wait channel
+# and kernel stack, and the kernel state rtslice's tests leave when a reset could not finish.
+hung_state() {
+  echo "== rtslice-kernels: timing out; user threads (pid/tid comm state wchan: kernel stack)"
+  for d in /proc/[0-9]*/task/[0-9]*; do
+    [ -s "${d%/task/*}/cmdline" ] || continue
+    echo "$d $(cat "$d/comm" 2>/dev/null) $(cut -d' ' -f3 "$d/stat" 2>/dev/null) $(cat "$d/wchan" 2>/dev/null): $(head -4 "$d/stack" 2>/dev/null | tr '\n' ' ')"
+  done
+  echo "== root cpu.rt.max: $(cat /sys/fs/cgroup/cpu.rt.max 2>/dev/null); $(grep dying /sys/fs/cgroup/cgroup.stat 2>/dev/null | tr '\n' ' ')"
+  find /sys/fs/cgroup -maxdepth 3 -type d -name '*rtslice*' 2>/dev/null
+}
 # RTSLICE_KERNELS_TESTS on the host, or the guest's `tests` line in matrix.conf: only the tests whose
 # id matches this extended regex.
 filter=$(cat "$R/tests.filter" 2>/dev/null)
@@ -54,8 +65,15 @@ while read -r label bin kind; do
     log="$R/logs/$(echo "$id" | tr -c 'A-Za-z0-9_.-' '_').log"
     say "start $id"
     t0=$(date +%s)
-    timeout -k 10 "$per_test_timeout" "$bin" --exact "$t" --nocapture --test-threads=1 >"$log" 2>&1
+    timeout -k 10 "$per_test_timeout" "$bin" --exact "$t" --nocapture --test-threads=1 >"$log" 2>&1 &
+    tpid=$!
+    # A test about to be killed for time leaves what it waits on: a hang with no output said nothing.
+    ( sleep $((per_test_timeout - 3)) && kill -0 "$tpid" 2>/dev/null && hung_state >>"$log" 2>&1 ) 2>/dev/null &
+    watchdog=$!
+    wait "$tpid"
     rc=$?
+    # Its `sleep` too: the tests launch `sleep` workloads and look for leftovers.
+    pkill -P "$watchdog" 2>/dev/null; kill "$watchdog" 2>/dev/null; wait "$watchdog" 2>/dev/null
     secs=$(( $(date +%s) - t0 ))
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then st=TIMEOUT
     elif [ $rc -ne 0 ]; then st=FAILED

@@ -125,6 +125,8 @@ pub fn snapshot() -> BTreeMap<String, String> {
         "/sys/fs/cgroup/cpu/cpu.rt_period_us",
         "/proc/sys/kernel/sched_rt_runtime_us",
         "/sys/fs/cgroup/cgroup.subtree_control",
+        // HCBS: the root group's budget, which apply raises and reset gives back.
+        "/sys/fs/cgroup/cpu.rt.max",
         "/sys/fs/cgroup/cpuset.cpus.effective",
         "/sys/fs/cgroup/cpuset.cpus.isolated",
         "/sys/kernel/debug/sched/features",
