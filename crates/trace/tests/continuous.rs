@@ -23,11 +23,9 @@ fn window() {
     std::thread::sleep(Duration::from_millis(rtslice_testkit::timing_bound("trace window ms", 1000.0, 10000.0) as u64));
 }
 
-/// The task clock the kernel has charged `pid` so far (its sum_exec_runtime, ns): the first field of
-/// /proc/<pid>/schedstat.
+/// The task clock the kernel has charged thread `pid` so far (its sum_exec_runtime, ns).
 fn charged_ns(pid: u32) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).unwrap_or_else(|e| panic!("/proc/{pid}/schedstat: {e}"));
-    text.split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("/proc/{pid}/schedstat: {text}"))
+    rtslice_sys::procfs::schedstat(pid, pid).map(|s| s.oncpu_ns).unwrap_or_else(|| panic!("thread {pid} is gone"))
 }
 
 fn thread(read: &[ThreadCounts], tid: u32) -> Option<&ThreadCounts> {
