@@ -6,6 +6,7 @@
 //! Each group with a grant or a ceiling holds one class of service (CLOSID); the default group holds
 //! CLOSID 0. docs/plan.md explains the output.
 
+pub use rtslice_spec::contiguous;
 use rtslice_spec::{format_cpu_list, CacheRequest, NodeCache, Workload};
 use serde::{Deserialize, Serialize};
 
@@ -129,13 +130,6 @@ fn run(lo: u32, n: u32) -> u64 {
     }
 }
 
-/// True when `m`'s set bits form one run (Intel CAT's rule); the empty mask is not a valid CBM.
-pub fn contiguous(m: u64) -> bool {
-    m != 0 && {
-        let shifted = m >> m.trailing_zeros();
-        shifted & (shifted.wrapping_add(1)) == 0
-    }
-}
 
 impl CacheState {
     /// The node's cache with its domains resolved: none declared means one L3 (id 0) for every CPU.
@@ -192,10 +186,19 @@ impl CacheState {
                 format_cpu_list(cpus)
             ));
         }
-        let ways = match w.cache {
+        let ways = match &w.cache {
             None => 0,
-            Some(CacheRequest::Ways(n)) => n,
+            Some(CacheRequest::Ways(n)) => *n,
             Some(CacheRequest::Share(s)) => ((s * node.ways as f64 - 1e-9).ceil().max(0.0) as u32).max(node.min_ways),
+            Some(CacheRequest::Masks(given)) => {
+                let masks = self.given_masks(given, &domains)?;
+                let ways = masks.iter().map(|&(_, m)| popcount(m)).max().unwrap_or(0);
+                for (d, m) in masks {
+                    self.held[d].push((i, m));
+                }
+                self.grants.push((i, Grant { name: w.name.clone(), ways, domains, mba }));
+                return Ok(());
+            }
         };
         let mut masks = Vec::new();
         if ways > 0 {
@@ -238,6 +241,42 @@ impl CacheState {
         }
         self.grants.push((i, Grant { name: w.name.clone(), ways, domains, mba }));
         Ok(())
+    }
+
+    /// Exact masks (`CacheRequest::Masks`) checked against what is held: one per L3 the CPUs touch,
+    /// inside the ways, none shareable or held, the default group left one run of `min_ways` or more.
+    fn given_masks(&self, given: &std::collections::BTreeMap<u32, u64>, domains: &[usize]) -> Result<Vec<(usize, u64)>, String> {
+        let node = &self.node;
+        let ids: Vec<u32> = domains.iter().map(|&d| node.domains[d].id).collect();
+        if let Some(id) = given.keys().find(|id| !ids.contains(id)) {
+            return Err(format!("gives a cache mask for L3 {id}, which its CPUs do not use (their L3s: {ids:?}); give one mask per L3 of its CPUs"));
+        }
+        let mut out = Vec::new();
+        for &d in domains {
+            let id = node.domains[d].id;
+            let Some(&m) = given.get(&id) else {
+                return Err(format!("gives no cache mask for L3 {id}, which its CPUs use; add `{id}: <mask>` to cache.masks"));
+            };
+            let rest = self.default_mask(d) & !m;
+            let problem = if !contiguous(m) || m & !node.full_mask() != 0 {
+                Some(format!("is not one run of set bits inside the {} ways ({:x})", node.ways, node.full_mask()))
+            } else if popcount(m) < node.min_ways {
+                Some(format!("holds fewer than the {} ways a group needs (min_cbm_bits)", node.min_ways))
+            } else if m & node.shareable_mask != 0 {
+                Some(format!("takes shareable ways {:x}, which are never granted exclusively", m & node.shareable_mask))
+            } else if m & self.used(d) != 0 {
+                Some(format!("overlaps ways reserved already{}", self.holders(d)))
+            } else if !contiguous(rest) || popcount(rest) < node.min_ways {
+                Some(format!("would leave the default group {rest:x}, not one run of at least {} way(s)", node.min_ways))
+            } else {
+                None
+            };
+            if let Some(p) = problem {
+                return Err(format!("asks for ways {m:x} of L3 {id}, which {p}; ask for other ways, or for `ways: N` and let the planner place them"));
+            }
+            out.push((d, m));
+        }
+        Ok(out)
     }
 
     fn holders(&self, d: usize) -> String {
@@ -391,6 +430,27 @@ mod tests {
         assert_eq!(got.memory_bandwidth_percent, Some(40));
         assert!(got.shared);
         assert_eq!(got.schemata(), "L3:0=fff\nMB:0=40");
+    }
+
+    #[test]
+    fn exact_masks_are_held_as_given_or_refused_with_the_reason() {
+        let mut st = CacheState::new(node(11, 1, 0x600), &[0, 1]);
+        st.admit(0, &asks("a", 4), &[0]).unwrap();
+        assert_eq!(st.workload(0).unwrap().l3[0].mask, 0xf, "below the shareable ways, a's 4 go to the bottom");
+        let masks = |m: u64| Workload { name: "b".into(), cache: Some(CacheRequest::Masks([(0, m)].into())), ..Workload::default() };
+        let e = st.admit(1, &masks(0x3c), &[0]).unwrap_err();
+        assert!(e.contains("overlaps ways reserved already (a holds f)"), "{e}");
+        let e = st.admit(1, &masks(0x5), &[0]).unwrap_err();
+        assert!(e.contains("not one run"), "{e}");
+        let e = st.admit(1, &masks(0x600), &[0]).unwrap_err();
+        assert!(e.contains("shareable ways 600"), "{e}");
+        let e = st.admit(1, &masks(0x40), &[0]).unwrap_err();
+        assert!(e.contains("would leave the default group 7b0"), "{e}");
+        let b = Workload { name: "b".into(), cache: Some(CacheRequest::Masks([(0, 0x30), (1, 0x30)].into())), ..Workload::default() };
+        assert!(st.admit(1, &b, &[0]).unwrap_err().contains("L3 1, which its CPUs do not use"));
+        st.admit(1, &masks(0x30), &[0]).unwrap();
+        assert_eq!((st.workload(1).unwrap().l3[0].mask, st.workload(1).unwrap().ways), (0x30, 2));
+        assert_eq!(st.plan().domains[0].default_mask, 0x7c0);
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub const DEFAULT_MBA_MIN: u32 = 10;
 pub const DEFAULT_MBA_GRANULARITY: u32 = 10;
 
 /// How much of the last-level cache a workload asks for, in each cache domain its CPUs touch.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum CacheRequest {
@@ -23,6 +23,19 @@ pub enum CacheRequest {
     Ways(u32),
     /// This fraction of the node's ways (`25%`), rounded up to whole ways and at least `minWays`.
     Share(f64),
+    /// Exactly these ways: one capacity bitmask per L3 id (`masks: {0: f0, 1: f0}`), as resctrl's
+    /// `schemata` lists them; every L3 the workload's CPUs touch needs one. The node service pins a
+    /// running workload's ways this way, so admitting another never moves them.
+    Masks(std::collections::BTreeMap<u32, u64>),
+}
+
+/// True when `m`'s set bits form one run (Intel CAT's rule for a capacity bitmask); the empty mask
+/// is not a valid one.
+pub fn contiguous(m: u64) -> bool {
+    m != 0 && {
+        let shifted = m >> m.trailing_zeros();
+        shifted & (shifted.wrapping_add(1)) == 0
+    }
 }
 
 /// The node's L3 cache as resctrl exposes it. Absent from a spec: discovered from

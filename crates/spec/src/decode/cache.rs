@@ -92,16 +92,21 @@ fn hex_mask(cx: &mut Reader, n: &yaml::Node, path: &str) -> Option<u64> {
     }
 }
 
-/// A workload's `cache`: `{ways: 4}` or `{share: 25%}`.
+/// A workload's `cache`: `{ways: 4}`, `{share: 25%}` or `{masks: {0: f0}}`.
 pub(super) fn cache_request(cx: &mut Reader, n: &yaml::Node, path: &str, node: Option<&NodeCache>) -> Option<CacheRequest> {
-    let f = cx.fields(n, path, &["ways", "share"])?;
+    let f = cx.fields(n, path, &["ways", "share", "masks"])?;
+    let given: Vec<&str> = ["ways", "share", "masks"].into_iter().filter(|k| f.get(k).is_some()).collect();
+    if given.len() > 1 {
+        cx.err(n, path, format!("give one of `ways`, `share` or `masks`, not {}", given.join(" and ")));
+        return None;
+    }
+    if let Some(v) = f.get("masks") {
+        return cache_masks(cx, v, &f.path_of("masks"), node);
+    }
     match (f.get("ways"), f.get("share")) {
-        (Some(_), Some(_)) => {
-            cx.err(n, path, "give `ways` or `share`, not both");
-            None
-        }
+        (Some(_), Some(_)) => None,
         (None, None) => {
-            cx.err(n, path, "give `ways: N` (ways of the L3) or `share: P%` (of the L3's ways)");
+            cx.err(n, path, "give `ways: N` (ways of the L3), `share: P%` (of the L3's ways) or `masks: {0: f0}` (the ways of each L3)");
             None
         }
         (Some(v), None) => {
@@ -128,6 +133,44 @@ pub(super) fn cache_request(cx: &mut Reader, n: &yaml::Node, path: &str, node: O
             Some(CacheRequest::Share(share))
         }
     }
+}
+
+/// `masks`: one contiguous capacity bitmask per L3 id, inside the node's ways when `node.cache` says them.
+fn cache_masks(cx: &mut Reader, n: &yaml::Node, path: &str, node: Option<&NodeCache>) -> Option<CacheRequest> {
+    let Some(entries) = n.as_map() else {
+        cx.err(n, path, format!("expected a map of L3 id to bitmask (`{{0: f0}}`), found {}", n.kind()));
+        return None;
+    };
+    if entries.is_empty() {
+        cx.err(n, path, "give the mask of at least one L3 (`{0: f0}`)");
+        return None;
+    }
+    let before = cx.error_count();
+    let mut out = std::collections::BTreeMap::new();
+    for (k, v) in entries {
+        let text = k.scalar_text().unwrap_or_default();
+        let p = join(path, &text);
+        let Ok(id) = text.trim().parse::<u32>() else {
+            cx.err(k, &p, format!("`{text}` is not an L3 id (the `0` of `L3:0=f0` in schemata)"));
+            continue;
+        };
+        let Some(mask) = hex_mask(cx, v, &p) else { continue };
+        if !crate::contiguous(mask) {
+            cx.err(v, &p, format!("{mask:#x} is not one run of set bits; Intel CAT takes only contiguous masks"));
+            continue;
+        }
+        if let Some(c) = node {
+            if mask & !c.full_mask() != 0 {
+                cx.err(v, &p, format!("{mask:#x} has bits outside the {} ways (mask {:#x})", c.ways, c.full_mask()));
+            } else if mask.count_ones() < c.min_ways {
+                cx.err(v, &p, format!("the L3 allocates at least {} ways per group (node.cache.minWays)", c.min_ways));
+            } else if !c.domains.is_empty() && !c.domains.iter().any(|d| d.id == id) {
+                cx.err(n, &p, format!("L3 {id} is not in node.cache.domains"));
+            }
+        }
+        out.insert(id, mask);
+    }
+    (cx.error_count() == before).then_some(CacheRequest::Masks(out))
 }
 
 /// `memoryBandwidth`: a ceiling as a fraction of the memory link (resctrl MBA's percent).
