@@ -62,6 +62,7 @@ impl ClosedLoop {
             launch_env: Vec::new(),
             boot_id_file: None,
             access: Default::default(),
+            resctrl: None,
         })
         .map_err(|e| StartError::Failed(format!("cannot open the node in {}: {e}", state_dir.display())))?;
         let deployed = match svc.deploy(spec) {

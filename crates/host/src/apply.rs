@@ -238,7 +238,7 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
         records[i].container = launched.container;
         step(format!("thread rules of {}", p.ws.name), launch::workload_rules(txn, p))?;
         if p.ws.cache.is_some() {
-            step(format!("move the threads of {} into its resctrl group", p.ws.name), cache_tasks(txn, p, &ctx.resctrl))?;
+            step(format!("move the threads of {} into its resctrl group", p.ws.name), ctx.resctrl.assign_workload(txn, &p.ws.name, &p.group.cpuset))?;
         }
     }
     shield(txn, ctx)?;
@@ -255,26 +255,6 @@ fn cache_groups(txn: &mut Txn, ctx: &Ctx) -> StepResult<()> {
         if let Some(cache) = &w.cache {
             step(format!("create the resctrl group of {} ({})", w.name, cache.schemata().replace('\n', " ")), rc.create_group(txn, &w.name, cache))?;
         }
-    }
-    Ok(())
-}
-
-/// Moves every thread of a workload into its resctrl group. Threads they create later are born in
-/// it (the kernel's inheritance); threads created while this runs by a thread not yet moved are
-/// caught by reading the thread list again until it stops growing.
-fn cache_tasks(txn: &mut Txn, p: &Prepared, rc: &Resctrl) -> Result<()> {
-    let mut done: Vec<i32> = Vec::new();
-    for _ in 0..5 {
-        let fresh: Vec<i32> = crate::rules::workload_threads(&p.group.cpuset)
-            .into_iter()
-            .map(|(_, tid, _)| tid)
-            .filter(|t| !done.contains(t))
-            .collect();
-        if fresh.is_empty() {
-            break;
-        }
-        rc.assign(txn, &p.ws.name, &fresh)?;
-        done.extend(fresh);
     }
     Ok(())
 }

@@ -22,11 +22,16 @@ pub const SCHED_FEATURES: &str = "/sys/kernel/debug/sched/features";
 /// LLC, NUMA, NICs) and the L3 resctrl offers. `rtslice plan` and the node service both plan from
 /// this, so a spec the CLI admits is what the daemon admits on the same host.
 pub fn planning_facts() -> Result<NodeFacts> {
+    planning_facts_with(&crate::resctrl::Resctrl::default())
+}
+
+/// [`planning_facts`] with the L3 of the resctrl at `resctrl` (a node opened on another root).
+pub fn planning_facts_with(resctrl: &crate::resctrl::Resctrl) -> Result<NodeFacts> {
     let online = online_cpus();
     let cpus: Vec<u32> = online.iter().collect();
-    let cache = crate::resctrl::Resctrl::default().discover(Path::new("/"), &cpus).map_err(|e| HostError::Unsupported {
-        what: format!("cannot read this host's resctrl (/sys/fs/resctrl/info) for cache allocation: {e}"),
-        fix: "check that /sys/fs/resctrl is mounted and readable, or unmount it to plan without cache allocation".into(),
+    let cache = resctrl.discover(Path::new("/"), &cpus).map_err(|e| HostError::Unsupported {
+        what: format!("cannot read this host's resctrl ({}/info) for cache allocation: {e}", resctrl.root.display()),
+        fix: format!("check that {} is mounted and readable, or unmount it to plan without cache allocation", resctrl.root.display()),
     })?;
     Ok(NodeFacts { topology: Some(discovered_topology(&cpus)), online: cpus, isolcpus: boot_isolated().iter().collect(), cache, ..Default::default() })
 }

@@ -11,11 +11,12 @@
 //! every thread a moved thread creates is in the workload's group from birth.
 //!
 //! A directory shaped like resctrl (tests; this development machine has no resctrl) differs from
-//! the kernel's file system in three ways this module models, and only these: `mkdir` there
+//! the kernel's file system in four ways this module models, and only these: `mkdir` there
 //! creates no `schemata`/`tasks` files (made here, `schemata` a copy of the root's, as the kernel
 //! initializes a new group to the default allocation), `rmdir` of a non-empty plain directory fails
-//! (the modelled files are removed first), and a write to `tasks` replaces the file instead of
-//! moving one thread. Invalid masks are not refused there: the planner and `check` refuse them
+//! (the modelled files are removed first), a write to `tasks` replaces the file instead of
+//! moving one thread, and a write to `schemata` is merged into it as the kernel changes only the
+//! entries written (`resctrl_files::write`). Invalid masks are not refused there: the planner and `check` refuse them
 //! before anything is written. On the real file system (`statfs` says RDTGROUP_SUPER_MAGIC) none of
 //! this modelling runs.
 
@@ -157,6 +158,26 @@ impl Resctrl {
             }
         }
         Ok(moved)
+    }
+
+    /// Moves every thread of a launched workload (its cpuset group `cpuset`) into its group. Threads they create later are born
+    /// in it (the kernel's inheritance); threads created while this runs by a thread not yet moved
+    /// are caught by reading the thread list again until it stops growing.
+    pub fn assign_workload(&self, txn: &mut Txn, workload: &str, cpuset: &Path) -> Result<()> {
+        let mut done: Vec<i32> = Vec::new();
+        for _ in 0..5 {
+            let fresh: Vec<i32> = crate::rules::workload_threads(cpuset)
+                .into_iter()
+                .map(|(_, tid, _)| tid)
+                .filter(|t| !done.contains(t))
+                .collect();
+            if fresh.is_empty() {
+                break;
+            }
+            self.assign(txn, workload, &fresh)?;
+            done.extend(fresh);
+        }
+        Ok(())
     }
 
     /// LLC occupancy (bytes) and memory traffic (bytes, a counter) of `workload`'s own group.
@@ -312,9 +333,10 @@ mod tests {
         let (root, rc, tids) = (f.root.path(), &f.rc, &f.threads.tids);
         // 11 ways, the top two shareable: du's 4 ways and cu's 3 (20% of 11, rounded up) come from
         // the bottom, the default group keeps the rest (shareable ways included).
-        assert_eq!(std::fs::read_to_string(root.join("schemata")).unwrap(), "L3:0=780\n");
-        assert_eq!(std::fs::read_to_string(rc.group("du").join(SCHEMATA)).unwrap(), "L3:0=f\nMB:0=50\n");
-        assert_eq!(std::fs::read_to_string(rc.group("cu").join(SCHEMATA)).unwrap(), "L3:0=70\n");
+        // Only the entries written change (L3 1 and the MB lines stay as they were, as the kernel's do).
+        assert_eq!(std::fs::read_to_string(root.join("schemata")).unwrap(), "L3:0=780;1=7ff\nMB:0=100;1=100\n");
+        assert_eq!(std::fs::read_to_string(rc.group("du").join(SCHEMATA)).unwrap(), "L3:0=f;1=7ff\nMB:0=50;1=100\n");
+        assert_eq!(std::fs::read_to_string(rc.group("cu").join(SCHEMATA)).unwrap(), "L3:0=70;1=7ff\nMB:0=100;1=100\n");
         // A plain file keeps only the last id written; the kernel's `tasks` would list both.
         assert_eq!(std::fs::read_to_string(rc.group("du").join(TASKS)).unwrap(), format!("{}\n", tids[1]));
         let journal = sd.load().unwrap().unwrap().changes;

@@ -96,6 +96,9 @@ pub fn status(dir: &StateDir) -> Result<Status> {
                     Some(cur) if path.as_path() == Path::new(crate::facts::SCHED_FEATURES) => {
                         cur.split_whitespace().any(|f| f == new)
                     }
+                    Some(cur) if path.file_name().is_some_and(|n| n == crate::resctrl_files::SCHEMATA) => {
+                        crate::resctrl_files::schemata_holds(cur, new)
+                    }
                     Some(cur) if path.to_string_lossy().ends_with("ps_cpus") => {
                         CpuList::parse_mask(cur).ok() == CpuList::parse_mask(new).ok()
                     }

@@ -251,14 +251,14 @@ pub fn undo_all(changes: &mut Vec<Change>, from: usize, ctx: &mut Undo) -> Vec<S
     // broke the next twelve tests). It stops before anything else is undone; if it cannot be
     // stopped, it stays in its place below and says so there.
     let _ = undo_first(changes, from, ctx, |c| matches!(c, Change::Agent { .. }));
-    // Then what was launched, so its threads die under the policies they run (and the wait for a
-    // deadline thread's release sees them) rather than being restored first: a deadline thread
-    // restored to SCHED_OTHER goes through a 4 s shrink (sched::set_attr), whose inactive timer
-    // was still pending when its partition and group were removed. On the HCBS 7.2 kernel the group
-    // then stayed dying for good, its budget counted against the root's, whose own budget could
-    // never be lowered again (1 reset in ~3 in the hcbs guests, 0 in 50 with the launch stopped
-    // first; docs/testing.md, 6 December). Undone first as the node's removal does
-    // ([`stop_launched_first`]); one that cannot be stopped stays in its place below and says so.
+    // Then what was launched, so its threads die under the policies they run rather than being
+    // restored first: a deadline thread restored to SCHED_OTHER goes through a 4 s shrink
+    // (sched::set_attr) whose inactive timer, still pending when its partition and group go, can
+    // leave an HCBS group dying for good with its budget counted against the root's (docs/host.md);
+    // and a restore can be refused outright — a thread the agent ruled and a resize re-ruled is
+    // journaled with a SCHED_DEADLINE budget as its "old" policy, which its siblings' budgets may no
+    // longer leave room for (EBUSY). Threads that are gone need no restore. One that cannot be
+    // stopped stays in its place below and says so.
     let _ = undo_first(changes, from, ctx, Change::is_a_launch);
     while changes.len() > from {
         let change = changes.pop().expect("len > from");
@@ -309,16 +309,6 @@ fn holds_deadline_threads(change: &Change) -> bool {
         Change::Created { .. } => true,
         _ => false,
     }
-}
-
-/// Stops what `changes[from..]` launched (commands and containers, newest first) before anything
-/// else is undone, and drops those entries; the ones that could not be stopped stay. Used when a
-/// workload goes: its threads' policies then need no restore (undo skips threads that are gone),
-/// and restoring them while they run can be refused — a thread the agent ruled after the deploy
-/// and a resize later re-ruled is journaled with the agent's SCHED_DEADLINE budget as its "old"
-/// policy, which the budgets its siblings hold now may no longer leave room for (EBUSY).
-pub fn stop_launched_first(changes: &mut Vec<Change>, from: usize, ctx: &mut Undo) -> Vec<String> {
-    undo_first(changes, from, ctx, Change::is_a_launch)
 }
 
 /// Undoes the entries of `changes[from..]` that `which` picks, newest first, and drops them; the

@@ -4,14 +4,16 @@
 //! `rdt_a`/`cat_l3` CPU flag; qemu cannot emulate RDT), so the resctrl side is NOT the kernel's:
 //! the files are what rtslice writes, checked and restored; the kernel's own checks (a refused
 //! mask, a thread really changing its CLOSID) are not exercised here. On a host with resctrl,
-//! `RTSLICE_TEST_RESCTRL=/sys/fs/resctrl` runs the same test against the kernel's.
+//! `RTSLICE_TEST_RESCTRL=/sys/fs/resctrl` runs the same test against the kernel's. The node's
+//! cache allocation (one workload at a time, the default group derived from the deployed set) is
+//! tested the same way.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 
 use common::*;
-use rtslice_host::{apply_setup, reset, setup_from_plan, ApplyOptions, Fault, OciDefaults, ResetOptions};
+use rtslice_host::{apply_setup, reset, setup_from_plan, ApplyOptions, Fault, HostError, Node, NodeOptions, OciDefaults, ResetOptions};
 use rtslice_testkit::resctrl::{host_has_resctrl, make, snapshot, xeon_2s};
 use rtslice_testkit::{root_or_skip, KernelLock};
 
@@ -99,10 +101,12 @@ fn apply_creates_the_group_moves_the_launched_thread_and_reset_restores_resctrl_
     let pid = applied.workloads[0].pids[0].pid;
     // 11 ways with the top two shareable: the bottom three are the workload's, the default keeps 7f8.
     let (_, d) = workload_cpu();
-    assert_eq!(read(group.join("schemata")), format!("L3:{d}=7\nMB:{d}=30"));
+    assert_eq!(l3_mask(&group.join("schemata"), d), 0x7);
+    assert!(read(group.join("schemata")).contains(&format!("MB:{d}=30")), "{}", read(group.join("schemata")));
     // The default group's line names every domain: narrowed where the workload runs, whole elsewhere.
-    let line: Vec<String> = host_l3_domains().iter().map(|&x| format!("{x}={}", if x == d { "7f8" } else { "7ff" })).collect();
-    assert_eq!(read(root.join("schemata")), format!("L3:{}", line.join(";")));
+    for x in host_l3_domains() {
+        assert_eq!(l3_mask(&root.join("schemata"), x), if x == d { 0x7f8 } else { 0x7ff }, "default group, L3 {x}");
+    }
     // `sleep` has one thread: its id is the last (only) one written.
     assert_eq!(read(group.join("tasks")), pid.to_string());
     reset(&rtslice_host::StateDir::new(state.path()), ResetOptions::default()).expect("reset");
@@ -134,4 +138,127 @@ fn a_fault_at_every_change_of_a_cache_apply_rolls_back_resctrl_exactly() {
         assert_eq!(snapshot(&root), resctrl_before, "fault at change #{k}: resctrl");
         assert_restored(&kernel_before);
     }
+}
+
+/// Three workloads on the test CPU planned together — `a` 4 ways, `b` a 30% bandwidth ceiling in the
+/// default group's ways, `c` 2 ways — each as the setup of one node deploy.
+fn node_setups(root: &Path, tag: &str) -> Vec<rtslice_host::Setup> {
+    let online = online();
+    let (cpu, _) = workload_cpu();
+    let cache = rtslice_host::resctrl::Resctrl::new(root).discover(Path::new("/"), &online).unwrap().expect("an L3 to allocate");
+    let w = |n: &str, asks: &str| {
+        format!("  - name: {n}-{tag}\n    launch: {{command: [sleep, '60']}}\n    demand: {{bestEffort: {{cpus: [{cpu}]}}}}\n{asks}")
+    };
+    let text = format!(
+        "apiVersion: rtslice/v1\nworkloads:\n{}{}{}",
+        w("a", "    cache: {ways: 4}\n"),
+        w("b", "    memoryBandwidth: 30%\n"),
+        w("c", "    cache: {ways: 2}\n")
+    );
+    let plan = rtslice_plan::plan(&rtslice_spec::parse(&text, "t.yaml").unwrap(), &rtslice_plan::NodeFacts { online, cache: Some(cache), ..Default::default() });
+    assert!(plan.rejected.is_empty(), "{:?}", plan.rejected);
+    plan.workloads
+        .iter()
+        .map(|wp| {
+            let mut one = plan.clone();
+            one.workloads.retain(|x| x.name == wp.name);
+            setup_from_plan(&one, OciDefaults::default()).unwrap()
+        })
+        .collect()
+}
+
+/// The L3 mask of `file`'s line for domain `d`, as a number.
+fn l3_mask(file: &Path, d: u32) -> u64 {
+    let text = read(file);
+    let line = text.lines().map(str::trim).find(|l| l.starts_with("L3:")).unwrap_or_else(|| panic!("{}: no L3 line in {text:?}", file.display()));
+    let entry = line[3..].split(';').find(|e| e.starts_with(&format!("{d}="))).unwrap_or_else(|| panic!("{line}: no domain {d}"));
+    u64::from_str_radix(&entry[format!("{d}=").len()..], 16).unwrap()
+}
+
+#[test]
+fn the_node_narrows_the_default_group_per_workload_and_removal_in_any_order_restores_it() {
+    root_or_skip!();
+    let _lock = KernelLock::acquire();
+    let (root, _keep) = resctrl_root();
+    let resctrl_before = snapshot(&root);
+    let kernel_before = snapshot_kernel();
+    let (_, d) = workload_cpu();
+    let setups = node_setups(&root, &std::process::id().to_string());
+    let names: Vec<String> = setups.iter().map(|s| s.workloads[0].name.clone()).collect();
+    let group = |i: usize| root.join(format!("rtslice-{}", names[i])).join("schemata");
+    let state = tempfile::tempdir().unwrap();
+    let opts = NodeOptions { resctrl: Some(root.clone()), grace: std::time::Duration::from_secs(2), ..NodeOptions::with_state_dir(state.path()) };
+    // Declared before the node, so dropped after it (the open node holds the state's lock).
+    let _cleanup = rtslice_testkit::OnDrop::new(|| match Node::open(opts.clone()) {
+        Ok((n, _)) => {
+            if let Err(e) = n.reset() {
+                eprintln!("cleanup: node reset failed: {e}");
+            }
+        }
+        Err(e) => eprintln!("cleanup: cannot open the node: {e}"),
+    });
+    let (mut node, _) = Node::open(opts.clone()).expect("open the node");
+    let no_drift = |node: &Node| {
+        for n in node.names() {
+            let st = node.status(&n).unwrap();
+            assert!(st.drift.is_empty(), "{n}: {:?}", st.drift);
+        }
+        assert!(node.base_status().unwrap().drift.is_empty(), "base: {:?}", node.base_status().unwrap().drift);
+    };
+    // 11 ways, the top two shareable: a's 4 at the bottom, c's 2 above them; b's ceiling alone
+    // takes no way and follows the default group's.
+    node.deploy(&setups[0]).expect("deploy a");
+    assert_eq!((l3_mask(&group(0), d), l3_mask(&root.join("schemata"), d)), (0x00f, 0x7f0));
+    node.deploy(&setups[1]).expect("deploy b");
+    assert_eq!(l3_mask(&group(1), d), 0x7f0);
+    assert!(read(group(1)).contains(&format!("MB:{d}=30")), "{}", read(group(1)));
+    let a_files = (read(group(0)), node.record(&names[0]).unwrap().unwrap().workloads[0].pids.clone());
+    node.deploy(&setups[2]).expect("deploy c");
+    assert_eq!((l3_mask(&group(2), d), l3_mask(&root.join("schemata"), d), l3_mask(&group(1), d)), (0x030, 0x7c0, 0x7c0));
+    assert_eq!((read(group(0)), node.record(&names[0]).unwrap().unwrap().workloads[0].pids.clone()), a_files, "a untouched by c's deploy");
+    // Every thread of each workload is in its group (a plain file keeps the last id written).
+    for (i, n) in names.iter().enumerate() {
+        let pid = node.record(n).unwrap().unwrap().workloads[0].pids[0].pid;
+        assert_eq!(read(group(i).with_file_name("tasks")), pid.to_string(), "{n}'s thread in its group");
+    }
+    no_drift(&node);
+
+    // A fault at every change of a deploy that claims ways: only that deploy is undone.
+    node.remove(&names[2]).expect("remove c");
+    let (base_resctrl, base_kernel) = (snapshot(&root), snapshot_kernel());
+    let total = {
+        node.deploy(&setups[2]).expect("deploy c");
+        let n = node.status(&names[2]).unwrap().changes;
+        node.remove(&names[2]).expect("remove c");
+        n
+    };
+    assert_eq!(snapshot(&root), base_resctrl, "a clean deploy and removal of c leave resctrl as they found it");
+    for k in 0..total {
+        node.set_fault(Fault { fail_change: Some(k) });
+        let e = node.deploy(&setups[2]).unwrap_err();
+        assert!(matches!(&e, HostError::StepFailed { rollback_errors, .. } if rollback_errors.is_empty()), "#{k}: {e}");
+        assert!(e.to_string().contains(&format!("injected fault at change #{k}")), "#{k}: {e}");
+        node.set_fault(Fault::default());
+        assert_eq!(snapshot(&root), base_resctrl, "fault at change #{k}: resctrl");
+        assert_restored(&base_kernel);
+    }
+    eprintln!("deploy of c: {total} changes, each failed in turn, each rolled back exactly");
+    node.deploy(&setups[2]).expect("deploy c");
+
+    // The bottom of the stack goes first: its ways are free, the default keeps one run (7c0) and
+    // waits for a grant of the hole; b's line follows it, c keeps its ways.
+    node.remove(&names[0]).expect("remove a");
+    assert_eq!((l3_mask(&root.join("schemata"), d), l3_mask(&group(1), d), l3_mask(&group(2), d)), (0x7c0, 0x7c0, 0x030));
+    no_drift(&node);
+    node.remove(&names[2]).expect("remove c");
+    assert_eq!((l3_mask(&root.join("schemata"), d), l3_mask(&group(1), d)), (0x7ff, 0x7ff));
+    no_drift(&node);
+    node.remove(&names[1]).expect("remove b");
+    assert!(!group(1).exists() && !group(0).exists() && !group(2).exists(), "every group removed");
+    // A plain file keeps what was written last: the node's own line until the base's undo puts the
+    // file back as it was (the kernel would read back the same masks either way).
+    assert_eq!(l3_mask(&root.join("schemata"), d), 0x7ff);
+    node.reset().expect("reset the node");
+    assert_eq!(snapshot(&root), resctrl_before, "resctrl as found");
+    assert_restored(&kernel_before);
 }

@@ -49,6 +49,7 @@ fn main() {
         launch_env: Vec::new(),
         boot_id_file: None,
         access: Default::default(),
+        resctrl: None,
     };
     let tag = std::process::id();
     let mut svc = Service::open(opts.clone()).expect("the node opens");

@@ -89,6 +89,7 @@ impl Daemon {
                 launch_env: Vec::new(),
                 boot_id_file: None,
                 access: Default::default(),
+                resctrl: None,
             },
             socket: socket.into(),
             listen: listen.as_ref().map(|l| l.0),

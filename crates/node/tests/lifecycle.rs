@@ -91,6 +91,7 @@ fn options(state: &Path) -> ServiceOptions {
         launch_env: Vec::new(),
         boot_id_file: None,
         access: Default::default(),
+        resctrl: None,
     }
 }
 

@@ -6,7 +6,7 @@
 //! Each group with a grant or a ceiling holds one class of service (CLOSID); the default group holds
 //! CLOSID 0. docs/plan.md explains the output.
 
-pub use rtslice_spec::contiguous;
+pub use rtslice_spec::{contiguous, longest_run};
 use rtslice_spec::{format_cpu_list, CacheRequest, NodeCache, Workload};
 use serde::{Deserialize, Serialize};
 
@@ -146,8 +146,11 @@ impl CacheState {
         self.held[d].iter().fold(0, |a, &(_, m)| a | m)
     }
 
+    /// The default group's ways: the longest run of the ways no group holds (a capacity bitmask is
+    /// one run). Ways freed between two held runs — a node's workload removed from the middle —
+    /// are not the default's; a grant may take them.
     fn default_mask(&self, d: usize) -> u64 {
-        self.node.full_mask() & !self.used(d)
+        longest_run(self.node.full_mask() & !self.used(d))
     }
 
     /// Grants `w` (index `i`, on `cpus`) its ways and ceiling, or says why not and what to do.
@@ -257,7 +260,9 @@ impl CacheState {
             let Some(&m) = given.get(&id) else {
                 return Err(format!("gives no cache mask for L3 {id}, which its CPUs use; add `{id}: <mask>` to cache.masks"));
             };
-            let rest = self.default_mask(d) & !m;
+            // The default keeps its longest run: exact ways (a running workload's, pinned) may
+            // leave other free ways beside it, but never fewer than min_ways to it.
+            let rest = longest_run(node.full_mask() & !self.used(d) & !m);
             let problem = if !contiguous(m) || m & !node.full_mask() != 0 {
                 Some(format!("is not one run of set bits inside the {} ways ({:x})", node.ways, node.full_mask()))
             } else if popcount(m) < node.min_ways {
@@ -266,8 +271,8 @@ impl CacheState {
                 Some(format!("takes shareable ways {:x}, which are never granted exclusively", m & node.shareable_mask))
             } else if m & self.used(d) != 0 {
                 Some(format!("overlaps ways reserved already{}", self.holders(d)))
-            } else if !contiguous(rest) || popcount(rest) < node.min_ways {
-                Some(format!("would leave the default group {rest:x}, not one run of at least {} way(s)", node.min_ways))
+            } else if popcount(rest) < node.min_ways {
+                Some(format!("would leave the default group {rest:x}, fewer than {} way(s) in one run", node.min_ways))
             } else {
                 None
             };
@@ -444,13 +449,23 @@ mod tests {
         assert!(e.contains("not one run"), "{e}");
         let e = st.admit(1, &masks(0x600), &[0]).unwrap_err();
         assert!(e.contains("shareable ways 600"), "{e}");
-        let e = st.admit(1, &masks(0x40), &[0]).unwrap_err();
-        assert!(e.contains("would leave the default group 7b0"), "{e}");
+        // Exact ways may leave free ways apart from the default's run (here 0x30), never fewer than
+        // min_ways to it.
+        let mut tight = CacheState::new(node(4, 2, 0), &[0]);
+        let e = tight.admit(0, &Workload { name: "t".into(), cache: Some(CacheRequest::Masks([(0, 0x6)].into())), ..Workload::default() }, &[0]).unwrap_err();
+        assert!(e.contains("would leave the default group 8, fewer than 2 way(s) in one run"), "{e}");
         let b = Workload { name: "b".into(), cache: Some(CacheRequest::Masks([(0, 0x30), (1, 0x30)].into())), ..Workload::default() };
         assert!(st.admit(1, &b, &[0]).unwrap_err().contains("L3 1, which its CPUs do not use"));
         st.admit(1, &masks(0x30), &[0]).unwrap();
         assert_eq!((st.workload(1).unwrap().l3[0].mask, st.workload(1).unwrap().ways), (0x30, 2));
         assert_eq!(st.plan().domains[0].default_mask, 0x7c0);
+        // Pinned in another order than they were granted (a node re-planning after a removal from
+        // the bottom): b's ways first leave a hole below them, which a later grant fills.
+        let mut st = CacheState::new(node(11, 1, 0x600), &[0, 1]);
+        st.admit(0, &masks(0x30), &[0]).unwrap();
+        assert_eq!(st.plan().domains[0].default_mask, 0x7c0, "the longest run of the free ways");
+        st.admit(1, &asks("d", 4), &[0]).unwrap();
+        assert_eq!(st.workload(1).unwrap().l3[0].mask, 0xf, "the hole, not the default's ways");
     }
 
     #[test]

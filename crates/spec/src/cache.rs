@@ -38,6 +38,22 @@ pub fn contiguous(m: u64) -> bool {
     }
 }
 
+/// The longest run of set bits of `m` (the higher one on a tie); 0 for 0.
+pub fn longest_run(m: u64) -> u64 {
+    let (mut best, mut best_len) = (0u64, 0u32);
+    let mut rest = m;
+    while rest != 0 {
+        let lo = rest.trailing_zeros();
+        let len = (rest >> lo).trailing_ones();
+        let run = if len >= 64 { u64::MAX } else { ((1u64 << len) - 1) << lo };
+        if len >= best_len {
+            (best, best_len) = (run, len);
+        }
+        rest &= !run;
+    }
+    best
+}
+
 /// The node's L3 cache as resctrl exposes it. Absent from a spec: discovered from
 /// `/sys/fs/resctrl/info/L3` on the host (rtslice-host fills `NodeFacts::cache`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

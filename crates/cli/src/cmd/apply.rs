@@ -195,6 +195,7 @@ fn in_process(args: &Args, spec: &rtslice_spec::Spec) -> anyhow::Result<ExitCode
         launch_env: Vec::new(),
         boot_id_file: None,
         access: Default::default(),
+        resctrl: None,
     };
     let result = rtslice_node::Service::open(opts).and_then(|mut svc| if args.dry_run { svc.diff(spec, true) } else { svc.apply(spec) });
     match result {

@@ -115,6 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             launch_env: Vec::new(),
             // Tests only (docs/api.md): emulate a reboot by changing the boot id the node compares.
             boot_id_file: std::env::var_os("RTSLICE_BOOT_ID_FILE").map(PathBuf::from),
+            resctrl: None,
             access,
         },
         socket: args.socket,

@@ -48,6 +48,7 @@ use crate::status::{status, Status};
 use crate::txn::{undo, undo_all, Fault, Txn, Undo};
 
 mod base;
+mod cache;
 mod hcbs;
 mod partitions;
 mod workload_check;
@@ -76,6 +77,9 @@ pub struct NodeOptions {
     pub grace: Duration,
     /// Test hook: make the n-th change of the next operation fail.
     pub fault: Fault,
+    /// The resctrl root for cache allocation (default `/sys/fs/resctrl`); only touched when a
+    /// workload has a cache allocation or a memory-bandwidth ceiling.
+    pub resctrl: Option<PathBuf>,
     /// Test hook: the file holding "this boot's id" compared with the journal's (default: the kernel's
     /// /proc/sys/kernel/random/boot_id). Tests point it at a file of their own to emulate a reboot.
     pub boot_id_file: Option<PathBuf>,
@@ -90,6 +94,7 @@ impl NodeOptions {
             runc: None,
             grace: crate::txn::DEFAULT_GRACE,
             fault: Fault::default(),
+            resctrl: None,
             boot_id_file: None,
         }
     }
@@ -310,6 +315,9 @@ impl Node {
         // A crash between raising the root's HCBS budget and the operation it was for leaves more
         // than the groups need.
         node.hcbs_settle_root();
+        if let Err(e) = node.cache_settle() {
+            opened.recovered.push(format!("could not settle the default resctrl group ({e}); the next operation tries again"));
+        }
         Ok((node, opened))
     }
 
@@ -403,6 +411,7 @@ impl Node {
         let runc = self.runc_for(ws)?;
         let mut warnings = Vec::new();
         let claims = self.claims_of(setup, &mut warnings)?;
+        self.cache_check(setup)?;
         self.hcbs_raise_root(&prepared)?;
         std::fs::create_dir_all(&seg.path).map_err(|e| HostError::State { path: seg.path.clone(), reason: e.to_string() })?;
         write_json(&seg.path.join(INTENT), &Intent::Deploy, false)?;
@@ -426,6 +435,8 @@ impl Node {
                 if rollback_errors.is_empty() {
                     let _ = std::fs::remove_dir_all(&seg.path);
                 }
+                // Derived again without it (a failure is retried by the next operation).
+                let _ = self.cache_settle();
                 Err(HostError::StepFailed { step, source: Box::new(err), rollback_errors })
             }
         }
@@ -461,8 +472,7 @@ impl Node {
             pids: Vec::new(),
             container: None,
             rules: p.ws.threads.clone(),
-            // The node service refuses cache allocation (`single`).
-            resctrl_group: None,
+            resctrl_group: p.ws.cache.as_ref().map(|_| self.resctrl().group(name)),
         };
         let record = |rec: &WorkloadRecord| AppliedRecord {
             setup: setup.clone(),
@@ -474,12 +484,18 @@ impl Node {
         };
         txn.state.record = Some(record(&rec));
         step("save state".into(), txn.save())?;
+        if let Some(cache) = &p.ws.cache {
+            step(format!("create the resctrl group of {name} and settle the default group's ways"), self.cache_group(txn, name, cache).map(drop))?;
+        }
         let state_dir = self.segment(name);
         let runc = runc.or(self.opts.runc.as_deref());
         let launched = launch::workload(txn, &self.facts, &state_dir, p, runc, &crate::devices::nodes_of(&claims.devices, name))?;
         rec.pids.extend(launched.pids);
         rec.container = launched.container;
         step(format!("thread rules of {name}"), launch::workload_rules(txn, p))?;
+        if p.ws.cache.is_some() {
+            step(format!("move the threads of {name} into its resctrl group"), self.resctrl().assign_workload(txn, name, &p.group.cpuset))?;
+        }
         txn.state.record = Some(record(&rec));
         step("save state".into(), txn.save())?;
         Ok(rec)
@@ -528,8 +544,8 @@ impl Node {
         };
         let undone = state.changes.len();
         let mut ctx = Undo { grace, ..Default::default() };
-        let mut errors = crate::txn::stop_launched_first(&mut state.changes, 0, &mut ctx);
-        errors.extend(undo_all(&mut state.changes, 0, &mut ctx));
+        // undo_all stops what the workload launched before it restores anything else.
+        let errors = undo_all(&mut state.changes, 0, &mut ctx);
         self.refresh_system();
         self.hcbs_settle_root();
         if !errors.is_empty() {
@@ -545,6 +561,7 @@ impl Node {
         }
         std::fs::remove_dir_all(&seg.path).map_err(|e| HostError::State { path: seg.path.clone(), reason: e.to_string() })?;
         self.sync_shield();
+        self.cache_settle().map_err(|e| HostError::other(format!("the workload is removed, but {e}; the next operation tries again")))?;
         Ok(Removed { undone, terminated: ctx.terminated, killed: ctx.killed })
     }
 
@@ -564,6 +581,12 @@ impl Node {
         let old = before.setup.workloads[0].clone();
         if std::mem::discriminant(&old.launch) != std::mem::discriminant(&ws.launch) || old.launch != ws.launch {
             return Err(rejected(format!("workload {}: a resize cannot change how it is launched; remove and deploy it", ws.name)));
+        }
+        if old.cache != ws.cache {
+            return Err(rejected(format!(
+                "workload {}: a resize cannot change its cache ways or memory-bandwidth ceiling (its resctrl group); remove and deploy it",
+                ws.name
+            )));
         }
         let p = self.prepare_one(setup, &[ws.name.as_str()])?;
         if p.group.cpuset != before.workloads[0].group.cpuset {

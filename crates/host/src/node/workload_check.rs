@@ -13,16 +13,6 @@ impl Node {
         let ws = &setup.workloads[0];
         // A shield is the workload's exclusive partition; on v1 the node also moves every other
         // process into `system` while any shielded workload is deployed (`sync_shield`).
-        if ws.cache.is_some() {
-            // Narrowing the default resctrl group is node-wide, and one segment per workload would
-            // each journal a different "previous" mask: removed out of order they would restore
-            // stale ones. Refused until the base owns the default group's schemata.
-            return Err(rejected(format!(
-                "workload {}: cache allocation narrows the default resctrl group for the whole node, which the node \
-                 service does not do per workload yet; use a one-shot `rtslice apply`, or drop `cache`/`memoryBandwidth`",
-                ws.name
-            )));
-        }
         Ok(ws)
     }
 

@@ -106,6 +106,8 @@ impl Service {
         w.profile = None;
         w.flavor = None;
         w.hints = Default::default();
+        // Its resctrl group keeps its ways: a resize changes budgets, not cache.
+        w.cache = e.held_cache().or(w.cache);
         let with = |runtime: Duration| {
             let mut w = w.clone();
             w.demand = Some(Demand::Reservation(rtslice_spec::Reservation { runtime, ..r.clone() }));

@@ -95,6 +95,16 @@ pub struct Entry {
     pub admitted_runtime: Option<Duration>,
 }
 
+impl Entry {
+    /// The exclusive L3 ways it holds, as a request for exactly those (`cache.masks`): re-planning
+    /// beside it never moves the ways a running workload's resctrl group has. `None` when it holds
+    /// none (not running, no cache, or only a bandwidth ceiling in the default group's ways).
+    pub(crate) fn held_cache(&self) -> Option<rtslice_spec::CacheRequest> {
+        let c = self.setup.as_ref()?.workloads.first()?.cache.as_ref()?;
+        (c.ways > 0).then(|| rtslice_spec::CacheRequest::Masks(c.l3.iter().map(|d| (d.id, d.mask)).collect()))
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Desired {
     format: String,
@@ -172,6 +182,8 @@ pub struct ServiceOptions {
     /// Which Kubernetes namespaces may ask for what (`rtslice daemon --access FILE`); the default,
     /// empty, allows none: pods and claims are refused until an admin names their namespace.
     pub access: rtslice_spec::access::Access,
+    /// The resctrl root cache allocation plans from and writes (default `/sys/fs/resctrl`).
+    pub resctrl: Option<PathBuf>,
 }
 
 /// How a launched process ended, as `waitpid` reported it to the daemon (its parent).
@@ -292,6 +304,7 @@ impl Service {
             cap: opts.node.cap,
             grace: opts.grace,
             boot_id_file: opts.boot_id_file.clone(),
+            resctrl: opts.resctrl.clone(),
             ..NodeOptions::with_state_dir(&opts.state_dir)
         };
         let (host, opened) = Node::open(host_opts)?;
@@ -308,7 +321,7 @@ impl Service {
             },
         };
         // The facts `rtslice plan` plans from on this host, so both admit the same specs.
-        let facts = rtslice_host::facts::planning_facts()?;
+        let facts = rtslice_host::facts::planning_facts_with(&host.resctrl())?;
         let sizing = rtslice_plan::kernel::sizing_facts(&host.facts().kernel_facts(), Some(host.base().mechanism));
         let containers = crate::containers::Containers::open(&dir)?;
         let claims = crate::claims::Claims::open(&dir)?;
@@ -413,6 +426,9 @@ impl Service {
                 // Placed already: the planner must not size it again.
                 w.slo = None;
                 w.profile = None;
+            }
+            if let Some(c) = e.held_cache() {
+                w.cache = Some(c);
             }
             spec.workloads.push(w);
         }

@@ -43,9 +43,13 @@ impl Service {
             Some(Demand::Dedicated(d)) => d.cpus.is_none() && d.count.is_some_and(|c| c as usize == held.len()),
             _ => false,
         };
+        let same_cache = self.entry_mut(name).workload.cache == w.cache;
+        let held_cache = self.entry_mut(name).held_cache().filter(|_| same_cache);
         let pinned = same_count.then(|| {
             let mut p = w.clone();
             p.demand = p.demand.take().map(|d| d.pinned_to(&held));
+            // Its resctrl group keeps its ways on the CPUs it holds.
+            p.cache = held_cache.or(p.cache);
             p
         });
         let admitted = match pinned.map(|p| self.admit(&p, &[name])) {
