@@ -94,6 +94,8 @@ struct NodeModel {
     /// computed from these and what the request takes, without building a whole plan per node.
     free: BTreeMap<u32, f64>,
     cap: f64,
+    /// The DRA claims it holds (namespace, bandwidth).
+    claims: Vec<crate::inventory::ClaimHeld>,
 }
 
 /// The cluster as the extender knows it.
@@ -141,6 +143,7 @@ impl Cluster {
                     pods: inv.pods.iter().cloned().collect(),
                     free: inv.per_cpu.iter().filter(|c| !c.housekeeping).map(|c| (c.cpu, c.free)).collect(),
                     cap: inv.node.cap,
+                    claims: inv.claims,
                 })
                 .map_err(|e| e.to_string()),
         };
@@ -263,19 +266,25 @@ impl Cluster {
         }
     }
 
-    /// The real-time bandwidth (CPUs) the annotated pods of namespace `ns` bound to `node` (to any
-    /// node: `None`) hold, `pod` itself left out. Bound pods are every live annotated pod the watch
-    /// saw on a node, admitted yet or not; containers that take their CPUs through DRA claims are
-    /// not among them (the allocator counts claims, docs/dra.md).
+    /// The real-time bandwidth (CPUs) namespace `ns` holds on `node` (on every node: `None`), `pod`
+    /// itself left out: its annotated pods bound there — every live one the watch saw on a node,
+    /// admitted yet or not — and the DRA claims the node's inventory lists (a claim's container asks
+    /// for nothing of its own, so nothing is counted twice).
     fn held_by(&self, ns: &str, node: Option<&str>, pod: &str) -> f64 {
+        let on = |n: &String| node.is_none_or(|x| x == n.as_str());
         let bw = |p: &PodRequest| p.containers.iter().map(|(_, w)| rtslice_spec::access::demand_bandwidth(w)).sum::<f64>();
-        self.bound
+        let pods: f64 =
+            self.bound.iter().filter(|(n, _)| on(n)).flat_map(|(_, pods)| pods.values()).filter(|p| p.namespace == ns && p.uid != pod).map(bw).sum();
+        let claims: f64 = self
+            .nodes
             .iter()
-            .filter(|(n, _)| node.is_none_or(|x| x == n.as_str()))
-            .flat_map(|(_, pods)| pods.values())
-            .filter(|p| p.namespace == ns && p.uid != pod)
-            .map(bw)
-            .sum()
+            .filter(|(n, _)| on(n))
+            .filter_map(|(_, s)| s.model.as_ref().ok())
+            .flat_map(|m| &m.claims)
+            .filter(|c| c.namespace == ns)
+            .map(|c| c.bandwidth)
+            .sum();
+        pods + claims
     }
 
     /// The verdict on each of `nodes`.
@@ -481,6 +490,36 @@ mod tests {
         // One of the namespace's pods goes: the third fits again.
         c.unbind("a");
         assert_eq!(c.decide(&pod("c", 30, 1), &names).fits.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), vec!["n1", "n3"]);
+    }
+
+    #[test]
+    fn a_namespace_s_dra_claims_count_in_its_sums_per_node_and_in_the_cluster() {
+        let access = rtslice_spec::access::parse_access(
+            "apiVersion: rtslice/v1\naccess:\n  namespaces:\n    ns: {bandwidth: 0.5, clusterBandwidth: 0.8}\n    other:\n",
+            "a.yaml",
+        )
+        .unwrap();
+        let mut c = Cluster::new(FitPolicy::WorstFit).with_access(access);
+        let with_claims = |claims: &[(&str, f64)]| {
+            let mut inv = Inventory::parse(&inventory(4, &[])).unwrap();
+            inv.claims = claims.iter().map(|&(ns, bw)| crate::inventory::ClaimHeld { namespace: ns.into(), bandwidth: bw }).collect();
+            serde_json::to_string(&inv).unwrap()
+        };
+        // ns holds 0.3 through a claim on n1 (and another namespace 0.9 there, not ns's).
+        c.set_node("n1", Some(&with_claims(&[("ns", 0.3), ("other", 0.9)])));
+        c.set_node("n2", Some(&with_claims(&[])));
+        let names: Vec<String> = ["n1", "n2"].iter().map(|s| s.to_string()).collect();
+        let d = c.decide(&pod("a", 30, 1), &names);
+        assert_eq!(d.fits.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), vec!["n2"]);
+        assert!(d.failed["n1"].contains("it holds 0.300 and this asks 0.300"), "{:?}", d.failed);
+        // 0.3 claimed on n2 as well: 0.6 in the cluster, an annotated pod of 0.3 is over 0.8 everywhere.
+        c.set_node("n2", Some(&with_claims(&[("ns", 0.3)])));
+        let d = c.decide(&pod("a", 30, 1), &names);
+        assert!(d.fits.is_empty(), "{:?}", d.fits);
+        assert!(d.unresolvable["n2"].contains("it holds 0.600 and this asks 0.300"), "{:?}", d.unresolvable);
+        // The claim on n2 released: the pod fits there again.
+        c.set_node("n2", Some(&with_claims(&[])));
+        assert_eq!(c.decide(&pod("a", 30, 1), &names).fits.len(), 1);
     }
 
     #[test]

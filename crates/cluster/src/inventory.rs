@@ -35,6 +35,18 @@ pub struct Inventory {
     /// UIDs of the pods whose containers the node has admitted.
     #[serde(default)]
     pub pods: Vec<String>,
+    /// The DRA claims prepared on the node, by namespace: the access policy's per-namespace sums
+    /// count them beside the namespace's annotated pods (whose containers do not ask for bandwidth
+    /// of their own when a claim gives it; docs/dra.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<ClaimHeld>,
+}
+
+/// One DRA claim a node holds: its namespace and the real-time bandwidth it takes (CPUs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimHeld {
+    pub namespace: String,
+    pub bandwidth: f64,
 }
 
 impl Inventory {
@@ -58,6 +70,7 @@ impl Inventory {
             inventory_only,
             per_cpu: plan.node.per_cpu.clone(),
             pods,
+            claims: Vec::new(),
         }
     }
 

@@ -102,7 +102,7 @@ fn apply_creates_the_group_moves_the_launched_thread_and_reset_restores_resctrl_
     // 11 ways with the top two shareable: the bottom three are the workload's, the default keeps 7f8.
     let (_, d) = workload_cpu();
     assert_eq!(l3_mask(&group.join("schemata"), d), 0x7);
-    assert!(read(group.join("schemata")).contains(&format!("MB:{d}=30")), "{}", read(group.join("schemata")));
+    assert_eq!(entry(&group.join("schemata"), "MB", d), "30");
     // The default group's line names every domain: narrowed where the workload runs, whole elsewhere.
     for x in host_l3_domains() {
         assert_eq!(l3_mask(&root.join("schemata"), x), if x == d { 0x7f8 } else { 0x7ff }, "default group, L3 {x}");
@@ -167,12 +167,18 @@ fn node_setups(root: &Path, tag: &str) -> Vec<rtslice_host::Setup> {
         .collect()
 }
 
+/// The value of resource `res` (`L3`, `MB`) for domain `d` in the schemata `file`.
+fn entry(file: &Path, res: &str, d: u32) -> String {
+    let text = read(file);
+    let prefix = format!("{res}:");
+    let line = text.lines().map(str::trim).find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("{}: no {res} line in {text:?}", file.display()));
+    let e = line[prefix.len()..].split(';').find(|e| e.starts_with(&format!("{d}="))).unwrap_or_else(|| panic!("{line}: no domain {d}"));
+    e[format!("{d}=").len()..].to_string()
+}
+
 /// The L3 mask of `file`'s line for domain `d`, as a number.
 fn l3_mask(file: &Path, d: u32) -> u64 {
-    let text = read(file);
-    let line = text.lines().map(str::trim).find(|l| l.starts_with("L3:")).unwrap_or_else(|| panic!("{}: no L3 line in {text:?}", file.display()));
-    let entry = line[3..].split(';').find(|e| e.starts_with(&format!("{d}="))).unwrap_or_else(|| panic!("{line}: no domain {d}"));
-    u64::from_str_radix(&entry[format!("{d}=").len()..], 16).unwrap()
+    u64::from_str_radix(&entry(file, "L3", d), 16).unwrap()
 }
 
 #[test]
@@ -211,7 +217,7 @@ fn the_node_narrows_the_default_group_per_workload_and_removal_in_any_order_rest
     assert_eq!((l3_mask(&group(0), d), l3_mask(&root.join("schemata"), d)), (0x00f, 0x7f0));
     node.deploy(&setups[1]).expect("deploy b");
     assert_eq!(l3_mask(&group(1), d), 0x7f0);
-    assert!(read(group(1)).contains(&format!("MB:{d}=30")), "{}", read(group(1)));
+    assert_eq!(entry(&group(1), "MB", d), "30");
     let a_files = (read(group(0)), node.record(&names[0]).unwrap().unwrap().workloads[0].pids.clone());
     node.deploy(&setups[2]).expect("deploy c");
     assert_eq!((l3_mask(&group(2), d), l3_mask(&root.join("schemata"), d), l3_mask(&group(1), d)), (0x030, 0x7c0, 0x7c0));

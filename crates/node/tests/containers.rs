@@ -441,6 +441,9 @@ fn a_dra_claim_is_admitted_at_prepare_and_its_container_takes_its_budget() {
     assert_eq!(code, 201, "{body}");
     assert_eq!(body["cpus"].as_str().unwrap(), the_cpu);
     assert_eq!(body["workload"], "claim.ran.du");
+    // The inventory the extender reads lists it in its namespace's sums.
+    let (_, inv) = curl(&socket, "GET", "/v1/inventory", None);
+    assert_eq!(inv["claims"], json!([{"namespace": "ran", "bandwidth": 0.1}]), "{inv}");
     let env = body["env"][0].as_str().unwrap().to_string();
     assert_eq!(env, rtslice_dra::claim_env(&uid));
     assert_eq!(prepare(&claim), (201, body.clone()), "preparing again gives the same answer");

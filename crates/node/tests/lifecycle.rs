@@ -710,9 +710,30 @@ fn threads_born_after_deploy_get_their_rules_from_the_daemon() {
 }
 
 
+/// A directory shaped like resctrl with the L3 a spec's `node.cache` declares, and its snapshot.
+/// This machine and the kernel matrix's guests have no RDT (qemu cannot emulate it): the kernel's
+/// own checks of a mask are not exercised (rtslice-host's `resctrl` module says what the shape models).
+fn shaped_resctrl(c: &rtslice_spec::NodeCache) -> (tempfile::TempDir, BTreeMap<String, String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let info = rtslice_testkit::resctrl::ResctrlInfo {
+        cbm_mask: c.full_mask(),
+        min_cbm_bits: c.min_ways,
+        num_closids: c.closids,
+        shareable_bits: c.shareable_mask,
+        domains: if c.domains.is_empty() { vec![0] } else { c.domains.iter().map(|d| d.id).collect() },
+        mba: c.mba.map(|m| (m.min, m.granularity)),
+        monitoring: true,
+        cdp: false,
+    };
+    rtslice_testkit::resctrl::make(dir.path(), &info);
+    let before = rtslice_testkit::resctrl::snapshot(dir.path());
+    (dir, before)
+}
+
 /// One engine: every shipped example whose node fits this host goes through the node service one
 /// workload at a time — as the daemon, the API and a pod take them — with its node as declared
-/// (IRQ rules, shields, RPS/XPS and devices included), then each workload is removed again. Around
+/// (IRQ rules, shields, RPS/XPS, devices and cache allocation included; resctrl shaped like the
+/// declared L3), then each workload is removed again. Around
 /// every deploy and removal the workloads already running keep their PIDs, cgroup files and thread
 /// policies; after the last the host is back to its snapshot. A workload the node does not admit
 /// stays pending with the planner's reason (listed); none may fail. Launch commands become `sleep`
@@ -723,7 +744,8 @@ fn every_shipped_example_that_fits_deploys_through_the_node_one_workload_at_a_ti
     let Some(f) = fixture() else { return };
     let online = rtslice_host::facts::online_cpus();
     let (mut whole, mut pending, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
-    for file in common::shipped_examples() {
+    // The cache example too: its node declares the L3, and resctrl is a directory shaped like it.
+    for file in common::shipped_examples().into_iter().chain(["cache/two-vbs-l3.yaml".to_string()]) {
         let path = common::examples_dir().join(&file);
         let mut spec = rtslice_spec::parse(&std::fs::read_to_string(&path).unwrap(), &file).unwrap_or_else(|e| panic!("{e}"));
         if let rtslice_spec::NodeCpus::List(cpus) = &spec.node.cpus {
@@ -740,16 +762,29 @@ fn every_shipped_example_that_fits_deploys_through_the_node_one_workload_at_a_ti
         }
         let state = tempfile::tempdir().unwrap();
         let _cleanup = reset_on_drop(state.path());
-        let mut svc = Service::open(ServiceOptions { node: spec.node.clone(), ..options(state.path()) }).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let resctrl = spec.node.cache.as_ref().map(shaped_resctrl);
+        let resctrl_root = resctrl.as_ref().map(|(d, _)| d.path().to_path_buf());
+        let opts = ServiceOptions { node: spec.node.clone(), resctrl: resctrl_root.clone(), ..options(state.path()) };
+        let mut svc = Service::open(opts).unwrap_or_else(|e| panic!("{file}: {e}"));
+        // What another workload could notice of one in resctrl: its group's schemata and tasks.
+        let groups = |running: &[String]| -> Vec<Option<String>> {
+            let Some(root) = &resctrl_root else { return Vec::new() };
+            running
+                .iter()
+                .flat_map(|n| ["schemata", "tasks"].map(|f| std::fs::read_to_string(root.join(format!("rtslice-{n}")).join(f)).ok()))
+                .collect()
+        };
         let mut running: Vec<String> = Vec::new();
         for w in &spec.workloads {
             let others: Vec<Seen> = running.iter().map(|n| seen_of(&svc, n)).collect();
+            let others_cache = groups(&running);
             let one = rtslice_spec::Spec { workloads: vec![w.clone()], ..spec.clone() };
             let out = svc.deploy(&one).unwrap_or_else(|e| panic!("{file}: deploy {}: {e}", w.name));
             match out[0].phase {
                 Phase::Running => {
                     assert!(alive(seen_of(&svc, &w.name).pids[0]), "{file}: {} runs", w.name);
                     assert_eq!(others, running.iter().map(|n| seen_of(&svc, n)).collect::<Vec<_>>(), "{file}: deploying {} touched another workload", w.name);
+                    assert_eq!(others_cache, groups(&running), "{file}: deploying {} touched another workload's resctrl group", w.name);
                     running.push(w.name.clone());
                 }
                 Phase::Pending => {
@@ -769,11 +804,16 @@ fn every_shipped_example_that_fits_deploys_through_the_node_one_workload_at_a_ti
         while let Some(n) = running.first().cloned() {
             running.remove(0);
             let others: Vec<Seen> = running.iter().map(|n| seen_of(&svc, n)).collect();
+            let others_cache = groups(&running);
             svc.remove(&n).unwrap_or_else(|e| panic!("{file}: remove {n}: {e}"));
             assert_eq!(others, running.iter().map(|n| seen_of(&svc, n)).collect::<Vec<_>>(), "{file}: removing {n} touched another workload");
+            assert_eq!(others_cache, groups(&running), "{file}: removing {n} touched another workload's resctrl group");
         }
         svc.reset().unwrap_or_else(|e| panic!("{file}: reset: {e}"));
         common::assert_restored(&f.before);
+        if let Some((dir, before)) = &resctrl {
+            assert_eq!(&rtslice_testkit::resctrl::snapshot(dir.path()), before, "{file}: resctrl as found");
+        }
     }
     for s in skipped.iter().chain(&pending) {
         eprintln!("not deployed here: {s}");

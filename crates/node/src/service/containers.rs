@@ -191,6 +191,8 @@ impl Service {
             "inventoryOnly": false,
             "perCpu": plan.node.per_cpu,
             "pods": pods,
+            // Every claim, held by a container or not: the extender counts them in their namespace's sums.
+            "claims": self.claims.entries.values().map(|c| json!({"namespace": c.namespace, "bandwidth": rtslice_spec::access::demand_bandwidth(&c.workload)})).collect::<Vec<_>>(),
         })
     }
 }
