@@ -80,12 +80,9 @@ fn sleeper() -> Launch {
     Launch::Command { argv: vec!["sleep".into(), "120".into()], env: vec![], cwd: None }
 }
 
-/// On-CPU time (ns) of a thread from /proc/<tid>/schedstat (its first field: the task clock).
+/// On-CPU time (ns) of a thread: the task clock the kernel charges budgets from (sum_exec_runtime).
 fn task_clock_ns(tid: i32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{tid}/schedstat"))
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse().ok()))
-        .unwrap_or(0)
+    rtslice_sys::procfs::schedstat(tid as u32, tid as u32).map(|s| s.oncpu_ns).unwrap_or(0)
 }
 
 /// Every thread of every process in a group's tree.

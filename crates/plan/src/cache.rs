@@ -121,6 +121,11 @@ fn popcount(m: u64) -> u32 {
     m.count_ones()
 }
 
+/// How many runs of set bits `m` has.
+fn runs(m: u64) -> u32 {
+    popcount(m & !(m << 1))
+}
+
 /// A run of `n` set bits starting at bit `lo`.
 fn run(lo: u32, n: u32) -> u64 {
     if n >= 64 {
@@ -296,17 +301,20 @@ impl CacheState {
         self.grants.iter().find(|g| g.0 == i).map(|g| g.1.name.as_str()).unwrap_or("?")
     }
 
-    /// The highest-placed run of `n` free, non-shareable ways that leaves the default group one
-    /// contiguous run of at least `min_ways` ways.
+    /// The highest-placed run of `n` free, non-shareable ways that splits no run of unheld ways in
+    /// two (it takes an end of one, or fills one) and leaves the default group — the longest run
+    /// of unheld ways — at least `min_ways`. With nothing freed between held runs (one-shot plans)
+    /// the unheld ways are one run, and this leaves the default that one run.
     fn place(&self, d: usize, n: u32) -> Option<u64> {
         let node = &self.node;
         if n == 0 || n > node.ways {
             return None;
         }
-        let free = node.full_mask() & !self.used(d) & !node.shareable_mask;
+        let unheld = node.full_mask() & !self.used(d);
+        let free = unheld & !node.shareable_mask;
         (0..=node.ways - n).rev().map(|lo| run(lo, n)).find(|&m| {
-            let rest = self.default_mask(d) & !m;
-            m & free == m && contiguous(rest) && popcount(rest) >= node.min_ways
+            let rest = unheld & !m;
+            m & free == m && runs(rest) <= runs(unheld).max(1) && popcount(longest_run(rest)) >= node.min_ways
         })
     }
 

@@ -487,6 +487,52 @@ fn cache_spec() -> impl Strategy<Value = Spec> {
 }
 
 proptest! {
+    /// What the node service relies on: the running workloads pinned as they hold (CPUs, and ways as
+    /// `cache.masks`), re-planned in another order and with one of them gone, keep exactly their
+    /// ways; a newcomer asking for as many ways as the gone one held fits, in ways no pinned
+    /// workload holds.
+    #[test]
+    fn pinned_ways_come_back_exactly_in_any_order_and_a_newcomer_gets_only_free_ones(spec in cache_spec(), gone_seed in any::<usize>()) {
+        let p = plan(&spec, &NodeFacts::default());
+        let holding: Vec<&rtslice_plan::WorkloadPlan> = p.workloads.iter().filter(|w| w.cache.as_ref().is_some_and(|c| c.ways > 0)).collect();
+        prop_assume!(!holding.is_empty());
+        let gone = gone_seed % holding.len();
+        let mut pinned = Spec { node: spec.node.clone(), ..Spec::default() };
+        for (k, wp) in holding.iter().enumerate().rev() {
+            if k == gone {
+                continue;
+            }
+            let mut w = spec.workloads.iter().find(|w| w.name == wp.name).unwrap().clone();
+            w.demand = Some(w.demand.clone().unwrap_or(Demand::BestEffort(BestEffort::default())).pinned_to(&wp.cpus));
+            w.cache = Some(rtslice_spec::CacheRequest::Masks(wp.cache.as_ref().unwrap().l3.iter().map(|d| (d.id, d.mask)).collect()));
+            pinned.workloads.push(w);
+        }
+        let mut planner = Planner::new(&pinned, &NodeFacts::default());
+        let q = planner.plan();
+        prop_assert!(q.rejected.is_empty(), "pinned workloads refused: {:?}", q.rejected);
+        for w in &q.workloads {
+            let before = holding.iter().find(|h| h.name == w.name).unwrap();
+            prop_assert_eq!(&w.cache.as_ref().unwrap().l3, &before.cache.as_ref().unwrap().l3, "{} moved", &w.name);
+        }
+        let freed = holding[gone];
+        let newcomer = Workload {
+            name: "newcomer".into(),
+            demand: Some(Demand::BestEffort(BestEffort { cpus: Some(freed.cpus.clone()), ..BestEffort::default() })),
+            cache: Some(rtslice_spec::CacheRequest::Ways(freed.cache.as_ref().unwrap().ways)),
+            ..Workload::default()
+        };
+        // The freed ways are always a valid grant of that size (the default keeps what it had).
+        let got = match planner.admit(&newcomer) {
+            Ok(w) => w.cache.clone().unwrap(),
+            Err(r) => return Err(TestCaseError::fail(format!("the newcomer was refused the room {} left: {}", freed.name, r.reason))),
+        };
+        for w in &q.workloads {
+            for (a, b) in got.l3.iter().flat_map(|g| w.cache.as_ref().unwrap().l3.iter().filter(move |h| h.id == g.id).map(move |h| (g.mask, h.mask))) {
+                prop_assert_eq!(a & b, 0, "the newcomer got ways {:x} of {}'s {:x}", a, &w.name, b);
+            }
+        }
+    }
+
     #[test]
     fn cache_masks_are_contiguous_exclusive_within_cbm_and_never_overcounted(spec in cache_spec()) {
         let p = plan(&spec, &NodeFacts::default());
