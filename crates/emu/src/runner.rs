@@ -178,9 +178,9 @@ fn percentile(sorted: &[f32], q: f64) -> f64 {
 /// the two are far apart. The calibration times each PHY kernel at its best over repeated,
 /// cache-warm calls (`calib::min_ns`), which is what makes it repeatable; a running stack also pays
 /// for cold caches, its threads' hand-offs and wake-ups, its non-PHY threads and what the host
-/// steals. On this VM (28 Nov) `--load 40%` used 70-77 % of a core for srsenb and oai-lte and 84-92 %
-/// for nr-gnb, whose per-slot FFTs alone are above the target at one PRB. Studies that compare
-/// strategies at "40 %" must then say what the stack really used, so the summary does.
+/// steals, so a stack can use far more than its target (nr-gnb's per-slot FFTs alone are above 40 %
+/// at one PRB; measured in docs/results.md). Studies that compare strategies at "40 %" must then say
+/// what the stack really used, so the summary does.
 fn load_gap_warning(target: Option<f64>, used: f64, predicted: f64) -> Option<String> {
     let target = target?;
     // Half as much again, and 10 points of a core: below that the gap is the calibration's usual
@@ -801,7 +801,7 @@ mod tests {
 
     #[test]
     fn a_run_far_above_its_load_says_so_with_both_numbers() {
-        // nr-gnb at --load 40% on this VM, 28 Nov: 91.5 % used, 43.6 % predicted.
+        // nr-gnb at --load 40% as measured on a 2-vCPU VM: 91.5 % used, 43.6 % predicted.
         let w = load_gap_warning(Some(40.0), 91.5, 43.6).expect("a warning");
         assert!(w.contains("92% of one core") && w.contains("2.3x the 40%") && w.contains("predicted 44%"), "{w}");
         // Within half as much again, or within 10 points of a core: the calibration's usual error.

@@ -118,12 +118,10 @@ fn write_busy(path: &Path, value: &str) -> Result<()> {
 }
 
 /// A budget given back at release, where a lowering refused with EINVAL (the kernel's "the
-/// children's sum must fit") is tried again for a few seconds. Seen once, in a CI run of the DRA
-/// e2e test: lowering the pod's budget to 0 was refused although the container's own restore
-/// reported nothing (its cgroup was gone by then, runc removes it at the stop), so the kernel still
-/// counted a child's runtime for a moment; the pod's and QoS class's budgets stayed raised and the
-/// next container found no RT budget left. The mechanism is not established (a removed cgroup with
-/// an unreaped task did not reproduce it here); the retry covers a child that goes away shortly.
+/// children's sum must fit") is tried again for a few seconds: the kernel can still count a removed
+/// child's runtime for a moment after runc removed its cgroup, and a pod's and QoS class's budgets
+/// left raised would leave the next container no RT budget (docs/testing.md: seen once in the DRA
+/// end-to-end test, mechanism not established); the retry covers a child that goes away shortly.
 fn release_budget(path: &Path, value: i64) -> Result<()> {
     let until = std::time::Instant::now() + Duration::from_secs(3);
     loop {

@@ -70,8 +70,8 @@ pub(crate) fn start_agent(txn: &mut Txn, cmd: &AgentCommand, state_dir: &StateDi
     let pid = proc.pid;
     journal_started(txn, proc, Change::Agent { proc })?;
     // An agent that dies says so at once (its liveness is checked every 2 ms); one that is alive but
-    // slow to start gets 30 s: 5 s were not enough on a loaded 2-vCPU host (a CI run, 2 Dec, with
-    // compilers and test guests beside it: the bench's study B quick run failed twice on it).
+    // slow to start gets 30 s, as a loaded 2-vCPU host (compilers and test guests beside it) takes
+    // more than 5 s to start it (docs/testing.md).
     let deadline = Instant::now() + AGENT_READY_WITHIN;
     loop {
         if std::fs::read_to_string(&ready).map(|s| s.trim() == pid.to_string()).unwrap_or(false) {

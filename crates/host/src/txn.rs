@@ -247,9 +247,8 @@ pub fn undo_all(changes: &mut Vec<Change>, from: usize, ctx: &mut Undo) -> Vec<S
     let mut still_deadline: Vec<ProcRef> = Vec::new();
     // The agent keeps the workloads' threads in policy: left running while their policies are
     // undone, it rules them again, and a thread back under SCHED_DEADLINE refuses the affinity
-    // restored after it (EBUSY: a reset in the rt-8cpu-iso guest, 28 Nov, kept its journal and
-    // broke the next twelve tests). It stops before anything else is undone; if it cannot be
-    // stopped, it stays in its place below and says so there.
+    // restored after it (EBUSY: the reset fails and keeps its journal). It stops before anything
+    // else is undone; if it cannot be stopped, it stays in its place below and says so there.
     let _ = undo_first(changes, from, ctx, |c| matches!(c, Change::Agent { .. }));
     // Then what was launched, so its threads die under the policies they run rather than being
     // restored first: a deadline thread restored to SCHED_OTHER goes through a 4 s shrink

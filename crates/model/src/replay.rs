@@ -313,7 +313,7 @@ mod tests {
     }
 
     /// Why the planner sizes with the chain for exact enforcement and does not also replay the
-    /// kernel's tick rules (tried on 27 November 2026, docs/model.md "Sizing by replay"): for jobs
+    /// kernel's tick rules (docs/model.md "Sizing by replay"): for jobs
     /// drawn independently from a profile, the chain's smallest runtime already meets the target
     /// under the tick rules replayed, even for heavy tails (jobs longer than the budget, which overrun
     /// to the tick and are then blacked out while they repay). Replayed miss ratio / target at the

@@ -125,8 +125,7 @@ pub fn stop_gracefully(leaders: &[ProcRef], others: &[ProcRef], grace: Duration,
         v.sort_unstable_by_key(|p| (p.pid, p.start));
         v.dedup();
         // Alive first, then reaped if not: a child that exits between a reap and the check would
-        // otherwise leave the list as a zombie nobody reaps (CI, 4 Dec: an example's `sleep`, left
-        // unreaped after reset).
+        // otherwise leave the list as a zombie nobody reaps.
         v.retain(|p| {
             let alive = p.alive();
             if !alive {
