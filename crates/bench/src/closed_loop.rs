@@ -99,6 +99,11 @@ impl ClosedLoop {
         Ok(ClosedLoop { service, stop, ticker: Some(ticker) })
     }
 
+    /// The reservation mechanism the node enforces (its own choice unless one was asked for).
+    pub fn mechanism(&self) -> Option<rtslice_host::Mechanism> {
+        lock(&self.service).as_ref().map(|s| s.mechanism())
+    }
+
     /// Stops the loop, undoes the node (every workload's changes; launched processes are the
     /// runner's, attached by pid, and keep running) and returns the loop's decisions in order.
     pub fn finish(mut self) -> Result<Vec<String>, String> {

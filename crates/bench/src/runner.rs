@@ -483,7 +483,14 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
             let t = Instant::now();
             let node_dir = opt.state_dir.with_extension("node");
             let node = crate::closed_loop::ClosedLoop::start(&spec, &node_dir, &report_socket(&ctx.dir), opts.mechanism).map_err(|e| node_refusal(ctx, e))?;
-            ctx.rec.notes.push(format!("via node: the node service deployed {} workload(s) in {} ms", spec.workloads.len(), t.elapsed().as_millis()));
+            // Its mechanism is the node's choice (HCBS > RT groups > SCHED_DEADLINE), which can
+            // differ from apply's for the same spec: the report must say which one ran.
+            ctx.rec.notes.push(format!(
+                "via node: the node service deployed {} workload(s) in {} ms ({:?})",
+                spec.workloads.len(),
+                t.elapsed().as_millis(),
+                node.mechanism().unwrap_or(rtslice_host::Mechanism::None)
+            ));
             ctx.closed_loop = Some(node);
         } else {
         ctx.applied = true;
