@@ -309,7 +309,8 @@ pub fn document() -> Value {
                     "restart": { "type": "object", "description": "the restart policy (absent: never)" },
                     "exit": { "type": "string", "description": "how its launched process ended (exited)" },
                     "restarts": { "type": "integer", "description": "restarts in a row" },
-                    "restartAt": { "type": "number", "description": "when it is started again (seconds since the epoch)" }
+                    "restartAt": { "type": "number", "description": "when it is started again (seconds since the epoch)" },
+                    "cache": { "type": "object", "description": "its resctrl group as granted: ways, the L3 masks (hex, as schemata takes them), the memory-bandwidth ceiling" }
                 }},
                 "Resize": { "type": "object", "required": ["generation"], "additionalProperties": false, "properties": {
                     "generation": { "type": "integer", "description": "the generation the client read; another one gives 409" },

@@ -87,6 +87,9 @@ fn running_workloads_keep_their_ways_and_a_later_one_gets_only_free_ones() {
     svc.deploy(&spec("d", "{ways: 4}")).unwrap();
     assert!(running(&svc, "d"), "d fits the 4 ways a freed");
     assert_eq!((l3(&group("d")), l3(&group("c")), l3(root.path())), (0x00f, 0x030, 0x7c0));
+    // The API shows what each holds, as resctrl writes it.
+    let c = &svc.get(&name("c")).unwrap()["cache"];
+    assert_eq!((c["ways"].as_u64(), c["l3"][0]["mask"].as_str()), (Some(2), Some("30")), "{c}");
     // Exact masks are refused with the holder named when they overlap.
     let out = svc.deploy(&spec("e", &format!("{{masks: {{{}: \"0x60\"}}}}", l3_id()))).unwrap();
     assert!(!running(&svc, "e"));

@@ -27,6 +27,10 @@ impl Service {
             "cpus": CpuList::from_cpus(e.cpus.iter().copied()).to_string(),
             "demand": e.workload.demand,
         });
+        if let Some(c) = e.setup.as_ref().and_then(|s| s.workloads.first()).and_then(|w| w.cache.as_ref()) {
+            // Its resctrl group's ways and ceiling as granted (masks as resctrl's schemata writes them).
+            v["cache"] = serde_json::to_value(c).unwrap_or_default();
+        }
         if let Some(d) = &e.in_force {
             // Sized for its SLO, or set by the closed loop: what the host holds for it now.
             v["inForce"] = serde_json::to_value(d).unwrap_or_default();
