@@ -228,6 +228,19 @@ fn the_node_narrows_the_default_group_per_workload_and_removal_in_any_order_rest
         assert_eq!(read(group(i).with_file_name("tasks")), pid.to_string(), "{n}'s thread in its group");
     }
     no_drift(&node);
+    // A resize keeps what a workload holds: b's plan names the default group's ways as they were
+    // when it was planned (7f0 before c, here) — the same holding, as its L3 line follows the
+    // default; a with other ways is refused before anything changes.
+    let mut b_then = setups[1].clone();
+    b_then.workloads[0].cache.as_mut().unwrap().l3.iter_mut().for_each(|m| m.mask = 0x7f0);
+    node.resize(&b_then).expect("resize b, planned with the default's ways of another moment");
+    assert_eq!(l3_mask(&group(1), d), 0x7c0, "b's L3 line is still the default's");
+    let mut a_other = setups[0].clone();
+    a_other.workloads[0].cache.as_mut().unwrap().l3.iter_mut().for_each(|m| m.mask = 0x780);
+    let e = node.resize(&a_other).unwrap_err().to_string();
+    assert!(e.contains("cannot change its cache ways"), "{e}");
+    assert_eq!(l3_mask(&group(0), d), 0x00f);
+    no_drift(&node);
 
     // A fault at every change of a deploy that claims ways: only that deploy is undone.
     node.remove(&names[2]).expect("remove c");

@@ -114,6 +114,17 @@ impl Node {
     }
 }
 
+/// Whether two grants hold the same: the same exclusive ways and ceiling; for a group with only a
+/// ceiling, the same ceiling on the same L3s (its L3 line is the default group's, which moves as
+/// other workloads come and go, so the masks a plan wrote for it are not what it holds).
+pub(super) fn same_holding(a: Option<&WorkloadCache>, b: Option<&WorkloadCache>) -> bool {
+    let ids = |c: &WorkloadCache| c.l3.iter().map(|d| d.id).collect::<Vec<_>>();
+    match (a, b) {
+        (Some(x), Some(y)) if x.shared && y.shared => x.memory_bandwidth_percent == y.memory_bandwidth_percent && ids(x) == ids(y),
+        _ => a == b,
+    }
+}
+
 /// The default group's ways per L3: what it had before the node, less every exclusive way held —
 /// its longest run of them (the higher on a tie), because a capacity bitmask is one run. Ways freed
 /// between two held runs (a workload removed from the middle of the stack) stay unused until the
@@ -166,6 +177,17 @@ mod tests {
         // The middle of a stack freed: the default keeps its run at the top, the hole waits.
         let held = vec![("c".to_string(), cache(2, &[(0, 0x030)]))];
         assert_eq!(l3_line(&default_masks(&[(0, 0x7ff)].into(), &held)), "L3:0=7c0");
+    }
+
+    #[test]
+    fn a_ceiling_alone_is_the_same_holding_whatever_the_default_s_ways_were() {
+        let mb = |l3: &[(u32, u64)], pct| WorkloadCache { memory_bandwidth_percent: Some(pct), ..cache(0, l3) };
+        assert!(same_holding(Some(&mb(&[(0, 0x7f0)], 30)), Some(&mb(&[(0, 0x7c0)], 30))));
+        assert!(!same_holding(Some(&mb(&[(0, 0x7f0)], 30)), Some(&mb(&[(0, 0x7f0)], 40))));
+        assert!(!same_holding(Some(&mb(&[(0, 0x7f0)], 30)), Some(&mb(&[(1, 0x7f0)], 30))));
+        assert!(!same_holding(Some(&cache(2, &[(0, 0x30)])), Some(&cache(2, &[(0, 0xc)]))));
+        assert!(same_holding(Some(&cache(2, &[(0, 0x30)])), Some(&cache(2, &[(0, 0x30)]))));
+        assert!(same_holding(None, None) && !same_holding(None, Some(&cache(2, &[(0, 0x30)]))));
     }
 
     #[test]

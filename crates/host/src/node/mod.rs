@@ -582,7 +582,7 @@ impl Node {
         if std::mem::discriminant(&old.launch) != std::mem::discriminant(&ws.launch) || old.launch != ws.launch {
             return Err(rejected(format!("workload {}: a resize cannot change how it is launched; remove and deploy it", ws.name)));
         }
-        if old.cache != ws.cache {
+        if !cache::same_holding(old.cache.as_ref(), ws.cache.as_ref()) {
             return Err(rejected(format!(
                 "workload {}: a resize cannot change its cache ways or memory-bandwidth ceiling (its resctrl group); remove and deploy it",
                 ws.name
