@@ -69,19 +69,13 @@ pub(crate) fn write(path: &Path, value: &str) -> Result<()> {
     })
 }
 
-/// A schemata's entries as (resource, domain id) → value: `    L3:0=7ff;1=7ff` (padded, as the
-/// kernel prints it) and `L3:0=7ff` (as rtslice writes it) give the same entries.
-fn entries(schemata: &str) -> BTreeMap<(String, String), String> {
-    let mut out = BTreeMap::new();
-    for line in schemata.lines() {
-        let Some((res, doms)) = line.trim().split_once(':') else { continue };
-        for d in doms.split(';') {
-            if let Some((id, v)) = d.trim().split_once('=') {
-                out.insert((res.trim().to_string(), id.trim().to_string()), v.trim().to_string());
-            }
-        }
-    }
-    out
+/// A schemata's entries as (resource, domain id) → value (`rtslice_sys::resctrl::parse_schemata`:
+/// the kernel's padded lines and rtslice's unpadded ones give the same entries).
+fn entries(schemata: &str) -> BTreeMap<(String, u32), String> {
+    rtslice_sys::resctrl::parse_schemata(schemata)
+        .into_iter()
+        .flat_map(|(res, doms)| doms.into_iter().map(move |(id, v)| ((res.clone(), id), v)))
+        .collect()
 }
 
 /// `current` with the entries of `written` put in (a shaped directory's model of a schemata
@@ -118,7 +112,7 @@ pub fn l3_masks(schemata: &str) -> BTreeMap<u32, u64> {
     entries(schemata)
         .into_iter()
         .filter(|((res, _), _)| res == "L3")
-        .filter_map(|((_, id), v)| Some((id.parse().ok()?, u64::from_str_radix(&v, 16).ok()?)))
+        .filter_map(|((_, id), v)| Some((id, u64::from_str_radix(&v, 16).ok()?)))
         .collect()
 }
 

@@ -122,3 +122,41 @@ pub(super) fn apply_base(dir: &StateDir, facts: &HostFacts, opts: &NodeOptions) 
     let _ = std::fs::remove_file(dir.path.join(INTENT));
     Ok(base)
 }
+
+/// Node-wide values the base journals once and the node keeps current (HCBS's root budget, the
+/// default resctrl group's schemata): the entry's `old` is what reset restores, its `new` what the
+/// node wrote last, which status compares.
+impl Node {
+    pub(super) fn base_dir(&self) -> StateDir {
+        StateDir::new(node_dir(&self.root).join("base"))
+    }
+
+    /// The value `file` had before the node (its base journal entry's `old`), if the base journals it.
+    pub(super) fn base_old(&self, file: &Path) -> Option<String> {
+        let state = self.base_dir().load().ok()??;
+        state.changes.into_iter().find_map(|c| match c {
+            Change::Wrote { path, old, .. } if path == file => Some(old),
+            _ => None,
+        })
+    }
+
+    /// Records `value` as what the node holds in `file` now (the entry's `new`); saved only when
+    /// it changed.
+    pub(super) fn set_base_new(&self, file: &Path, value: &str) -> Result<()> {
+        let dir = self.base_dir();
+        let Some(mut state) = dir.load()? else { return Ok(()) };
+        let mut changed = false;
+        for c in state.changes.iter_mut() {
+            if let Change::Wrote { path, new, .. } = c {
+                if path == file && new != value {
+                    *new = value.to_string();
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            dir.save(&state)?;
+        }
+        Ok(())
+    }
+}

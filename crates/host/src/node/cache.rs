@@ -35,14 +35,14 @@ impl Node {
         let rc = self.resctrl();
         rc.check(plan)?;
         let file = rc.root.join(SCHEMATA);
-        let base_dir = StateDir::new(node_dir(&self.root).join("base"));
-        let Some(mut state) = base_dir.load()? else { return Ok(()) };
-        if state.changes.iter().any(|c| matches!(c, Change::Wrote { path, .. } if *path == file)) {
+        if self.base_old(&file).is_some() {
             return Ok(());
         }
+        let dir = self.base_dir();
+        let Some(mut state) = dir.load()? else { return Ok(()) };
         let now = fsio::read(&file)?;
         state.changes.push(Change::Wrote { path: file, old: now.clone(), new: now });
-        base_dir.save(&state)
+        dir.save(&state)
     }
 
     /// The deploy's cache steps before its launch: the group with its schemata (exclusive ways and
@@ -73,14 +73,7 @@ impl Node {
     pub(super) fn cache_settle(&self) -> std::result::Result<(), String> {
         let rc = self.resctrl();
         let file = rc.root.join(SCHEMATA);
-        let base_dir = StateDir::new(node_dir(&self.root).join("base"));
-        let Ok(Some(mut base)) = base_dir.load() else { return Ok(()) };
-        let Some(before) = base.changes.iter().find_map(|c| match c {
-            Change::Wrote { path, old, .. } if *path == file => Some(old.clone()),
-            _ => None,
-        }) else {
-            return Ok(());
-        };
+        let Some(before) = self.base_old(&file) else { return Ok(()) };
         let held: Vec<(String, WorkloadCache)> = self
             .records()
             .unwrap_or_default()
@@ -90,14 +83,7 @@ impl Node {
             .collect();
         let default = default_masks(&crate::resctrl_files::l3_masks(&before), &held);
         let value = l3_line(&default);
-        for c in base.changes.iter_mut() {
-            if let Change::Wrote { path, new, .. } = c {
-                if *path == file {
-                    *new = value.clone();
-                }
-            }
-        }
-        base_dir.save(&base).map_err(|e| e.to_string())?;
+        self.set_base_new(&file, &value).map_err(|e| e.to_string())?;
         let now = fsio::read(&file).unwrap_or_default();
         if !crate::resctrl_files::schemata_holds(&now, &value) {
             crate::resctrl_files::write(&file, &value).map_err(|e| format!("narrowing the default resctrl group: {e}"))?;

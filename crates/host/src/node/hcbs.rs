@@ -61,12 +61,8 @@ impl Node {
 
     /// The root's budget before the node started (the base journal's entry for it).
     pub(super) fn hcbs_root_before(&self, file: &Path) -> Option<rtslice_plan::kernel::GroupBudget> {
-        let state = StateDir::new(node_dir(&self.root).join("base")).load().ok()??;
-        state.changes.iter().find_map(|c| match c {
-            Change::Wrote { path, old, .. } if path == file => crate::cgroup::parse_rt_max(old)
-                .map(|(r, period_us)| rtslice_plan::kernel::GroupBudget { runtime_us: r.unwrap_or(0), period_us }),
-            _ => None,
-        })
+        crate::cgroup::parse_rt_max(&self.base_old(file)?)
+            .map(|(r, period_us)| rtslice_plan::kernel::GroupBudget { runtime_us: r.unwrap_or(0), period_us })
     }
 
     /// Writes the root's budget, the base journal's entry saying so first (its `old` stays what
@@ -74,23 +70,11 @@ impl Node {
     /// the kernel, which the next open settles.
     pub(super) fn set_hcbs_root(&self, file: &Path, b: rtslice_plan::kernel::GroupBudget) -> Result<()> {
         let value = format!("{} {}", b.runtime_us, b.period_us);
-        let base_dir = StateDir::new(node_dir(&self.root).join("base"));
-        let set_new = |v: &str| -> Result<()> {
-            let Some(mut state) = base_dir.load()? else { return Ok(()) };
-            for c in state.changes.iter_mut() {
-                if let Change::Wrote { path, new, .. } = c {
-                    if path == file {
-                        *new = v.to_string();
-                    }
-                }
-            }
-            base_dir.save(&state)
-        };
-        set_new(&value)?;
+        self.set_base_new(file, &value)?;
         let r = crate::txn::write_rt_aware(file, &value);
         if r.is_err() {
             if let Ok(now) = fsio::read_trim(file) {
-                let _ = set_new(&now);
+                let _ = self.set_base_new(file, &now);
             }
         }
         r

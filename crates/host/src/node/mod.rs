@@ -382,7 +382,7 @@ impl Node {
 
     /// `status` of the base segment (drift of node-wide values).
     pub fn base_status(&self) -> Result<Status> {
-        status(&StateDir::new(node_dir(&self.root).join("base")))
+        status(&self.base_dir())
     }
 
     /// Adds `warnings` to a deployed workload's record, where status and the API show them.
@@ -801,7 +801,7 @@ impl Node {
             total.terminated += r.terminated;
             total.killed += r.killed;
         }
-        let base_dir = StateDir::new(node_dir(&self.root).join("base"));
+        let base_dir = self.base_dir();
         if let Some(mut state) = base_dir.load()? {
             total.undone += state.changes.len();
             let errors = undo_all(&mut state.changes, 0, &mut Undo::default());
