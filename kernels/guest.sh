@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs inside a test guest (chroot on the host's read-only root) or natively for row "host":
-# every test of every binary in $RESULTS/tests.list, an integration test's each in a process of its
+# every test in $RESULTS/tests.selected (chosen on the host), an integration test's each in a process of its
 # own so a hang or crash is attributed to one test, a unit-test binary's (kind `unit`: most take
 # milliseconds, and a process start costs a TCG guest ~1.3 s) in one process per binary by
 # run_unit_tests.py, still timed, timed out and reported per test; results go to
@@ -45,19 +45,15 @@ hung_state() {
   echo "== root cpu.rt.max: $(cat /sys/fs/cgroup/cpu.rt.max 2>/dev/null); $(grep dying /sys/fs/cgroup/cgroup.stat 2>/dev/null | tr '\n' ' ')"
   find /sys/fs/cgroup -maxdepth 3 -type d -name '*rtslice*' 2>/dev/null
 }
-# RTSLICE_KERNELS_TESTS on the host, or the guest's `tests` line in matrix.conf: only the tests whose
-# id matches this extended regex.
-filter=$(cat "$R/tests.filter" 2>/dev/null)
+# The tests this row runs, "<label> <binary> <kind> <test>" a line, selected and listed on the host
+# (matrix.sh: the row's `tests` filter or RTSLICE_KERNELS_TESTS): a `--list` or a `grep` per test
+# costs a TCG guest a process start each. One binary's tests are consecutive lines.
 here=$(dirname "$0")
-while read -r label bin kind; do
-  [ -n "$bin" ] || continue
-  selected=""
-  for t in $("$bin" --list 2>/dev/null | sed -n 's/: test$//p'); do
-    if [ -n "$filter" ] && ! echo "$label::$t" | grep -Eq "$filter"; then continue; fi
-    selected="$selected $t"
-  done
+awk '$2 != b { if (b != "") print line; b = $2; line = $1 " " $2 " " $3 } { line = line " " $4 }
+     END { if (b != "") print line }' "$R/tests.selected" >"$R/tests.binaries"
+while read -r label bin kind selected; do
   if [ "$kind" = unit ]; then
-    [ -n "$selected" ] && python3 "$here/run_unit_tests.py" "$label" "$bin" "$R/results.txt" "$R/logs" "$per_test_timeout" $selected
+    python3 "$here/run_unit_tests.py" "$label" "$bin" "$R/results.txt" "$R/logs" "$per_test_timeout" $selected
     continue
   fi
   for t in $selected; do
@@ -88,7 +84,7 @@ while read -r label bin kind; do
     say "$st $id${why:+ ($why)} [${secs}s]"
     [ "$st" = FAILED ] || [ "$st" = TIMEOUT ] && tail -n 25 "$log" | sed 's/^/    | /'
   done
-done <"$R/tests.list"
+done <"$R/tests.binaries"
 sync
 say "done"
 echo done >"$R/done"
