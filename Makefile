@@ -29,7 +29,7 @@ export CARGO_HOME ?= /home/$(SUDO_USER)/.cargo
 endif
 endif
 
-.PHONY: all deps apt-deps rust-deps build release install uninstall test k8s-binaries test-kernels test-k8s test-deb test-install deb cargo-deb demo clean nri dra
+.PHONY: all deps apt-deps rust-deps build release install uninstall test k8s-binaries test-kernels test-k8s bench-k8s test-deb test-install deb cargo-deb demo clean nri dra
 
 all: build
 
@@ -154,6 +154,11 @@ k8s-binaries:
 # kube-apiserver on a loaded 2-CPU machine is the long part).
 test-k8s: deps
 	CARGO=$(CARGO) timeout -k 120 $${RTSLICE_K8S_TIMEOUT:-3000} k8s/e2e/run.sh
+
+# Scheduling latency per pod through the extender and through DRA on a real control plane with 100
+# inventory-only nodes (docs/kubernetes.md); a benchmark, not part of `make test`. Root; ~10 min.
+bench-k8s: release
+	RTSLICE_K8S_RTSLICE=$${RTSLICE_K8S_RTSLICE:-$(abspath $(or $(CARGO_TARGET_DIR),target))/release/rtslice} k8s/e2e/bench.sh
 
 # Real-kernel matrix: Debian's 6.12 PREEMPT_RT and 6.1 kernels in qemu (cgroup v2, 4 and 8 vCPUs)
 # plus this host, running the exact test binaries `cargo test` built. Root; about 10-15 min.

@@ -61,6 +61,26 @@ build_go() {
   rm -rf "$gocache" "$gomodcache"
 }
 
+# Kubernetes reports the version it was stamped with (kubectl version, the Node's kubeletVersion);
+# unstamped it says v0.0.0-master, which skew checks read as ancient.
+stamp() {
+  local minor=${1#v1.} p
+  minor=${minor%%.*}
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    printf ' -X %s.gitVersion=%s -X %s.gitMajor=1 -X %s.gitMinor=%s -X %s.gitTreeState=clean' "$p" "$1" "$p" "$p" "$minor" "$p"
+  done
+}
+# `build.sh control-plane`: only the newer kube-apiserver and kube-scheduler `make bench-k8s` runs
+# (control-plane/go.mod pins the version: 1.34's DRA allocator checks consumable capacity against
+# the wrong device, docs/dra.md "Kubernetes versions"); prints their directory.
+if [ "${1:-}" = control-plane ]; then
+  cpv=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$HERE/control-plane/go.mod")
+  [ -n "$cpv" ] || die "control-plane/go.mod requires no k8s.io/kubernetes version"
+  build_go "$HERE/control-plane" kubernetes-control-plane "$cpv" "$(stamp "$cpv")" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler
+  echo "$OUT_DIR"
+  exit 0
+fi
 # containerd first: minutes, where kube-apiserver alone takes ~4.5.
 cv="-X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"
 build_go "$HERE/containerd" containerd "$CONTAINERD_VERSION" "$cv" \
@@ -74,14 +94,7 @@ build_go "$HERE/cri-tools" cri-tools "$CRI_TOOLS_VERSION" "-X sigs.k8s.io/cri-to
   sigs.k8s.io/cri-tools/cmd/crictl
 CRI_BIN=$OUT_DIR
 
-# Kubernetes reports the version it was stamped with (kubectl version, the Node's kubeletVersion);
-# unstamped it says v0.0.0-master, which skew checks read as ancient.
-minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-kv=""
-for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  kv="$kv -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
-done
-build_go "$HERE/kubernetes" kubernetes "$K8S_VERSION" "$kv" \
+build_go "$HERE/kubernetes" kubernetes "$K8S_VERSION" "$(stamp "$K8S_VERSION")" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler \
   k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl
 K8S_BIN=$OUT_DIR

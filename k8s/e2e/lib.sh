@@ -369,6 +369,7 @@ down() {
   stop kubelet 20
   stop containerd 20
   stop kube-scheduler 10
+  stop kube-scheduler-rtslice 10  # make bench-k8s's second profile
   stop kube-apiserver 20
   stop etcd 15
   # Whatever is left of the containers (a crash, a kill): their processes (found by kubelet's

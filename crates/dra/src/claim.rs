@@ -2,8 +2,8 @@
 //! demand it stands for.
 //!
 //! - The CPUs are the devices kube-scheduler allocated from this node's pool; they must be
-//!   distinct (a claim asks for that with `constraints: [{distinctAttribute: rtslice.io/cpu}]`;
-//!   KEP-5075 would otherwise allow one CPU twice).
+//!   distinct (a claim asks for that with one request per CPU under `constraints:
+//!   [{distinctAttribute: rtslice.io/cpu}]`; KEP-5075 would otherwise allow one CPU twice).
 //! - Bandwidth: what the allocation consumed on each CPU (`consumedCapacity.bandwidth`), the same on
 //!   every CPU (a spec reservation is one runtime per CPU). The reservation is that bandwidth ×
 //!   the period, the period from the claim's or its class's opaque parameters, else the node's.
@@ -171,7 +171,9 @@ pub fn claim(json: &Value, pool: &str, default_period: Duration) -> Result<Claim
         let cpu = cpu_of(&r.device).ok_or_else(|| format!("{what}: `{}` is not a device rtslice publishes (cpu-<n>)", r.device))?;
         if cpus.contains(&cpu) {
             return Err(format!(
-                "{what}: CPU {cpu} is allocated twice; one reservation holds each CPU once: add `constraints: [{{distinctAttribute: {DRIVER}/cpu}}]` to the claim"
+                "{what}: CPU {cpu} is allocated twice; one reservation holds each CPU once: ask one request per CPU, all under \
+                 `constraints: [{{requests: [...], distinctAttribute: {DRIVER}/cpu}}]` (before Kubernetes 1.37 the allocator \
+                 keeps a `count: N` request's CPUs distinct only for N <= 2; docs/dra.md)"
             ));
         }
         cpus.push(cpu);
