@@ -5,8 +5,9 @@
 # over the same inventory:
 #   - $BENCH_NODES inventory-only nodes of 64 CPUs (CPU 0 housekeeping), each carrying the
 #     rtslice.io/inventory annotation a real `rtslice daemon --inventory-only` published for such a
-#     node, and the ResourceSlice rtslice's DRA driver publishes for it (one device per reservable
-#     CPU, `bandwidth` 950m, allowMultipleAllocations);
+#     node, and a ResourceSlice shaped as rtslice's DRA driver publishes one for it (one device per
+#     reservable CPU, `bandwidth` 950m, allowMultipleAllocations), written here: an inventory-only
+#     daemon publishes no slice;
 #   - $BENCH_PODS vBS pods per path, reservations of 10-60 % on 1-4 CPUs (the criterion bench's
 #     mix), one pod in flight at a time, the two paths alternating; each timed from its POST to the
 #     moment a watch sees it bound (k8s/e2e/bench_driver.py);
