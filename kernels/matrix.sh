@@ -223,9 +223,12 @@ PY
 # Every test of every binary, listed once here: in a TCG guest each `--list` and each per-test
 # filter match is a process start (~1.3 s, more with three guests on two CPUs), which cost a guest
 # about a minute before a test ran. The guests get their selection ready (`tests.selected`).
+: >"$OUT/tests.all"
 while read -r label bin kind; do
-  "$bin" --list 2>/dev/null | sed -n 's/: test$//p' | while read -r t; do echo "$label $bin $kind $t"; done
-done <"$OUT/tests.list" >"$OUT/tests.all" || die "cannot list the tests of the binaries in $OUT/tests.list"
+  # A binary that cannot list its tests would silently drop them from every row: stop instead.
+  names=$("$bin" --list 2>>"$OUT/build.log") || die "$bin --list failed (see $OUT/build.log)"
+  printf '%s\n' "$names" | sed -n "s|: test\$||p" | sed "s|^|$label $bin $kind |" >>"$OUT/tests.all"
+done <"$OUT/tests.list"
 [ -s "$OUT/tests.all" ] || die "the test binaries in $OUT/tests.list list no tests"
 RTSLICE_BIN=$(cat "$OUT/rtslice.bin")
 [ -x "$RTSLICE_BIN" ] || die "cargo test built no rtslice binary (see $OUT/artifacts.json)"
