@@ -117,23 +117,25 @@ def pod(cfg, path, name, pct, k, node_selector=None):
 
 
 def claim(cfg, name, pct, k):
+    # One request per CPU, all under one distinctAttribute constraint: the form whose CPUs are
+    # distinct on every Kubernetes from 1.34 (docs/dra.md, "Kubernetes versions").
+    names = ["cpu%d" % j for j in range(k)]
     return {
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
         "metadata": {"name": name, "namespace": cfg["namespace"]},
-        # One request per CPU, all under one distinctAttribute constraint: the form whose CPUs are
-        # distinct on every Kubernetes from 1.34 (docs/dra.md, "N CPUs").
         "spec": {"devices": {
-            "requests": [{"name": "cpu%d" % j, "exactly": {
+            "requests": [{"name": n, "exactly": {
                 "deviceClassName": "rt-bandwidth.rtslice.io", "count": 1,
-                "capacity": {"requests": {"bandwidth": "%dm" % (pct * 10)}}}} for j in range(k)],
-            "constraints": [{"requests": ["cpu%d" % j for j in range(k)], "distinctAttribute": "rtslice.io/cpu"}],
-            "config": [{"requests": ["cpu%d" % j for j in range(k)], "opaque": {"driver": "rtslice.io", "parameters": {"period": "1ms"}}}],
+                "capacity": {"requests": {"bandwidth": "%dm" % (pct * 10)}}}} for n in names],
+            "constraints": [{"requests": names, "distinctAttribute": "rtslice.io/cpu"}],
+            "config": [{"requests": names, "opaque": {"driver": "rtslice.io", "parameters": {"period": "1ms"}}}],
         }},
     }
 
 
 def place(api, watch, cfg, path, name, pct, k, timeout, node_selector=None):
-    """(latency in s, node) or (None, None) when it was not bound within `timeout`."""
+    """(latency in s, node), or (None, kube-scheduler's reason) when it was marked unschedulable or
+    not bound within `timeout`."""
     ns = cfg["namespace"]
     if path == "dra":
         api.call("POST", "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims" % ns, claim(cfg, name, pct, k))
