@@ -23,26 +23,38 @@ const ROLE: &str = "RTSLICE_ADMISSION_ROLE";
 const THREADS: [&str; 5] = ["TXRX", "WORKER0", "WORKER1", "WORKER2", "STACK"];
 
 /// Helper role: five named threads, each waking every 1 ms (a TTI) for ~50 µs of work, until killed.
+/// Prints `READY` once every thread runs under its name.
 #[test]
 fn helper_stack_role() {
     if std::env::var(ROLE).as_deref() != Ok("stack") {
         return;
     }
+    let (started, running) = std::sync::mpsc::channel();
     let handles: Vec<_> = THREADS
         .iter()
         .map(|name| {
+            let started = started.clone();
             std::thread::Builder::new()
                 .name(name.to_string())
-                .spawn(|| loop {
-                    std::thread::sleep(Duration::from_millis(1));
-                    let t = Instant::now();
-                    while t.elapsed() < Duration::from_micros(50) {
-                        std::hint::spin_loop();
+                .spawn(move || {
+                    // The name is set before the closure runs.
+                    let _ = started.send(());
+                    loop {
+                        std::thread::sleep(Duration::from_millis(1));
+                        let t = Instant::now();
+                        while t.elapsed() < Duration::from_micros(50) {
+                            std::hint::spin_loop();
+                        }
                     }
                 })
                 .unwrap()
         })
         .collect();
+    for _ in THREADS {
+        running.recv().unwrap();
+    }
+    println!("READY");
+    std::io::Write::flush(&mut std::io::stdout()).unwrap();
     for h in handles {
         let _ = h.join();
     }
@@ -67,13 +79,17 @@ fn twenty_applies_of_an_attached_five_thread_stack_succeed_first_try() {
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "helper_stack_role", "--nocapture"])
             .env(ROLE, "stack")
-            .stdout(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
-        // Wait for the five threads, then make them last run on CPU 0 (outside the partition).
-        assert!(wait_until(Duration::from_secs(5), || sched::threads_of(pid).len() >= 6), "the stack started");
+        // Wait for the helper's word that its five threads run (no time bound: a slow guest only
+        // takes longer; a helper that dies closes the pipe), then make them last run on CPU 0
+        // (outside the partition).
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let ready = std::io::BufRead::lines(stdout).map_while(|l| l.ok()).any(|l| l == "READY");
+        assert!(ready, "the stack helper exited before its threads ran: {:?}", child.wait());
         for tid in sched::threads_of(pid) {
             sched::set_affinity(tid, &CpuList::parse("0").unwrap()).unwrap();
         }

@@ -296,7 +296,7 @@ static __always_inline __u64 traced(struct task_struct *t, bool btf)
 	return in_cgroup(t, btf);
 }
 
-static __always_inline struct tstats *stats_of(struct task_struct *t, __u32 tid, __u64 cgroup)
+static __always_inline struct tstats *stats_of(struct task_struct *t, __u32 tid, __u64 cgroup, bool btf)
 {
 	struct tstats *st = bpf_map_lookup_elem(&stats, &tid);
 	__u32 zkey = 0;
@@ -308,6 +308,12 @@ static __always_inline struct tstats *stats_of(struct task_struct *t, __u32 tid,
 			st->cgroup = cgroup;
 		return st;
 	}
+	/* A thread past exit_notify (exit_state set) may already be reaped: user space then saw its
+	 * /proc entry gone, reported it exited and deleted its entry, and its last switches (the final
+	 * one into TASK_DEAD, or a preemption on the way there) must not make a new one that would
+	 * report it again and never be removed. Its entry, if it still has one, is updated. */
+	if (KREAD(btf, t, exit_state))
+		return NULL;
 	st = bpf_map_lookup_elem(&zero, &zkey);
 	if (!st)
 		return NULL;
@@ -367,7 +373,7 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 	key = traced(p, btf);
 	if (!key)
 		return 0;
-	st = stats_of(p, KREAD(btf, p, pid), key);
+	st = stats_of(p, KREAD(btf, p, pid), key, btf);
 	/* Only a task not already waiting starts a wait: a wake-up of a task still queued after a
 	 * preemption (ttwu_runnable) does not restart it. A task woken while running (it had not yet
 	 * blocked) gets a start that its next switch-out replaces or clears. */
@@ -479,7 +485,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 		return 0;
 	now = bpf_ktime_get_ns();
 	if (key) {
-		st = stats_of(prev, KREAD(btf, prev, pid), key);
+		st = stats_of(prev, KREAD(btf, prev, pid), key, btf);
 		if (st) {
 			if (st->oncpu_since) {
 				__u64 ran = charged_ns(prev, btf) - st->charged_since;
@@ -514,7 +520,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 	if (next_key) {
 		__u32 cpu = bpf_get_smp_processor_id();
 
-		st = stats_of(next, KREAD(btf, next, pid), next_key);
+		st = stats_of(next, KREAD(btf, next, pid), next_key, btf);
 		if (st) {
 			if (st->wait_since && now > st->wait_since)
 				record(st, st->wait_kind, now - st->wait_since);

@@ -30,6 +30,7 @@ enum { false = 0, true = 1 };
 enum bpf_map_type {
 	BPF_MAP_TYPE_HASH = 1,
 	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 };
 
 enum {
@@ -88,6 +89,7 @@ struct sched_entity {
 struct task_struct {
 	struct sched_entity se;
 	unsigned int __state;
+	int exit_state;
 	int pid;
 	int tgid;
 	char comm[16];
