@@ -1,6 +1,7 @@
 //! Pure validation and translation of a `Setup` for this host: which reservation mechanism enforces
 //! it, and every check that can refuse it before anything is touched (`HostError::Rejected`).
 
+use rtslice_plan::kernel::admission;
 use rtslice_plan::Reservation;
 
 use crate::cgroup::{Backend, GroupPaths};
@@ -88,19 +89,16 @@ pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec
         crate::setup::pattern(&rule.iface).map_err(rejected)?;
     }
 
-    // Admission: per CPU, reserved bandwidth must fit the kernel's RT cap.
+    // Admission, in the planner's arithmetic (rtslice_plan::kernel::admission): per CPU, reserved
+    // bandwidth must fit the kernel's RT cap.
+    let part = |r: Reservation| (r.runtime, r.period);
     for cpu in facts.online.iter() {
-        let sum: f64 = setup
-            .workloads
-            .iter()
-            .filter(|w| w.cpus.contains(cpu))
-            .filter_map(|w| w.reservation.map(|r| r.bandwidth()))
-            .sum();
-        if sum > facts.rt_ratio + 1e-9 {
+        let on_cpu = setup.workloads.iter().filter(|w| w.cpus.contains(cpu)).filter_map(|w| w.reservation.map(part));
+        if let Err(x) = admission::fits(on_cpu, facts.rt_ratio, 1) {
             return Err(rejected(format!(
                 "CPU {cpu} would carry {:.1}% of reserved real-time bandwidth, above the kernel's cap {:.1}% \
                  (sched_rt_runtime_us/sched_rt_period_us); shrink the reservations or spread them",
-                sum * 100.0,
+                x.need * 100.0,
                 facts.rt_ratio * 100.0
             )));
         }
@@ -108,16 +106,16 @@ pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec
     if let (Mechanism::Hcbs, Some(cap)) = (mech, facts.hcbs_cap()) {
         // One root budget holds every group's and is reserved on every CPU, whatever the groups'
         // cpusets (rtslice_plan::HcbsRoot): the budgets sum over the whole host.
-        let ours: f64 = setup.workloads.iter().filter_map(|w| w.reservation.map(|r| r.whole_micros().bandwidth())).sum();
-        let others: f64 =
-            facts.hcbs_root.iter().flat_map(|r| &r.others).map(|b| b.runtime_us as f64 / b.period_us.max(1) as f64).sum();
-        if ours + others > cap + 1e-9 {
+        let ours = setup.workloads.iter().filter_map(|w| w.reservation.map(|r| part(r.whole_micros())));
+        let others: Vec<admission::Part> = facts.hcbs_root.iter().flat_map(|r| &r.others).map(|b| b.part()).collect();
+        if let Err(x) = admission::fits(others.iter().copied().chain(ours), cap, 1) {
+            let (total, others) = (x.need, admission::sum(others));
             return Err(rejected(format!(
                 "HCBS reserves each group's budget on every CPU, whatever its cpuset (the root group's budget holds them all, \
                  admitted as deadline bandwidth on each CPU): the reservations sum to {:.1}%{}, above the {:.1}% the kernel \
                  admits (sched_rt_runtime_us/sched_rt_period_us {:.1}% less the fair servers' {:.1}%); fewer or smaller \
                  reservations, or --mechanism deadline",
-                (ours + others) * 100.0,
+                total * 100.0,
                 if others > 0.0 { format!(" with the {:.1}% other groups hold", others * 100.0) } else { String::new() },
                 cap * 100.0,
                 facts.rt_ratio * 100.0,
@@ -126,12 +124,13 @@ pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec
         }
     }
     if mech == Mechanism::RtGroup {
-        let total: f64 = setup.workloads.iter().filter_map(|w| w.reservation.map(|r| r.bandwidth())).sum();
-        if total > facts.rt_ratio + 1e-9 {
+        // Whole microseconds: what the groups' cpu.rt_runtime_us get.
+        let all = setup.workloads.iter().filter_map(|w| w.reservation.map(|r| part(r.whole_micros())));
+        if let Err(x) = admission::fits(all, facts.rt_ratio, 1) {
             return Err(rejected(format!(
                 "RT group scheduling (cgroup v1) accounts every group's runtime/period against one per-CPU ratio: \
                  the reservations sum to {:.1}%, above the cap {:.1}%; use --mechanism deadline or fewer reservations",
-                total * 100.0,
+                x.need * 100.0,
                 facts.rt_ratio * 100.0
             )));
         }
@@ -193,23 +192,21 @@ pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec
                         // prints it (rtslice_plan::kernel::kernel_workload_on).
                         rt_budget = Some(res);
                     }
-                    let dl: f64 = ws
-                        .threads
-                        .iter()
-                        .filter_map(|r| match r.policy {
-                            Some(SchedAttr::Deadline { runtime_ns, period_ns, .. }) => Some(runtime_ns as f64 / period_ns as f64),
-                            _ => None,
-                        })
-                        .sum();
+                    let dl = ws.threads.iter().filter_map(|r| match r.policy {
+                        Some(SchedAttr::Deadline { runtime_ns, period_ns, .. }) => {
+                            Some((std::time::Duration::from_nanos(runtime_ns), std::time::Duration::from_nanos(period_ns)))
+                        }
+                        _ => None,
+                    });
                     // The deadline servers' share is accounted in the same admission as our threads.
                     let cap = (facts.rt_ratio - facts.dl_server).max(0.0);
-                    if dl > cap * ws.cpus.len() as f64 + 1e-9 {
+                    if let Err(x) = admission::fits(dl, cap, ws.cpus.len() as u32) {
                         return Err(rejected(format!(
                             "workload {}: its SCHED_DEADLINE threads need {:.1}% of a CPU, its partition offers {:.1}% (the kernel's cap \
                              {:.1}% less the deadline servers' {:.1}%, on {} CPU(s))",
                             w.name,
-                            dl * 100.0,
-                            cap * 100.0 * ws.cpus.len() as f64,
+                            x.need * 100.0,
+                            x.offered * 100.0,
                             facts.rt_ratio * 100.0,
                             facts.dl_server * 100.0,
                             ws.cpus.len()

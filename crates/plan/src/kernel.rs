@@ -12,9 +12,10 @@ use serde::{Deserialize, Serialize};
 use crate::{Allocation, Plan, Rejection, Reservation, ThreadSched};
 use rtslice_spec::Spec;
 
+pub mod admission;
 mod params;
 
-use params::deadline_bw;
+use params::deadline_part;
 pub use params::{kernel_plan, kernel_workload, kernel_workload_on};
 
 /// How real-time reservations are enforced.
@@ -244,6 +245,13 @@ pub struct KernelWorkload {
 pub struct GroupBudget {
     pub runtime_us: u64,
     pub period_us: u64,
+}
+
+impl GroupBudget {
+    /// The budget as an admission part (runtime, period).
+    pub fn part(&self) -> admission::Part {
+        (Duration::from_micros(self.runtime_us), Duration::from_micros(self.period_us))
+    }
 }
 
 impl From<Reservation> for GroupBudget {
@@ -505,15 +513,15 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
             }
             if mech == Mechanism::Deadline {
                 if let (Some(cap), Some(k)) = (kernel_cap(kernel, mech), kernel_workload(w, mech)) {
-                    let dl: f64 = k.threads.iter().filter_map(|t| deadline_bw(&t.sched)).sum();
-                    if dl > cap * w.cpus.len() as f64 + 1e-9 {
+                    let parts = k.threads.iter().filter_map(|t| deadline_part(&t.sched));
+                    if let Err(x) = admission::fits(parts, cap, w.cpus.len() as u32) {
                         refuse = Some((
                             w.name.clone(),
                             format!(
                                 "its SCHED_DEADLINE rules need {} of a CPU, its partition offers {} (the kernel's cap {} on {} CPU(s)); \
                                  lower the explicit runtimes or give it more CPUs",
-                                pct(dl),
-                                pct(cap * w.cpus.len() as f64),
+                                pct(x.need),
+                                pct(x.offered),
                                 pct(cap),
                                 w.cpus.len()
                             ),
@@ -527,48 +535,47 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
             // One root budget holds every group's, and it is reserved on every CPU whatever the
             // groups' cpusets: the budgets sum, over all CPUs, with the other groups' the root holds.
             let root = kernel.hcbs_root.clone().unwrap_or_else(HcbsRoot::boot_default);
-            let others: f64 = root.others.iter().map(|b| b.runtime_us as f64 / b.period_us.max(1) as f64).sum();
-            let mut total = others;
-            for w in &p.workloads {
-                let Some(r) = w.realtime_reservation() else { continue };
-                total += r.whole_micros().bandwidth();
-                if total > spec.node.cap + 1e-9 {
-                    refuse = Some((
-                        w.name.clone(),
-                        format!(
-                            "HCBS reserves each group's budget on every CPU, whatever its cpuset (the root group's budget holds them \
-                             all and the kernel admits it as deadline bandwidth on each CPU): with it the budgets sum to {}{}, above \
-                             the {} the kernel admits there (sched_rt_runtime_us/sched_rt_period_us{}, or the spec's cap); fewer or \
-                             smaller reservations, or --mechanism deadline",
-                            pct(total),
-                            if others > 0.0 { format!(" with the other groups' {}", pct(others)) } else { String::new() },
-                            pct(spec.node.cap),
-                            if kernel.dl_server > 0.0 { format!(" less the fair servers' {}", pct(kernel.dl_server)) } else { String::new() },
-                        ),
-                    ));
-                    break;
-                }
+            let others: Vec<admission::Part> = root.others.iter().map(|b| b.part()).collect();
+            let held: Vec<(&crate::WorkloadPlan, Reservation)> =
+                p.workloads.iter().filter_map(|w| Some((w, w.realtime_reservation()?.whole_micros()))).collect();
+            let crossing = admission::first_exceeding(others.iter().copied(), held.iter().map(|(_, r)| (r.runtime, r.period)), spec.node.cap);
+            if let Some((i, x)) = crossing {
+                let others = admission::sum(others);
+                refuse = Some((
+                    held[i].0.name.clone(),
+                    format!(
+                        "HCBS reserves each group's budget on every CPU, whatever its cpuset (the root group's budget holds them \
+                         all and the kernel admits it as deadline bandwidth on each CPU): with it the budgets sum to {}{}, above \
+                         the {} the kernel admits there (sched_rt_runtime_us/sched_rt_period_us{}, or the spec's cap); fewer or \
+                         smaller reservations, or --mechanism deadline",
+                        pct(x.need),
+                        if others > 0.0 { format!(" with the other groups' {}", pct(others)) } else { String::new() },
+                        pct(spec.node.cap),
+                        if kernel.dl_server > 0.0 { format!(" less the fair servers' {}", pct(kernel.dl_server)) } else { String::new() },
+                    ),
+                ));
             }
         }
         if refuse.is_none() && mech == Mechanism::RtGroup {
             if let Some(cap) = kernel.rt_cap {
-                let mut total = 0.0;
-                for w in &p.workloads {
-                    if let Allocation::Reservation { reservation, .. } = &w.allocation {
-                        total += reservation.whole_micros().bandwidth();
-                        if total > cap + 1e-9 {
-                            refuse = Some((
-                                w.name.clone(),
-                                format!(
-                                    "RT groups (cgroup v1) account every group's runtime/period against one ratio: with it the \
-                                     reservations sum to {}, above the kernel's cap {}; use --mechanism deadline or fewer reservations",
-                                    pct(total),
-                                    pct(cap)
-                                ),
-                            ));
-                            break;
-                        }
-                    }
+                let held: Vec<(&crate::WorkloadPlan, Reservation)> = p
+                    .workloads
+                    .iter()
+                    .filter_map(|w| match &w.allocation {
+                        Allocation::Reservation { reservation, .. } => Some((w, reservation.whole_micros())),
+                        _ => None,
+                    })
+                    .collect();
+                if let Some((i, x)) = admission::first_exceeding([], held.iter().map(|(_, r)| (r.runtime, r.period)), cap) {
+                    refuse = Some((
+                        held[i].0.name.clone(),
+                        format!(
+                            "RT groups (cgroup v1) account every group's runtime/period against one ratio: with it the \
+                             reservations sum to {}, above the kernel's cap {}; use --mechanism deadline or fewer reservations",
+                            pct(x.need),
+                            pct(cap)
+                        ),
+                    ));
                 }
             }
         }
@@ -606,15 +613,15 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
             // sched_rt_runtime_us/period less the deadline servers' share of each CPU.
             if let Some(cap) = kernel_cap(kernel, Mechanism::Deadline) {
                 for w in p.workloads.iter().filter(|w| !matches!(w.allocation, Allocation::Reservation { .. })) {
-                    let dl: f64 = w.threads.iter().filter_map(|t| deadline_bw(&t.sched)).sum();
-                    if dl > cap * w.cpus.len() as f64 + 1e-9 {
+                    let parts = w.threads.iter().filter_map(|t| deadline_part(&t.sched));
+                    if let Err(x) = admission::fits(parts, cap, w.cpus.len() as u32) {
                         refuse = Some((
                             w.name.clone(),
                             format!(
                                 "its SCHED_DEADLINE rules need {} of a CPU, but the kernel admits {} on its {} CPU(s) ({} of each: \
                                  sched_rt_runtime_us/sched_rt_period_us{}); give the rules explicit runtimes or lower node.cap to {}",
-                                pct(dl),
-                                pct(cap * w.cpus.len() as f64),
+                                pct(x.need),
+                                pct(x.offered),
                                 w.cpus.len(),
                                 pct(cap),
                                 if kernel.dl_server > 0.0 { format!(" less the deadline servers' {}", pct(kernel.dl_server)) } else { String::new() },

@@ -625,3 +625,30 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// The kernel admission's fixed point stays on the safe side of exact arithmetic, and within a
+    /// part per billion per term of it: what it admits never exceeds the cap by more than the cap's
+    /// own rounding, and what fits with a margin of one part per billion per term is admitted.
+    #[test]
+    fn kernel_admission_is_exact_to_a_part_per_billion_per_term(
+        parts in prop::collection::vec((1u64..=1_000_000, 1u64..=1_000_000), 0..12),
+        cap_ppm in 0u64..=1_000_000,
+        cpus in 1u32..=8,
+    ) {
+        use rtslice_plan::kernel::admission;
+        let parts: Vec<(Duration, Duration)> =
+            parts.into_iter().map(|(r, p)| (Duration::from_micros(r.min(p)), Duration::from_micros(p))).collect();
+        let cap = cap_ppm as f64 / 1e6;
+        let exact: f64 = parts.iter().map(|(r, p)| r.as_nanos() as f64 / p.as_nanos() as f64).sum();
+        let offered = cap * cpus as f64;
+        let slack = 1e-9 * (parts.len() as f64 + 1.0) + 1e-12 * exact;
+        match admission::fits(parts.iter().copied(), cap, cpus) {
+            Ok(()) => prop_assert!(exact <= offered + slack, "admitted {exact} on {offered}"),
+            Err(x) => {
+                prop_assert!(exact + slack > offered, "refused {exact} on {offered}");
+                prop_assert!(x.need >= exact - slack && x.need > x.offered);
+            }
+        }
+    }
+}

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::steering::Target;
+use rtslice_plan::kernel::admission;
 
 impl Node {
     pub(super) fn single<'s>(&self, setup: &'s Setup) -> Result<&'s WorkloadSetup> {
@@ -60,26 +61,7 @@ impl Node {
     }
 
     pub(super) fn runc_for(&self, ws: &WorkloadSetup) -> Result<Option<PathBuf>> {
-        match &ws.launch {
-            Launch::Oci(o) => {
-                if let Err(e) = crate::image::OciSource::detect(&o.bundle) {
-                    return Err(rejected(format!("workload {}: {e}", ws.name)));
-                }
-                Ok(Some(self.opts.runc.clone().or_else(crate::oci::find_runc).ok_or_else(|| {
-                    rejected("an OCI launch needs runc, which is not installed (apt-get install runc)")
-                })?))
-            }
-            Launch::Podman(_) => crate::podman::require(&ws.name).map(|_| None),
-            Launch::Attach { pids } => {
-                for pid in pids {
-                    if ProcRef::of(*pid).is_none() {
-                        return Err(rejected(format!("workload {}: pid {pid} does not exist", ws.name)));
-                    }
-                }
-                Ok(None)
-            }
-            _ => Ok(None),
-        }
+        crate::launch::check_launch(ws, self.opts.runc.as_deref())
     }
 
     /// Validates one workload against the host and against the workloads already deployed (except
@@ -131,10 +113,14 @@ impl Node {
         let others: Vec<AppliedRecord> =
             self.records()?.into_iter().filter(|r| !r.workloads.iter().any(|w| except.contains(&w.name.as_str()))).collect();
         let mut exclusive = if mine.is_some() { p.ws.cpus.clone() } else { CpuList::new() };
-        let mut total = p.rt_budget.map_or(0.0, |r| r.bandwidth());
-        // SCHED_DEADLINE admits per root domain: the reservations sharing this partition, summed.
-        let reserved = |w: &WorkloadSetup| w.reservation.map_or(0.0, |x| x.whole_micros().bandwidth() * w.cpus.len() as f64);
-        let mut in_partition = if in_partition_dir { reserved(&p.ws) } else { 0.0 };
+        // The sums below are the planner's (rtslice_plan::kernel::admission), part by part.
+        let mut total: Vec<admission::Part> = p.rt_budget.iter().map(|r| (r.runtime, r.period)).collect();
+        // SCHED_DEADLINE admits per root domain: the reservations sharing this partition, each its
+        // runtime on every one of its CPUs.
+        let reserved = |w: &WorkloadSetup| {
+            w.reservation.map(|x| x.whole_micros()).map(|x| (x.runtime * w.cpus.len() as u32, x.period))
+        };
+        let mut in_partition: Vec<admission::Part> = if in_partition_dir { reserved(&p.ws).into_iter().collect() } else { Vec::new() };
         for r in &others {
             for w in &r.workloads {
                 let theirs = partition_dir_of(&w.group.cpuset);
@@ -161,23 +147,23 @@ impl Node {
                     exclusive = exclusive.union(&w.cpus);
                 }
                 if same_shared {
-                    in_partition += r.setup.workloads.iter().filter(|x| x.name == w.name).map(reserved).sum::<f64>();
+                    in_partition.extend(r.setup.workloads.iter().filter(|x| x.name == w.name).filter_map(reserved));
                 }
             }
-            total += r.setup.workloads.iter().filter_map(|w| w.reservation.map(|x| x.whole_micros().bandwidth())).sum::<f64>();
+            total.extend(r.setup.workloads.iter().filter_map(|w| w.reservation.map(|x| x.whole_micros())).map(|x| (x.runtime, x.period)));
         }
         if self.base.mechanism == Mechanism::Deadline && in_partition_dir {
             // The kernel's cap less the deadline servers' share, on each CPU of the partition.
-            let cap = (self.facts.rt_ratio - self.facts.dl_server).max(0.0) * p.ws.cpus.len() as f64;
-            if in_partition > cap + 1e-9 {
+            let cap = (self.facts.rt_ratio - self.facts.dl_server).max(0.0);
+            if let Err(x) = admission::fits(in_partition, cap, p.ws.cpus.len() as u32) {
                 return Err(rejected(format!(
                     "workload {}: the SCHED_DEADLINE reservations on CPUs [{}] would sum to {:.1}% of a CPU, above the \
                      {:.1}% the kernel admits there (its cap {:.1}% less the deadline servers' {:.1}% per CPU); remove or \
                      shrink a workload on these CPUs, or place it on others",
                     ws.name,
                     p.ws.cpus,
-                    in_partition * 100.0,
-                    cap * 100.0,
+                    x.need * 100.0,
+                    x.offered * 100.0,
                     self.facts.rt_ratio * 100.0,
                     self.facts.dl_server * 100.0
                 )));
@@ -202,13 +188,14 @@ impl Node {
             // Every budget the root group holds (the other workloads', other tools'), this one's
             // own as it is now replaced: HCBS reserves them all on every CPU.
             let cap = cap.min(self.opts.cap);
-            let held: f64 = crate::cgroup::hcbs_root_groups(&self.facts.backend.root().cpu)
+            let held: Vec<admission::Part> = crate::cgroup::hcbs_root_groups(&self.facts.backend.root().cpu)
                 .into_iter()
                 .filter(|(dir, _)| dir != &p.group.cpu)
-                .map(|(_, b)| b.runtime_us as f64 / b.period_us.max(1) as f64)
-                .sum();
-            let total = held + p.rt_budget.map_or(0.0, |r| r.bandwidth());
-            if total > cap + 1e-9 {
+                .map(|(_, b)| b.part())
+                .collect();
+            let mine = p.rt_budget.map(|r| (r.runtime, r.period));
+            if let Err(x) = admission::fits(held.iter().copied().chain(mine), cap, 1) {
+                let (total, held) = (x.need, admission::sum(held));
                 return Err(rejected(format!(
                     "workload {}: HCBS reserves every group's budget on every CPU, whatever its cpuset (the root group's \
                      budget holds them all), and with it the budgets would sum to {:.1}% ({:.1}% held by the other groups), \
@@ -222,7 +209,8 @@ impl Node {
         }
         if let (Mechanism::RtGroup | Mechanism::Hcbs, Some(budget)) = (self.base.mechanism, self.base.parent_budget_us) {
             let cap = budget as f64 / 1e6;
-            if total > cap + 1e-9 {
+            if let Err(x) = admission::fits(total, cap, 1) {
+                let total = x.need;
                 return Err(rejected(format!(
                     "workload {}: RT group scheduling accounts every group's runtime/period against one ratio, and the \
                      reservations would sum to {:.1}%, above the node's {:.1}%; remove or shrink a workload",

@@ -4,9 +4,9 @@
 
 use super::*;
 
-pub(super) fn deadline_bw(s: &ThreadSched) -> Option<f64> {
+pub(super) fn deadline_part(s: &ThreadSched) -> Option<super::admission::Part> {
     match s {
-        ThreadSched::Deadline { runtime, period, .. } => Some(runtime.as_nanos() as f64 / period.as_nanos().max(1) as f64),
+        ThreadSched::Deadline { runtime, period, .. } => Some((*runtime, *period)),
         _ => None,
     }
 }
