@@ -20,7 +20,7 @@ use crate::facts::HostFacts;
 use crate::prepare::{prepare, rejected, resolve_mechanism, Prepared};
 use crate::record::{AppliedRecord, Mechanism, WorkloadRecord};
 use crate::resctrl::Resctrl;
-use crate::setup::{Launch, Setup};
+use crate::setup::Setup;
 use crate::txn::{step, Fault, StepResult, Txn};
 
 #[derive(Clone, Debug, Default)]
@@ -72,30 +72,9 @@ pub fn apply_setup(setup: &Setup, opts: &ApplyOptions) -> Result<Applied> {
 pub fn apply_with_facts(setup: &Setup, opts: &ApplyOptions, facts: &HostFacts) -> Result<Applied> {
     let mech = resolve_mechanism(setup, facts, opts.mechanism)?;
     let (prepared, mut warnings) = prepare(setup, facts, mech)?;
-    let runc = if setup.workloads.iter().any(|w| matches!(w.launch, Launch::Oci(_))) {
-        Some(opts.runc.clone().or_else(crate::oci::find_runc).ok_or_else(|| {
-            rejected("an OCI launch needs runc, which is not installed (apt-get install runc)")
-        })?)
-    } else {
-        None
-    };
+    let mut runc = None;
     for w in &setup.workloads {
-        if let Launch::Oci(o) = &w.launch {
-            // A bundle (rootfs/), an OCI image layout or a docker-save archive (unpacked at launch).
-            if let Err(e) = crate::image::OciSource::detect(&o.bundle) {
-                return Err(rejected(format!("workload {}: {e}", w.name)));
-            }
-        }
-        if matches!(w.launch, Launch::Podman(_)) {
-            crate::podman::require(&w.name)?;
-        }
-        if let Launch::Attach { pids } = &w.launch {
-            for pid in pids {
-                if ProcRef::of(*pid).is_none() {
-                    return Err(rejected(format!("workload {}: pid {pid} does not exist", w.name)));
-                }
-            }
-        }
+        runc = launch::check_launch(w, opts.runc.as_deref())?.or(runc);
     }
     // PCI devices: every one present, bound to a driver and named once, before anything is touched.
     let (devices, device_warnings) = crate::devices::resolve(Path::new("/"), setup)?;

@@ -186,6 +186,30 @@ pub(crate) struct Launched {
 /// once its init process is in the groups and before its program runs, so nothing it forks escapes them.
 /// The one launch sequence of one-shot apply and the node; a failure names its step. `runc`: the
 /// runc binary (required for OCI bundles; podman looks for one when absent).
+/// What a workload's launch needs from this host, checked before anything is touched: an OCI
+/// source (bundle, image layout or archive) and runc (`runc`, else from PATH), which is returned;
+/// podman; the attached PIDs. The one check apply and the node make.
+pub(crate) fn check_launch(ws: &crate::setup::WorkloadSetup, runc: Option<&Path>) -> Result<Option<PathBuf>> {
+    let rejected = |msg: String| HostError::Rejected(msg);
+    match &ws.launch {
+        Launch::Oci(o) => {
+            if let Err(e) = crate::image::OciSource::detect(&o.bundle) {
+                return Err(rejected(format!("workload {}: {e}", ws.name)));
+            }
+            let runc = runc.map(Path::to_path_buf).or_else(crate::oci::find_runc);
+            Ok(Some(runc.ok_or_else(|| rejected("an OCI launch needs runc, which is not installed (apt-get install runc)".into()))?))
+        }
+        Launch::Podman(_) => crate::podman::require(&ws.name).map(|_| None),
+        Launch::Attach { pids } => {
+            if let Some(pid) = pids.iter().find(|pid| ProcRef::of(**pid).is_none()) {
+                return Err(rejected(format!("workload {}: pid {pid} does not exist", ws.name)));
+            }
+            Ok(None)
+        }
+        Launch::None | Launch::Command { .. } => Ok(None),
+    }
+}
+
 pub(crate) fn workload(
     txn: &mut Txn,
     facts: &HostFacts,
