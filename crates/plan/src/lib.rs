@@ -869,7 +869,7 @@ fn resolve(
         }
     };
     let mut threads = Vec::new();
-    let mut dl_bw_total = 0.0;
+    let mut dl_parts: Vec<kernel::admission::Part> = Vec::new();
     for (ri, r) in w.threads.iter().enumerate() {
         let what = format!("thread rule {ri} (`{}`)", r.pattern);
         let sched = match &r.policy {
@@ -908,7 +908,7 @@ fn resolve(
                         rtslice_spec::units::format_duration(per)
                     ));
                 }
-                dl_bw_total += rt.as_secs_f64() / per.as_secs_f64();
+                dl_parts.push((rt, per));
                 ThreadSched::Deadline { runtime: rt, deadline: dl, period: per }
             }
         };
@@ -919,13 +919,12 @@ fn resolve(
         threads.push(ThreadPin { pattern: r.pattern.clone(), sched, cpus: tc });
     }
     if let Some((rt, per)) = budget {
-        let avail = rt.as_secs_f64() / per.as_secs_f64() * cpus.len() as f64;
-        if dl_bw_total > avail + 1e-9 {
+        if let Err(x) = kernel::admission::fits(dl_parts, bw_f64(bw_of(rt, per)), cpus.len() as u32) {
             warnings.push(format!(
                 "`{}`: its SCHED_DEADLINE rules ask for {:.1}% of a CPU per matched thread, more than its budget of {:.1}%; the kernel will refuse some threads",
                 w.name,
-                dl_bw_total * 100.0,
-                avail * 100.0
+                x.need * 100.0,
+                x.offered * 100.0
             ));
         }
     }
