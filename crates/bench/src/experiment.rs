@@ -255,6 +255,11 @@ pub struct Variant {
     /// (`via: node`), so the two paths can be compared interleaved.
     #[serde(default)]
     pub via: Via,
+    /// The reservation mechanism for the variant's cells, on either path (default: the path's own
+    /// choice — apply's and the node's may differ on cgroup v1, docs/host.md), so the two paths
+    /// can be compared at equal mechanisms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mechanism: Option<rtslice_plan::Mechanism>,
 }
 
 /// The path from a cell's spec to the kernel.

@@ -250,6 +250,8 @@ struct RunCtx<'a> {
     closed_loop: Option<crate::closed_loop::ClosedLoop>,
     /// The variant deploys through the node service instead of one-shot apply.
     via: crate::experiment::Via,
+    /// The variant's mechanism, on either path (`None`: the path's own choice).
+    mechanism: Option<rtslice_host::Mechanism>,
     /// Why the layout did not fit, when admission refused it (the planner's, or apply's before it
     /// touched anything): the run ends as `Refused`, not `Failed`.
     refused: Option<String>,
@@ -292,7 +294,7 @@ fn run_one(exp: &Experiment, cell: &Cell, seq: usize, repetition: u32, facts: &H
         rec.status = RunStatus::Failed { error: format!("cannot create {}: {e}", dir.display()) };
         return rec;
     }
-    let mut ctx = RunCtx { exp, opt, dir, noise: None, instances: vec![], applied: false, rec, oci: variant.oci.clone(), closed_loop: None, via: variant.via, refused: None };
+    let mut ctx = RunCtx { exp, opt, dir, noise: None, instances: vec![], applied: false, rec, oci: variant.oci.clone(), closed_loop: None, via: variant.via, mechanism: variant.mechanism, refused: None };
     let outcome = execute(&mut ctx, cell, &layout, facts, &workloads);
     // Before teardown: the workloads' lives (the emulators end with their window), not the reset.
     ctx.rec.stolen = procfs::stolen_between(&steal_at_start, &procfs::stolen_s());
@@ -458,6 +460,10 @@ fn execute(ctx: &mut RunCtx, cell: &Cell, layout: &Layout, facts: &HostShape, wo
         if (!reserved.is_empty() && shares_cpu) || floating {
             opts.mechanism = Some(rtslice_host::Mechanism::RtGroup);
             ctx.rec.notes.push("RT group throttling forced: the neighbour shares the reserved CPUs".into());
+        }
+        if let Some(m) = ctx.mechanism {
+            opts.mechanism = Some(m);
+            ctx.rec.notes.push(format!("mechanism {m} (the variant's)"));
         }
         // A reclaiming reservation's split follows each thread's measured use: the agent measures
         // and re-splits (as `rtslice apply` starts it for users). Reclaiming is the planner's

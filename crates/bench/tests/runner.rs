@@ -131,7 +131,15 @@ blocks:
     variants:
       - {name: apply}
       - {name: node, via: node}
+      - {name: node-deadline, via: node, mechanism: deadline}
 "#;
+
+#[test]
+fn a_variant_s_mechanism_is_checked_when_the_experiment_is_read() {
+    let bad = VIA.replace("mechanism: deadline", "mechanism: edf");
+    let e = Experiment::parse(&bad, "via.yaml").unwrap_err().to_string();
+    assert!(e.contains("mechanism") && e.contains("edf") && e.contains("rt_group"), "{e}");
+}
 
 /// `via: node`: the same cell deployed by the node service instead of one-shot apply, both runs
 /// measured, each path's state undone after its window (the node's in a directory of its own).
@@ -141,7 +149,7 @@ fn a_via_node_variant_deploys_through_the_node_service() {
     let _lock = rtslice_testkit::KernelLock::acquire();
     let exp = Experiment::parse(VIA, "via.yaml").unwrap();
     let (r, dir) = common::run(&exp);
-    assert_eq!(r.runs.len(), 2);
+    assert_eq!(r.runs.len(), 3);
     for run in &r.runs {
         assert_eq!(run.status, RunStatus::Ok, "{}: {:?}", run.variant, run.notes);
         let sleeper = &run.instances[0];
@@ -152,6 +160,9 @@ fn a_via_node_variant_deploys_through_the_node_service() {
     let node = by("node");
     assert!(node.notes.iter().any(|n| n.starts_with("via node: the node service deployed 1 workload(s)")), "{:?}", node.notes);
     assert!(node.applied.is_none(), "one-shot apply did not run: {:?}", node.applied);
+    // A variant's mechanism is the node's, whatever the node would choose itself.
+    let forced = by("node-deadline");
+    assert!(forced.notes.iter().any(|n| n.starts_with("via node:") && n.ends_with("(Deadline)")), "{:?}", forced.notes);
     assert!(by("apply").applied.is_some() && !by("apply").notes.iter().any(|n| n.starts_with("via node")));
     // The node's journal segments are empty after the run: every workload undone.
     assert_node_left_nothing(&dir.path().join("state.node"));

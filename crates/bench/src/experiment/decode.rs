@@ -266,7 +266,7 @@ fn thread(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<ThreadSlot> {
 }
 
 fn variant(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<Variant> {
-    let m = r.fields(n, p, &["name", "replicas", "args", "oci", "via"])?;
+    let m = r.fields(n, p, &["name", "replicas", "args", "oci", "via", "mechanism"])?;
     let name = m.required(r, "name", "name the variant", string);
     let replicas = m.optional(r, "replicas", |r, n, p| {
         let map = r.map(n, p)?;
@@ -294,5 +294,12 @@ fn variant(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<Variant> {
             None
         }
     });
-    Some(Variant { name: name?, replicas: replicas.unwrap_or_default(), args: args.unwrap_or_default(), oci, via: via.unwrap_or_default() })
+    let mechanism = m.optional(r, "mechanism", |r, n, p| match string(r, n, p)?.parse::<rtslice_plan::Mechanism>() {
+        Ok(m) => Some(m),
+        Err(e) => {
+            r.err(n, p, e);
+            None
+        }
+    });
+    Some(Variant { name: name?, replicas: replicas.unwrap_or_default(), args: args.unwrap_or_default(), oci, via: via.unwrap_or_default(), mechanism })
 }
