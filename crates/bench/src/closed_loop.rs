@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rtslice_node::{Phase, Service, ServiceOptions, Telemetry, TelemetryOptions};
+use rtslice_node::{AgentThread, Phase, Service, ServiceOptions, Telemetry, TelemetryOptions};
 
 /// How often the loop gets a reading (the `adapt.interval` of the workloads decides how often it acts).
 const READ_EVERY: Duration = Duration::from_secs(1);
@@ -31,6 +31,8 @@ pub struct ClosedLoop {
     service: Arc<Mutex<Option<Service>>>,
     stop: Arc<AtomicBool>,
     ticker: Option<JoinHandle<()>>,
+    /// Stopped before the node is reset (it holds the workloads' rules).
+    agent: Option<AgentThread>,
 }
 
 fn lock(m: &Mutex<Option<Service>>) -> std::sync::MutexGuard<'_, Option<Service>> {
@@ -65,9 +67,19 @@ impl ClosedLoop {
             resctrl: None,
         })
         .map_err(|e| StartError::Failed(format!("cannot open the node in {}: {e}", state_dir.display())))?;
+        // As the daemon runs it: without the agent a reclaiming SCHED_DEADLINE pool would keep its
+        // deploy's static split (measured: the via-node cells under SCHED_DEADLINE collapsed).
+        let agent = match AgentThread::start(&mut svc) {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = svc.reset();
+                return Err(StartError::Failed(format!("agent: {e}")));
+            }
+        };
         let deployed = match svc.deploy(spec) {
             Ok(o) => o,
             Err(e) => {
+                drop(agent);
                 let _ = svc.reset();
                 return Err(StartError::Failed(format!("deploy: {e}")));
             }
@@ -75,6 +87,7 @@ impl ClosedLoop {
         let pending: Vec<String> =
             deployed.iter().filter(|o| o.phase != Phase::Running).map(|o| format!("{}: {}", o.name, o.reason.clone().unwrap_or_default())).collect();
         if !pending.is_empty() {
+            drop(agent);
             let _ = svc.reset();
             return Err(StartError::Refused(pending.join("; ")));
         }
@@ -96,7 +109,7 @@ impl ClosedLoop {
                 }
             })
         };
-        Ok(ClosedLoop { service, stop, ticker: Some(ticker) })
+        Ok(ClosedLoop { service, stop, ticker: Some(ticker), agent: Some(agent) })
     }
 
     /// The reservation mechanism the node enforces (its own choice unless one was asked for).
@@ -111,6 +124,7 @@ impl ClosedLoop {
         if let Some(t) = self.ticker.take() {
             let _ = t.join();
         }
+        drop(self.agent.take());
         let svc = lock(&self.service).take().ok_or("closed loop: the node is gone")?;
         let mut decisions: Vec<String> = svc
             .events(0)
@@ -136,6 +150,7 @@ impl Drop for ClosedLoop {
         if let Some(t) = self.ticker.take() {
             let _ = t.join();
         }
+        drop(self.agent.take());
         if let Some(svc) = lock(&self.service).take() {
             let _ = svc.reset();
         }

@@ -207,3 +207,75 @@ fn a_node_that_does_not_admit_every_workload_is_a_refusal_and_is_undone() {
     // Every journal segment of the node is empty: the admitted workload was undone.
     assert_node_left_nothing(&state);
 }
+
+const POOL: &str = r#"
+apiVersion: rtslice/v1
+node:
+  name: pool
+  cpus: 0-1
+  housekeeping: 0
+workloads:
+  - name: pool
+    launch: {command: [sh, -c, "sh -c 'while :; do :; done; : 6007' & sleep 6007 & wait"]}
+    demand:
+      reservation: {runtime: 60ms, period: 100ms, count: 1}
+    threads:
+      - {match: "^(sh|sleep)$", policy: fifo, priority: 10}
+"#;
+
+/// The pids whose command line contains `needle`.
+fn pids_with(needle: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").contains(needle)))
+        .collect()
+}
+
+fn deadline_runtime(pid: i32) -> Option<u64> {
+    match rtslice_host::sched::get_attr(pid).ok()? {
+        rtslice_host::sched::SchedAttr::Deadline { runtime_ns, .. } => Some(runtime_ns),
+        _ => None,
+    }
+}
+
+/// The bench's node path runs the thread-rule agent as the daemon does: a reclaiming
+/// SCHED_DEADLINE pool deployed with an equal split (a busy shell, an idle shell and an idle
+/// `sleep` under one rule: 20 ms each of 60 ms) is re-split by measured use, the busy thread's
+/// runtime growing past the others'. Without the agent the deploy's split stays.
+#[test]
+fn the_node_path_re_splits_a_reclaiming_deadline_pool_by_demand() {
+    rtslice_testkit::root_or_skip!();
+    if !rtslice_testkit::skip::cpus_or_skip(2) {
+        return;
+    }
+    let facts = rtslice_host::facts::HostFacts::detect().unwrap();
+    rtslice_testkit::skip_unless!(
+        facts.available.contains(&rtslice_host::Mechanism::Deadline),
+        rtslice_testkit::skip::DEADLINE,
+        "SCHED_DEADLINE with partitions, available: {:?}",
+        facts.available
+    );
+    let _lock = rtslice_testkit::KernelLock::acquire();
+    let spec = rtslice_spec::parse(POOL, "pool.yaml").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let node = rtslice_bench::closed_loop::ClosedLoop::start(&spec, &dir.path().join("state.node"), &dir.path().join("report.sock"), Some(rtslice_host::Mechanism::Deadline))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let busy = *pids_with("while :; do :; done; : 6007").iter().find(|p| !pids_with("& sleep 6007").contains(p)).expect("the busy shell");
+    let idle = *pids_with("sleep 6007").iter().find(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep")).expect("the sleep");
+    // The agent rescans every 500 ms and re-splits from a few readings: a bound far above what it
+    // takes, only reached if nothing re-splits.
+    let started = Instant::now();
+    let (mut b, mut i) = (deadline_runtime(busy), deadline_runtime(idle));
+    while started.elapsed() < Duration::from_secs(30) && !matches!((b, i), (Some(b), Some(i)) if b >= 2 * i) {
+        std::thread::sleep(Duration::from_millis(200));
+        (b, i) = (deadline_runtime(busy), deadline_runtime(idle));
+    }
+    let decisions = node.finish();
+    assert!(decisions.is_ok(), "{decisions:?}");
+    let (b, i) = (b.expect("the busy shell is a deadline thread"), i.expect("the sleep is a deadline thread"));
+    assert!(b >= 2 * i, "busy {b} ns against idle {i} ns every 100 ms after {:?}: the pool was not re-split by demand", started.elapsed());
+    assert!(pids_with("sleep 6007").iter().all(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).map_or(true, |c| c.trim() != "sleep")), "the node's reset stopped what it launched");
+}

@@ -3,6 +3,8 @@
 //! - `service`: the desired state (running and pending workloads), admission through the live
 //!   planner (`rtslice_plan::Planner`, running workloads pinned where they are), every change one
 //!   transaction of the host's [`rtslice_host::Node`], recovery after a crash or a reboot, events.
+//! - `agent_thread`: the thread-rule agent beside a service, on a thread of its own (the daemon's,
+//!   and any in-process stand-in for it).
 //! - `adapt`: the closed loop's decision (pure): the runtime an adapting reservation holds next,
 //!   from an interval's CPU use and reported misses, between its minimum and maximum.
 //! - `api`: the `/v1` resources (axum), the NRI plugin's container routes, bearer token on TCP.
@@ -25,6 +27,7 @@
 //! - `openapi`: the OpenAPI document (`GET /v1/openapi.json`, checked in as docs/openapi.json).
 
 mod adapt;
+mod agent_thread;
 mod api;
 mod claims;
 mod client;
@@ -38,6 +41,7 @@ mod service;
 mod telemetry;
 mod tls;
 
+pub use agent_thread::AgentThread;
 pub use api::router;
 pub use http::{App, BODY_LIMIT};
 pub use claims::ClaimEntry;

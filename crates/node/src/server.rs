@@ -140,22 +140,8 @@ pub async fn run_until(opts: DaemonOptions, stop: impl std::future::Future<Outpu
     };
     let mut service = tokio::task::spawn_blocking(move || Service::open(so)).await.map_err(|e| NodeError::State(e.to_string()))??;
     // The thread-rule agent, folded into the daemon: vBS stacks create and name their real-time
-    // threads after start, and SCHED_DEADLINE demand pools follow demand (rtslice-agent). It runs
-    // on a thread of its own (the process connector blocks) and shares the agent with the service.
-    let agent = Arc::new(Mutex::new(rtslice_agent::Agent::empty(service.backend())));
-    service.attach_agent(agent.clone())?;
-    let agent_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let agent_thread = {
-        let (agent, stop) = (agent.clone(), agent_stop.clone());
-        std::thread::Builder::new()
-            .name("rtslice-agent".into())
-            .spawn(move || {
-                if let Err(e) = rtslice_agent::run_shared(&agent, &rtslice_agent::AgentOptions::default(), &stop) {
-                    tracing::error!("the thread-rule agent stopped: {e}");
-                }
-            })
-            .map_err(|e| NodeError::State(format!("cannot start the thread-rule agent: {e}")))?
-    };
+    // threads after start, and SCHED_DEADLINE demand pools follow demand (rtslice-agent).
+    let agent_thread = crate::agent_thread::AgentThread::start(&mut service)?;
     tracing::info!(socket = %opts.socket.display(), mechanism = %service.mechanism(), "rtslice daemon ready");
     if let Some(t) = &telemetry {
         t.sync(&service);
@@ -254,8 +240,8 @@ pub async fn run_until(opts: DaemonOptions, stop: impl std::future::Future<Outpu
         let _ = t.await;
     }
     let _ = std::fs::remove_file(&opts.socket);
-    agent_stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let _ = tokio::task::spawn_blocking(move || agent_thread.join()).await;
+    // Stopping waits for the agent's current rescan.
+    let _ = tokio::task::spawn_blocking(move || drop(agent_thread)).await;
     let svc = app.service.lock().unwrap_or_else(|p| p.into_inner()).take();
     if let (true, Some(svc)) = (opts.reset_on_exit, svc) {
         tokio::task::spawn_blocking(move || svc.reset()).await.map_err(|e| NodeError::State(e.to_string()))??;
