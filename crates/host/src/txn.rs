@@ -369,7 +369,7 @@ pub fn undo(change: &Change, ctx: &mut Undo) -> Result<()> {
             match current {
                 None => Ok(()),
                 Some(cur) if same_value(&cur, old) => Ok(()),
-                Some(_) => ignore_gone(write_rt_aware(path, old)),
+                Some(_) => ignore_gone(restore_rt_aware(path, old)),
             }
         }
         Change::Created { path, evacuate_to } => remove_cgroup(path, evacuate_to),
@@ -561,20 +561,49 @@ const RT_BUDGET_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
 /// 20 % one applied at once was refused its budget).
 const HCBS_BUDGET_SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Beyond [`HCBS_BUDGET_SETTLE`], an HCBS budget write refused with EINVAL is retried as long as a
+/// removed group below it is still dying (`cgroup.stat`'s `nr_dying_descendants`): the kernel counts
+/// a dying group's budget until it frees the group, which took more than 10 s once in the
+/// hcbs-4cpu guest (the root's budget given back after an eight-worker pool's reset). Waiting on the
+/// cause, with this bound, instead of a longer blind timeout: when no group is dying, the refusal is
+/// final at once after the settle time. Undo only ([`restore_rt_aware`]).
+const HCBS_DYING_SETTLE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Whether a cgroup below `dir` was removed and is not freed yet.
+fn dying_below(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("cgroup.stat"))
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("nr_dying_descendants ")?.trim().parse::<u64>().ok()))
+        .is_some_and(|n| n > 0)
+}
+
 /// HCBS (`cpu.rt.max`) the same: a removed group's budget is still counted in its parent's until
 /// the kernel frees the group, so the root given back its value right after a reset can be refused
 /// (EINVAL: the children above the parent); and a deadline thread that just exited holds its
 /// bandwidth until its 0-lag time, refusing the root's budget meanwhile (EBUSY).
 pub(crate) fn write_rt_aware(path: &Path, value: &str) -> Result<()> {
+    write_rt_settling(path, value, false)
+}
+
+/// [`write_rt_aware`] for an undo: the value restored held before the change, so an HCBS refusal
+/// while a removed group below is still dying is that group's budget not yet freed, and is waited
+/// for up to [`HCBS_DYING_SETTLE`]. (Forward writes do not wait on it: a host whose memory cgroups
+/// linger dying for long would make every genuine refusal slow.)
+fn restore_rt_aware(path: &Path, old: &str) -> Result<()> {
+    write_rt_settling(path, old, true)
+}
+
+fn write_rt_settling(path: &Path, value: &str, wait_for_dying: bool) -> Result<()> {
     let name = path.file_name().unwrap_or_default();
     let is_rt_budget = name == "cpu.rt_runtime_us" || name == "cpu.rt.max";
     let transient = |e: Option<i32>| e == Some(libc::EINVAL) || (name == "cpu.rt.max" && e == Some(libc::EBUSY));
     let settle = if name == "cpu.rt.max" { HCBS_BUDGET_SETTLE } else { RT_BUDGET_SETTLE };
     let started = std::time::Instant::now();
+    let dying = || wait_for_dying && name == "cpu.rt.max" && started.elapsed() < HCBS_DYING_SETTLE && path.parent().is_some_and(dying_below);
     loop {
         match fsio::write(path, value) {
             Err(HostError::Write { source, .. })
-                if is_rt_budget && transient(source.raw_os_error()) && started.elapsed() < settle =>
+                if is_rt_budget && transient(source.raw_os_error()) && (started.elapsed() < settle || dying()) =>
             {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
@@ -586,6 +615,16 @@ pub(crate) fn write_rt_aware(path: &Path, value: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dying_group_below_is_read_from_cgroup_stat() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(!dying_below(d.path()), "no cgroup.stat: nothing known to be dying");
+        std::fs::write(d.path().join("cgroup.stat"), "nr_descendants 3\nnr_dying_descendants 2\n").unwrap();
+        assert!(dying_below(d.path()));
+        std::fs::write(d.path().join("cgroup.stat"), "nr_descendants 3\nnr_dying_descendants 0\n").unwrap();
+        assert!(!dying_below(d.path()));
+    }
 
     #[test]
     fn values_compare_like_the_kernel_prints_them() {
