@@ -160,15 +160,26 @@ impl std::fmt::Display for SchedAttr {
 /// domain admitted nothing more; docs/host.md). Changing a deadline thread's parameters moves the
 /// accounting at once, so a shrink to a negligible bandwidth before the class change leaves nothing
 /// behind.
+///
+/// When the kernel refuses the class change (an RT policy in a group without RT runtime), the
+/// thread gets its deadline parameters back: left shrunk it would run 1 µs every 4 s, and a signal
+/// it must handle — a SIGKILL's exit included — would take minutes (seen in CI: a killed `sleep`
+/// 20 minutes in exit_mmap, each overrun of a few µs throttling it for hundreds of seconds).
 pub fn set_attr(tid: i32, attr: SchedAttr) -> io::Result<()> {
-    if !matches!(attr, SchedAttr::Deadline { .. }) && get_kernel_attr(tid).is_ok_and(|k| k.sched_policy == SCHED_DEADLINE) {
-        // Best effort: if the shrink is refused the class change below still runs and says why.
-        // A host whose sched_deadline_period_max_us is below 4 s takes 1 s (one 2^-20 unit kept).
-        if set_attr_raw(tid, BANDWIDTH_RELEASE).is_err() {
-            let _ = set_attr_raw(tid, SchedAttr::Deadline { runtime_ns: 1024, deadline_ns: 1_000_000_000, period_ns: 1_000_000_000, reclaim: false });
-        }
+    let leaving = if matches!(attr, SchedAttr::Deadline { .. }) { None } else { get_attr(tid).ok().filter(|a| matches!(a, SchedAttr::Deadline { .. })) };
+    let Some(was) = leaving else { return set_attr_raw(tid, attr) };
+    // Best effort: if the shrink is refused the class change below still runs and says why.
+    // A host whose sched_deadline_period_max_us is below 4 s takes 1 s (one 2^-20 unit kept).
+    if set_attr_raw(tid, BANDWIDTH_RELEASE).is_err() {
+        let _ = set_attr_raw(tid, SchedAttr::Deadline { runtime_ns: 1024, deadline_ns: 1_000_000_000, period_ns: 1_000_000_000, reclaim: false });
     }
-    set_attr_raw(tid, attr)
+    let changed = set_attr_raw(tid, attr);
+    if changed.is_err() {
+        // Re-admitted at what it held a moment ago; should another thread have taken that
+        // bandwidth meanwhile, it keeps the shrunk parameters and the error below says why.
+        let _ = set_attr_raw(tid, was);
+    }
+    changed
 }
 
 /// Switches every SCHED_DEADLINE thread of process `pid` to SCHED_OTHER (each through [`set_attr`],
