@@ -16,7 +16,7 @@ use crate::error::{HostError, Result};
 use crate::journal::{Change, StateDir};
 use crate::ops::memory_mount;
 use crate::facts::HostFacts;
-use crate::prepare::Prepared;
+use crate::prepare::{rejected, Prepared};
 use crate::rules::CompiledRules;
 use crate::sched::SchedAttr;
 use crate::setup::Launch;
@@ -190,14 +190,13 @@ pub(crate) struct Launched {
 /// source (bundle, image layout or archive) and runc (`runc`, else from PATH), which is returned;
 /// podman; the attached PIDs. The one check apply and the node make.
 pub(crate) fn check_launch(ws: &crate::setup::WorkloadSetup, runc: Option<&Path>) -> Result<Option<PathBuf>> {
-    let rejected = |msg: String| HostError::Rejected(msg);
     match &ws.launch {
         Launch::Oci(o) => {
             if let Err(e) = crate::image::OciSource::detect(&o.bundle) {
                 return Err(rejected(format!("workload {}: {e}", ws.name)));
             }
             let runc = runc.map(Path::to_path_buf).or_else(crate::oci::find_runc);
-            Ok(Some(runc.ok_or_else(|| rejected("an OCI launch needs runc, which is not installed (apt-get install runc)".into()))?))
+            Ok(Some(runc.ok_or_else(|| rejected("an OCI launch needs runc, which is not installed (apt-get install runc)"))?))
         }
         Launch::Podman(_) => crate::podman::require(&ws.name).map(|_| None),
         Launch::Attach { pids } => {

@@ -563,10 +563,11 @@ const HCBS_BUDGET_SETTLE: std::time::Duration = std::time::Duration::from_secs(1
 
 /// Beyond [`HCBS_BUDGET_SETTLE`], an HCBS budget write refused with EINVAL is retried as long as a
 /// removed group below it is still dying (`cgroup.stat`'s `nr_dying_descendants`): the kernel counts
-/// a dying group's budget until it frees the group, which took more than 10 s once in the
-/// hcbs-4cpu guest (the root's budget given back after an eight-worker pool's reset). Waiting on the
-/// cause, with this bound, instead of a longer blind timeout: when no group is dying, the refusal is
-/// final at once after the settle time. Undo only ([`restore_rt_aware`]).
+/// a dying group's budget until it frees the group, and how long that takes is the kernel's.
+/// Waiting on that cause, with this bound, instead of a longer blind timeout: when no group is
+/// dying, the refusal is final at once after the settle time. Undo only ([`restore_rt_aware`]).
+/// (It did not mend the eight-worker pool's refused root restore in the hcbs-4cpu guest, whose
+/// cause is still open: docs/testing.md.)
 const HCBS_DYING_SETTLE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Whether a cgroup below `dir` was removed and is not freed yet.
