@@ -13,7 +13,7 @@ SHELL := /bin/bash
 APT_PACKAGES := clang llvm libelf-dev zlib1g-dev pkg-config make bpftool stress-ng rt-app runc \
                 iperf3 busybox-static socat curl netcat-openbsd iproute2 iputils-ping procps rt-tests \
                 bpftrace util-linux qemu-system-x86 xz-utils prometheus libbpf-tools chromium \
-                containernetworking-plugins openssl iptables binutils podman mold
+                containernetworking-plugins openssl iptables binutils podman mold python3
 
 # Find cargo also when `sudo` dropped ~/.cargo/bin from PATH.
 CARGO ?= $(firstword $(shell command -v cargo 2>/dev/null) \

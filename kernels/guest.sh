@@ -20,6 +20,8 @@ say() { echo "rtslice-kernels: $*"; }
 mkdir -p "$R/logs"
 : >"$R/results.txt"
 rtslice=$(cat "$R/rtslice.bin")
+# On the console first: a guest that stops before its tests shows whether it got this far.
+say "running rtslice doctor"
 {
   echo "== uname"; uname -a
   echo "== cmdline"; cat /proc/cmdline

@@ -7,7 +7,8 @@
 # Environment: CARGO (default: cargo on PATH), CARGO_TARGET_DIR, RTSLICE_KERNELS_CACHE (default
 # /var/cache/rtslice-kernels), RTSLICE_KERNELS_GUESTS (space-separated subset of guest names, "host"
 # included), RTSLICE_KERNELS_PARALLEL (guests booted at once, default 3),
-# RTSLICE_KERNELS_GUEST_TIMEOUT (seconds per guest, default 1500), RTSLICE_KERNELS_NATIVE_TIMEOUT
+# RTSLICE_KERNELS_GUEST_TIMEOUT (seconds per guest, default 2400), RTSLICE_KERNELS_BOOT_TIMEOUT
+# (seconds for a guest to reach its tests, default 600; booted once more past it), RTSLICE_KERNELS_NATIVE_TIMEOUT
 # (row host, default 3600: it may queue for the KernelLock), RTSLICE_KERNELS_MEM (default 2G),
 # RTSLICE_KERNELS_SCRIPT (a shell script each guest runs instead of the tests, to investigate;
 # its output lands in <target>/kernels/<guest>/script.log), RTSLICE_KERNELS_TESTS (an extended
@@ -25,6 +26,11 @@ PARALLEL=${RTSLICE_KERNELS_PARALLEL:-3}
 # in a clean-clone run here beside a cargo-deb build and a cargo check (2026-12-01) two rows were
 # killed at the former 1,500 s with tests left. 2,400 s still ends a run within CI's 90 minutes.
 GUEST_TIMEOUT=${RTSLICE_KERNELS_GUEST_TIMEOUT:-2400}
+# A bound for a guest to reach its tests (the doctor line guest.sh prints first), far above a boot's
+# seconds even beside two other guests: a guest stuck before its tests would otherwise hold its slot
+# for the whole GUEST_TIMEOUT. Past it the guest is killed and booted once more (printed on its
+# result line, the first console kept); a second such boot fails the row (docs/testing.md).
+BOOT_TIMEOUT=${RTSLICE_KERNELS_BOOT_TIMEOUT:-600}
 MEM=${RTSLICE_KERNELS_MEM:-2G}
 NATIVE_TIMEOUT=${RTSLICE_KERNELS_NATIVE_TIMEOUT:-3600}
 T0=$(date +%s)
@@ -247,6 +253,21 @@ select_tests() {
 }
 
 # ---- one guest -------------------------------------------------------------------------------------
+# The last N lines a guest printed, without the serial console's escapes and carriage returns.
+console_last() { tr -d '\r' <"$1" 2>/dev/null | sed 's/\x1b\[[0-9;?]*[A-Za-z]//g' | grep -av '^[[:space:]]*$\|^qemu-system-x86_64: terminating on signal' | tail -n "$2"; }
+# Kills guest $2 (its `timeout`, which passes the signal on to qemu) unless its console shows the
+# doctor line within BOOT_TIMEOUT, and leaves "$1/boot-hung" when it did.
+boot_watch() {
+  local waited=0
+  while [ "$waited" -lt "$BOOT_TIMEOUT" ]; do
+    sleep 2; waited=$((waited + 2))
+    grep -aq 'rtslice-kernels: doctor:\|rtslice-kernels: running .* instead of the tests' "$1/console.log" 2>/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || return 0
+  done
+  : >"$1/boot-hung"
+  kill "$2" 2>/dev/null
+}
+
 run_guest() {
   local g=$1 dir=${KDIR[${GKERNEL[$1]}]} res="$OUT/$1" vmlinuz rc t0 last
   mkdir -p "$res"
@@ -263,15 +284,25 @@ run_guest() {
   # printed on its result line and the first console is kept. Any other failure is never retried.
   # thread=single (one host thread runs every vCPU of a guest) by default: multi-threaded TCG ran stale
   # int3s of the guest kernel's live code patching (below); RTSLICE_KERNELS_TCG=multi brings it back.
-  local attempt
+  local attempt qpid watcher
   for attempt in 1 2; do
+  rm -f "$res/boot-hung"
   timeout --foreground -k 10 "$GUEST_TIMEOUT" qemu-system-x86_64 -accel "tcg,thread=$TCG_THREADS" -cpu max -smp "${GCPUS[$g]}" -m "$MEM" \
     -nographic -no-reboot -kernel "$vmlinuz" -initrd "$dir/initramfs.cpio.gz" \
     -append "console=ttyS0 panic=-1 rtslice.guest=$g rtslice.script=$HERE/guest.sh ${GEXTRA[$g]}" \
     -virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap \
     -virtfs "local,path=$res,mount_tag=results,security_model=none" \
-    </dev/null >"$res/console.log" 2>&1
+    </dev/null >"$res/console.log" 2>&1 &
+  qpid=$!
+  boot_watch "$res" "$qpid" & watcher=$!
+  wait "$qpid"
   rc=$?
+  kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
+  if [ "$attempt" -eq 1 ] && [ -f "$res/boot-hung" ]; then
+    mv "$res/console.log" "$res/console.boot-hung.log"
+    echo "retried once: the first boot did not reach its tests in ${BOOT_TIMEOUT}s, its console ending \"$(console_last "$res/console.boot-hung.log" 1)\" (first console: $res/console.boot-hung.log)" >"$res/retried"
+    continue
+  fi
   if [ "$attempt" -eq 1 ] && [ ! -f "$res/done" ] && grep -aq 'Oops: int3' "$res/console.log"; then
     mv "$res/console.log" "$res/console.int3.log"
     [ -f "$res/results.txt" ] && mv "$res/results.txt" "$res/results.int3.txt"
@@ -281,7 +312,9 @@ run_guest() {
   break
   done
   echo $(( $(date +%s) - t0 )) >"$res/seconds"
-  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+  if [ -f "$res/boot-hung" ]; then
+    echo "guest $g did not reach its tests in ${BOOT_TIMEOUT}s, twice (both consoles kept)" >"$res/killed"
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
     last=$(grep -a 'rtslice-kernels: start ' "$res/console.log" | tail -1 | sed 's/.*start //')
     echo "guest $g hung: killed after ${GUEST_TIMEOUT}s; the last test started was ${last:-none (the guest never reached the tests)}" >"$res/killed"
   fi
@@ -336,7 +369,7 @@ for g in "${GUESTS[@]}" host; do
   ignored=$(grep -c '^ignored ' "$res/results.txt" 2>/dev/null)
   # A test that ran out of its time says so (TIMEOUT after N s), one that failed says FAILED.
   bad=$(grep -E '^(FAILED|TIMEOUT) ' "$res/results.txt" 2>/dev/null | awk '{print $2 " (" $1 " after " substr($NF, 2, length($NF) - 2) ")"}' | tr '\n' ' ')
-  nbad=$(grep -cE '^(FAILED|TIMEOUT) ' "$res/results.txt" 2>/dev/null)
+  nbad=$(grep -cE '^(FAILED|TIMEOUT) ' "$res/results.txt" 2>/dev/null); nbad=${nbad:-0}
   if [ "$g" = host ]; then what="this host $(uname -r), $(nproc) CPUs, native"
   else what="${KNAME[${GKERNEL[$g]}]}, ${GCPUS[$g]} vCPUs, cgroup v2${GEXTRA[$g]:+, ${GEXTRA[$g]}}$(f=$(row_filter "$g"); echo "${f:+, tests $f}")"; fi
   why=""
@@ -352,6 +385,10 @@ for g in "${GUESTS[@]}" host; do
   # The three slowest tests: where a guest's time went.
   slow=$(sed -n 's/^\([a-zA-Z]*\) \([^ ]*\) .*\[\([0-9]*\)s\]$/\3 \2/p' "$res/results.txt" 2>/dev/null | sort -rn | head -3 | awk '{printf "%s%s %ss", (NR > 1 ? ", " : ""), $2, $1}')
   echo "kernels: $verdict $g ($what): ${ok:-0} ok, ${skipped:-0} skipped, ${ignored:-0} ignored, $nbad failed in $(cat "$res/seconds" 2>/dev/null || echo ?)s${needs:+ (skips: $needs)}${bad:+ — failed: $bad}${why:+ — $why}$([ -f "$res/retried" ] && echo " — $(cat "$res/retried")")${slow:+ — slowest: $slow}"
+  # A guest that did not finish: where its console stopped (CI keeps only this output).
+  if [ "$g" != host ] && [ ! -f "$res/done" ]; then
+    console_last "$res/console.log" 12 | cut -c1-300 | sed "s|^|kernels:   $g console: |"
+  fi
   # Each failure's own words (CI shows only the end of the output; the logs stay on that machine).
   grep -E '^(FAILED|TIMEOUT) ' "$res/results.txt" 2>/dev/null | awk '{print $2}' | while read -r id; do
     f="$res/logs/$(echo "$id" | tr -c 'A-Za-z0-9_.-' '_').log"
