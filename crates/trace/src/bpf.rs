@@ -391,18 +391,23 @@ impl BpfTracer {
     /// On-CPU time of slices too long to spread over their buckets: the part before their last
     /// [`DemandRing::span`] buckets.
     pub fn demand_overflow_ns(&self) -> u64 {
-        let offset = std::mem::offset_of!(types::bss, demand_overflow_ns);
-        match self.skel.maps.bss.lookup(&0u32.to_ne_bytes(), MapFlags::ANY) {
-            Ok(Some(bytes)) => bytes.get(offset..offset + 8).and_then(|b| b.try_into().ok()).map(u64::from_ne_bytes).unwrap_or(0),
-            _ => 0,
-        }
+        self.bss_u64(std::mem::offset_of!(types::bss, demand_overflow_ns))
     }
 
     /// Threads whose entry could not be created (stats map full).
     pub fn lost_threads(&self) -> u64 {
-        // Through the map (a copy made by the kernel) rather than the mmapped .bss, which the
-        // programs write concurrently.
-        let offset = std::mem::offset_of!(types::bss, lost_stats);
+        self.bss_u64(std::mem::offset_of!(types::bss, lost_stats))
+    }
+
+    /// Events of new threads whose entry could not be made at that moment (the map's allocator or a
+    /// bucket lock busy); each such thread's next event made it.
+    pub fn unstored_events(&self) -> u64 {
+        self.bss_u64(std::mem::offset_of!(types::bss, unstored_events))
+    }
+
+    /// A counter of the programs' .bss at `offset`, through the map (a copy made by the kernel)
+    /// rather than the mmapped .bss, which the programs write concurrently.
+    fn bss_u64(&self, offset: usize) -> u64 {
         match self.skel.maps.bss.lookup(&0u32.to_ne_bytes(), MapFlags::ANY) {
             Ok(Some(bytes)) => bytes.get(offset..offset + 8).and_then(|b| b.try_into().ok()).map(u64::from_ne_bytes).unwrap_or(0),
             _ => 0,

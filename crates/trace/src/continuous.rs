@@ -73,6 +73,9 @@ pub struct TracerHealth {
     pub missed_runs: u64,
     /// Threads whose statistics could not be stored (map full): their events are lost.
     pub lost_threads: u64,
+    /// Events of new threads whose entry could not be made at that moment: lost, the thread's next
+    /// event made its entry.
+    pub unstored_events: u64,
     /// CPU time of loading the program and of all reads since.
     pub load_cpu_ns: u64,
     pub read_cpu_ns: u64,
@@ -197,6 +200,7 @@ impl ContinuousTrace {
             program_run_ns: stats.run_ns,
             missed_runs: stats.missed,
             lost_threads: self.bpf.lost_threads(),
+            unstored_events: self.bpf.unstored_events(),
             load_cpu_ns: self.load_cpu_ns,
             read_cpu_ns: self.read_cpu_ns,
             reads: self.reads,

@@ -380,7 +380,7 @@ impl TraceSession {
                 }
             })
             .collect();
-        (threads, Lost { threads: t.lost_threads(), program_runs: t.run_stats().missed })
+        (threads, Lost { threads: t.lost_threads(), program_runs: t.run_stats().missed, unstored_events: t.unstored_events() })
     }
 
     fn schedstat_threads(&self, baseline: &HashMap<u32, SchedStat>, secs: f64) -> Vec<ThreadReport> {

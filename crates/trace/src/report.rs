@@ -135,6 +135,9 @@ pub struct Lost {
     /// Program runs the kernel skipped (bpf recursion protection: a tracepoint hit while the same
     /// program ran on that CPU, e.g. a wake-up from an interrupt during a wake-up).
     pub program_runs: u64,
+    /// Events of new threads whose entry could not be made at that moment (the map's allocator
+    /// or a bucket lock busy on that CPU); each such thread's next event made its entry.
+    pub unstored_events: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -299,11 +302,11 @@ impl TraceReport {
                     t.involuntary_switches
                 );
             }
-            if self.lost.threads + self.lost.program_runs > 0 {
+            if self.lost.threads + self.lost.program_runs + self.lost.unstored_events > 0 {
                 let _ = writeln!(
                     s,
-                    "LOST: {} threads (BPF map full), {} skipped program runs",
-                    self.lost.threads, self.lost.program_runs
+                    "LOST: {} threads (BPF map full), {} skipped program runs, {} events of new threads not stored at once",
+                    self.lost.threads, self.lost.program_runs, self.lost.unstored_events
                 );
             }
         }

@@ -92,6 +92,9 @@ fn cgroups_are_added_and_removed_while_the_program_stays_loaded() {
         }
     }
     let h = trace.health();
+    // Events of a new thread not stored at once (allocator or bucket lock busy) are lost events,
+    // transient; a thread without room in the map is lost for good, and here the map is nearly empty.
+    eprintln!("tracer health: {h:?}");
     assert_eq!(h.cgroups, 1);
     assert_eq!(h.lost_threads, 0);
     assert!(h.reads >= 4);
@@ -184,8 +187,8 @@ fn deadline_throttles_are_counted_per_thread() {
         // least (k - 1) runtimes of that clock in it (the first may have been spent before the window
         // opened; +1 more for the instants between the tracer's window and the reads around it). The
         // kernel's own count (/proc/<pid>/schedstat), not the tracer's oncpu_ns: that one is clamped
-        // to wall time, and in a TCG guest the task clock ran ahead of it — the napper was throttled
-        // 747 times with 404 ms on CPU by the tracer's count (rt-4cpu, 2026-12-06). How often the
+        // to wall time, and in a TCG guest the task clock runs ahead of it (docs/results.md,
+        // "Evidence behind the tests' bounds"). How often the
         // napper is throttled is the host's business (a VM that stalls its vCPU while it runs charges
         // the stall to it), but a throttle counted for a thread that did not run its runtime out is
         // another thread's, counted against the wrong one.

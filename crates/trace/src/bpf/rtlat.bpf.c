@@ -27,8 +27,12 @@ const volatile __u64 cg_id = 0;
 const volatile bool have_tgids = true;
 const volatile bool have_tids = true;
 
-/* Threads whose statistics could not be stored (map full): their events are lost. */
+/* Threads whose statistics could not be stored because the map was full: their events are lost. */
 __u64 lost_stats = 0;
+/* Events of a new thread whose entry could not be made at that moment: the map's allocator had no
+ * free element on that CPU yet (ENOMEM; it refills asynchronously) or the bucket was locked by a
+ * program interrupted on the same CPU (EBUSY). The thread's next event makes its entry. */
+__u64 unstored_events = 0;
 
 /* Demand buckets: off when demand_bucket_ns is 0 (the ring then has one unused slot). A constant
  * of the loaded program (.rodata): with it 0, as for `rtslice trace` and the node's continuous
@@ -318,8 +322,12 @@ static __always_inline struct tstats *stats_of(struct task_struct *t, __u32 tid,
 	if (!st)
 		return NULL;
 	err = bpf_map_update_elem(&stats, &tid, st, BPF_NOEXIST);
-	if (err && err != -17 /* EEXIST: raced with another CPU */) {
+	if (err == -7 /* E2BIG: the map is full */) {
 		__sync_fetch_and_add(&lost_stats, 1);
+		return NULL;
+	}
+	if (err && err != -17 /* EEXIST: raced with another CPU */) {
+		__sync_fetch_and_add(&unstored_events, 1);
 		return NULL;
 	}
 	st = bpf_map_lookup_elem(&stats, &tid);
