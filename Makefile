@@ -98,11 +98,10 @@ dra:
 # the tests are told what CI's machine has ($(CI_HAS)): a test that skips for one of those fails.
 # Each phase's wall time is printed as it ends and all of them again at the end (the last lines CI
 # shows), so a run over budget says where its time went.
-# Two native tests that mostly wait (the daemon with Prometheus and Chromium, 79 s; Prometheus
-# against trace and the emulator, 54 s, in the CI run of ae9c26c: scrape intervals, the emulator's
-# windows) run after the cluster test, beside the kernel matrix. Only waiting moves usefully there:
-# the matrix's guests keep both CPUs busy, and CPU-bound tests beside them (the quick experiments'
-# stress-ng neighbours, tried in 689adcc) slowed every guest by ~15 %. `cargo test --workspace`
+# Native tests that mostly wait (the daemon with Prometheus and Chromium; Prometheus against trace
+# and the emulator: scrape intervals, the emulator's windows) run after the cluster test, beside the
+# kernel matrix. Only waiting moves usefully there: the matrix's guests keep both CPUs busy, and
+# CPU-bound tests beside them slowed every guest (docs/results.md). `cargo test --workspace`
 # skips these by exact name; a test renamed here runs in the first phase instead (none is lost).
 SIDE_TESTS := daemon_serves_metrics_prometheus_agrees_and_the_dashboard_shows_the_api_numbers \
               prometheus_scrapes_metrics_that_agree_with_trace_and_the_emulator

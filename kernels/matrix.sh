@@ -22,9 +22,8 @@ CACHE=${RTSLICE_KERNELS_CACHE:-/var/cache/rtslice-kernels}
 # Three at once: the HCBS row (listed last, a subset of the tests) starts when the first Debian guest
 # ends; run as a fourth at once it would slow all three on a 2-CPU machine by about a third.
 PARALLEL=${RTSLICE_KERNELS_PARALLEL:-3}
-# A bound for a hung guest, with a loaded machine's margin: rows took 308-1,160 s in CI's runs, and
-# in a clean-clone run here beside a cargo-deb build and a cargo check (2026-12-01) two rows were
-# killed at the former 1,500 s with tests left. 2,400 s still ends a run within CI's 90 minutes.
+# A bound for a hung guest, with a loaded machine's margin over the rows' times (kernels/README.md);
+# 2,400 s still ends a run within CI's 90 minutes.
 GUEST_TIMEOUT=${RTSLICE_KERNELS_GUEST_TIMEOUT:-2400}
 # A bound for a guest to reach its tests (the doctor line guest.sh prints first), far above a boot's
 # seconds even beside two other guests: a guest stuck before its tests would otherwise hold its slot

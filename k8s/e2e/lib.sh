@@ -9,8 +9,8 @@
 #   $K8S_LOGS  ($CARGO_TARGET_DIR/k8s)  one log per component, kept after the run
 # Every port is unusual (30xxx-31xxx) and bound to loopback or the node IP only; none lies in the
 # kernel's ephemeral range (ip_local_port_range, 32768-60999 by default), where any outgoing
-# connection of the cluster may hold it as its source port when its server starts (the likeliest
-# reason the extender, then on 38888, was not listening in one CI run: "connection refused").
+# connection of the cluster may hold it as its source port when its server starts, and the server
+# then fails to listen.
 # DRA consumable capacity (KEP-5075, alpha in 1.34): rtslice's DRA driver publishes each CPU's
 # real-time bandwidth as a capacity that several claims share (docs/dra.md).
 FEATURE_GATES=DRAConsumableCapacity=true
@@ -283,10 +283,9 @@ start_kubelet() {
   mkdir -p "$K8S_STATE/kubelet" "$K8S_STATE/pod-logs"
   # cgroupfs: this host's controllers are cgroup v1 and no systemd manages them. Eviction and image
   # GC thresholds are near zero, in bytes: the CI machine's disk may be fuller than kubelet's defaults
-  # (15% free) allow — and than any percentage: a CI run had less than 1% of its 252 GB free after the
-  # builds, kubelet rejected every pod ("Evicted", phase Failed) right after placement, the extender
-  # rightly counted the failed pods as nothing, and kube-scheduler kept placing on the node (the fill
-  # scenario saw 30 pods placed; reproduced with fallocate). Under DiskPressure nothing here works.
+  # (15% free) allow — and than any percentage (under 1% free after the builds has been seen):
+  # kubelet then evicts every pod right after placement, the extender rightly counts the failed pods
+  # as nothing, and kube-scheduler keeps placing on the node. Under DiskPressure nothing here works.
   cat >"$cfg" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration

@@ -50,8 +50,8 @@ plain_pods() {
   pod_yaml hello "$BUSYBOX_IMAGE" '["/bin/sh", "-c", "echo hello from a pod on $(uname -n)"]' | kc apply -f - >/dev/null
   if wait_for 240 "pod hello Succeeded" "$K8S_LOGS/kubelet.log" phase_is hello Succeeded 2>/dev/null; then
     # containerd's shim copies the container's output into the CRI log file beside the process, and
-    # the exit can be reported before the copy has drained (CI, 2 Dec: Succeeded, `kubectl logs`
-    # empty, on a loaded host): the line must arrive, within 30 s.
+    # the exit can be reported before the copy has drained (docs/testing.md): the line must arrive,
+    # within 30 s.
     hello_logged() { [ -n "$(kc logs hello 2>/dev/null)" ]; }
     wait_for 30 "pod hello's output in kubectl logs" "$K8S_LOGS/containerd.log" hello_logged 2>/dev/null
     out=$(kc logs hello 2>&1)

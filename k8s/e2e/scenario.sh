@@ -160,8 +160,8 @@ scenario() {
     fail "scenario: fill the cluster" "no vBS pod was placed before $pending was refused: $(sched_failed "$pending" | tail -1 | cut -c1-300)"; return
   fi
   if [ -z "$pending" ]; then
-    # Seen once in CI (26 s run, no logs kept): say what the extender and the nodes saw, so the next
-    # occurrence explains itself.
+    # Say what the extender and the nodes saw, so an occurrence explains itself (CI keeps only the
+    # printed lines).
     fail "scenario: fill the cluster" "$SCN_MAX_PODS pods placed and none refused: $(scn_fill_diagnosis "${placed[@]}")"; return
   fi
   local per_node

@@ -198,8 +198,7 @@ fn demand_split(spinner_period_ns: Option<u64>) {
         rtslice_host::rules::workload_threads(&group).into_iter().map(|(_, tid, comm)| (tid, comm)).collect()
     };
     // Four processes (parent, spinner, two sleepers), every one under a rule. A TCG guest on a
-    // busy host took over 10 s for this once (rt-4cpu, CI run of 2026-11-28, whose host stole 5-9 %
-    // of each vCPU): the spinner's shell had not renamed itself yet.
+    // busy host is slow to start them (the spinner's shell renames itself late), hence its bound.
     let settle = rtslice_testkit::timing_bound("settle time (s)", 10.0, 30.0);
     let deadline = Instant::now() + Duration::from_secs_f64(settle);
     while !(threads().len() == 4 && threads().iter().any(|(_, c)| c == "spinner") && threads().iter().all(|(t, _)| held_per_100ms(*t) > 0)) {
@@ -208,9 +207,8 @@ fn demand_split(spinner_period_ns: Option<u64>) {
     }
     // The one budget is never exceeded while the agent re-splits it (checked at every sample); the
     // split reaches the busy thread within 3 s natively. A TCG guest's agent sees its demand
-    // windows stretched by the host (a CI run's rt-8cpu-iso guest, beside a cargo build: 15 ms of 40
-    // after 3 s, the idle threads still near the equal split), so there it is given up to 30 s: what
-    // is judged is where the split goes, not how fast.
+    // windows stretched by the host, so there it is given up to 30 s: what is judged is where the
+    // split goes, not how fast.
     let converge = Duration::from_secs_f64(rtslice_testkit::timing_bound("demand split convergence (s)", 3.0, 30.0));
     let busy_holds_most = || {
         let ts = threads();
@@ -281,8 +279,8 @@ fn a_stack_with_a_history_is_split_by_its_use_as_soon_as_the_agent_sees_it() {
     let pid = stack.0.id() as i32;
     // The history the agent splits by: a second natively. In a TCG guest the harness's own start
     // (exec, test listing) takes a large part of a second on a loaded host, and its main thread's
-    // use then outweighed the spinner's (rt-8cpu-iso, CI of 28 Nov: harness 14.3 ms, spinner 18.6 ms
-    // of the 40): three seconds of spinning there make the spinner the busy thread it is.
+    // use can then rival the spinner's: three seconds of spinning there make the spinner the busy
+    // thread it is.
     std::thread::sleep(Duration::from_secs_f64(rtslice_testkit::timing_bound("the stack's history before apply (s)", 1.0, 3.0)));
     let dir = tempfile::tempdir().unwrap();
     let budget_ns = 40_000_000u64;

@@ -43,7 +43,7 @@ mod tests {
     fn demo_experiment_parses() {
         let e = super::demo_experiment();
         let cells = super::matrix::cells(&e).len();
-        // About 2.5 minutes on 2 CPUs (15 cells, measured 2026-11-27): keep the cell count in check when editing it.
+        // Each cell is ~10 s on 2 CPUs and the demo runs them all: keep the count in check when editing it.
         assert!(cells <= 16, "{cells} cells");
     }
 }

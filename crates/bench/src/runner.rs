@@ -322,8 +322,8 @@ fn run_one(exp: &Experiment, cell: &Cell, seq: usize, repetition: u32, facts: &H
 /// How long an emulator may run past the nominal end of its warm-up and window: a backstop only.
 /// The runner ends it with SIGINT (it prints its summary and exits within a second) right after the
 /// window, because the set-up between its start and the warm-up (apply, a shield moving every other
-/// process, the interference starting) has no bound on a loaded host: with a 2 s tail, a shielded
-/// run's vBS had exited on its own before the warm-up ended (a quick study A run, 29 Nov).
+/// process, the interference starting) has no bound on a loaded host: with a tail of seconds, a
+/// shielded run's vBS could exit on its own before the warm-up ended.
 const EMU_TAIL: Duration = Duration::from_secs(60);
 
 /// Time an interference generator gets to reach full strength before the warm-up goes on.

@@ -11,8 +11,7 @@ fn quick_periodic_validation_under_sched_deadline() {
     let _lock = rtslice_testkit::KernelLock::acquire(); // real deadline reservations, timing
     // A 15-PRB carrier (about 200 µs of work per TTI on a quiet day): twice its mean demand must
     // still fit in the 1 ms period for the loose point, also on a day when this VM runs it 2-3x
-    // slower (2026-11-26: the 25-PRB job took 676 µs per period, and the loose runtime was capped
-    // at the period).
+    // slower (a larger carrier's loose runtime then reached the period and was capped).
     let cfg = PeriodicValidation {
         prb: 15,
         profile_jobs: 1500,

@@ -126,7 +126,7 @@ blocks:
         threads:
           - {match: "^sleep$", slot: 0, policy: fifo, priority: 10}
     # A dedicated CPU and a FIFO rule: a reservation would make the sleeping `sleep` a deadline
-    # thread, which the kernel admits only where it last ran (a CI run found it on the other CPU).
+    # thread, which the kernel admits only where it last ran (possibly the other CPU).
     strategies: [dedicated]
     variants:
       - {name: apply}

@@ -237,8 +237,7 @@ fn the_loop_lends_an_idle_budget_and_grows_a_starved_one() {
     // The tracer counted its threads' SCHED_DEADLINE throttles and the loop saw them. Zero throttles
     // is a true count only when the threads ran past their budget without running out, which their
     // reclaiming pool (SCHED_FLAG_RECLAIM: GRUB lends them the CPU's idle bandwidth) does when CPU 1
-    // is otherwise idle: then the loop grew it on use above 100 % of the budget (CI, 2026-11-27:
-    // 429 µs per period on a 140 µs budget, 0 throttles).
+    // is otherwise idle: then the loop grows it on use above 100 % of the budget.
     let counted = |e: &&String| {
         let Some((_, after)) = e.split_once("ran out ") else { return false };
         let throttles: u64 = after.split(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0);

@@ -48,9 +48,9 @@ fn a_workload_with_an_slo_is_sized_and_applied_as_planned() {
     let dir = tempfile::tempdir().unwrap();
     let p = |name: &str| dir.path().join(name);
 
-    // The VM's speed drifts within minutes (this test's profiled vBS used 374 µs of CPU per TTI on
-    // 2026-11-24 and 667 µs in a CI run on 2026-11-28, same code): a profile measured while it ran
-    // slow can need more than the node's cap for the SLO, and the planner then refuses it — rightly.
+    // The VM's speed drifts within minutes (the same vBS has used nearly twice the CPU per TTI from
+    // one run to the next): a profile measured while it ran slow can need more than the node's cap
+    // for the SLO, and the planner then refuses it — rightly.
     // Such a refusal is taken as the host's once: the vBS is profiled again. A second refusal, or
     // any other failure, fails the test with the planner's own words.
     let rt = ["ru-thread", "fep_processing", "lte-softmodem", "feptx_thread"];

@@ -168,7 +168,7 @@ pub async fn run_inventory_only(node: rtslice_spec::Node, node_name: String, kub
                                 // the pod is published first: the deletion is what moves a pending
                                 // pod back to kube-scheduler's queue, and a retry that still read
                                 // the old inventory left it unschedulable until the queue's 5-minute
-                                // flush (a CI run: not retried 120 s after the delete).
+                                // flush.
                                 let (client, node, inv) = (client.clone(), node_name.clone(), sim.inventory());
                                 tokio::spawn(async move {
                                     if let Err(e) = annotate(&client, &node, Some(&inv)).await {

@@ -272,7 +272,7 @@ pub(crate) fn workload_rules(txn: &mut Txn, p: &Prepared) -> Result<()> {
     // agent's split (below) is kept only while it fits the pool. A resize that shrinks the
     // reservation must shrink the threads whatever split they hold — kept, the old budget stayed in
     // force until the agent's next re-split, and the kernel counted it against what the shrink had
-    // freed (a node resize from 25 % to 15 % left 250 ms in the guests, cgroup v2, 29 November).
+    // freed.
     let bw = |a: SchedAttr| match a {
         SchedAttr::Deadline { runtime_ns, period_ns, .. } if period_ns > 0 => runtime_ns as f64 / period_ns as f64,
         _ => 0.0,
@@ -290,8 +290,8 @@ pub(crate) fn workload_rules(txn: &mut Txn, p: &Prepared) -> Result<()> {
         // A reclaiming pool's thread the agent has already given its share: the agent runs from
         // before the launch and re-splits the pool by measured use every 200 ms, so while apply
         // waits for sleeping threads to reach the partition its parts and apply's equal ones would
-        // be mixed — more than the pool, refused (EBUSY; 1 apply in 8 on 27 November). The agent
-        // owns the split of a pool; apply leaves a thread it has ruled as it is.
+        // be mixed — more than the pool, refused (EBUSY). The agent owns the split of a pool; apply
+        // leaves a thread it has ruled as it is.
         let agent_ruled = || {
             matches!(w.policy, Some(SchedAttr::Deadline { reclaim: true, .. }))
                 && matches!(crate::sched::get_attr(tid), Ok(SchedAttr::Deadline { .. }))
@@ -316,7 +316,7 @@ pub(crate) fn workload_rules(txn: &mut Txn, p: &Prepared) -> Result<()> {
             // Refused because the agent gave the pool's thread its share meanwhile (above).
             Err(_) if agent_ruled() => {}
             // The policy asked for and the thread's own now: a refusal that cannot be explained from
-            // the plan (a CI run's EBUSY on an rt guest, not reproduced in 118 idle runs) says more.
+            // the plan says more.
             Err(e) => {
                 let asked = w.policy.map_or("its CPUs only".to_string(), |x| x.to_string());
                 let now = crate::sched::get_attr(tid).map_or_else(|e| e.to_string(), |x| x.to_string());

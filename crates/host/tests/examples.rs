@@ -500,9 +500,8 @@ fn plan_equals_apply_over_generated_specs() {
         prop::collection::vec(0u32..6, 1..=3),
     );
     let strategy = (prop::sample::select(vec![50u32, 90, 95, 100]), any::<bool>(), prop::collection::vec(workload, 1..=2), 0usize..3);
-    // In a TCG guest one apply + reset takes ~35 s on a loaded host (rt-8cpu-iso ran 8 cases in the
-    // guest's 300 s per test, and in one CI run this test and the next both failed on rt-8cpu-iso,
-    // which then ran out of its 900 s): fewer cases there, the same property; natively 16.
+    // In a TCG guest one apply + reset takes ~35 s on a loaded host, against the guest's 300 s per
+    // test: fewer cases there, the same property; natively 16.
     // PROPTEST_CASES (proptest's own variable) overrides, to hunt a rare case in a guest.
     let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(if rtslice_testkit::in_guest() { 4 } else { 16 });
     let config = Config { cases, max_shrink_iters: 16, failure_persistence: None, ..Config::default() };
@@ -549,8 +548,8 @@ fn plan_equals_apply_over_generated_specs() {
         Ok(())
     };
     // First one case that fits any host the tests run on (one 10 % reservation on one CPU, one FIFO
-    // rule, under the mechanism apply picks): with 4 random cases in a guest all four were refused
-    // once (CI 28 Nov, rt-4cpu), and the property held for nothing. The random cases follow.
+    // rule, under the mechanism apply picks): 4 random cases in a guest can all be refused, and the
+    // property would hold for nothing. The random cases follow.
     let fits_anywhere = (95u32, false, vec![(0u32, 10u32, 10u32, 1u32, false, vec![0u32])], 0usize);
     if let Err(e) = check(fits_anywhere) {
         panic!("the case that fits any host: {e}");

@@ -246,8 +246,7 @@ fn a_failed_apply_gives_the_root_its_budget_back() {
     let before = snapshot();
     // Every change of the apply fails in turn (the root's budget is one of the first), until none is
     // left. Bounded, and each refusal must be the injected one: an apply the kernel refuses for a
-    // reason of its own fails at every index, and once this loop ran until the guest killed it
-    // (hcbs-4cpu, 6 December: the root's budget held by a group the kernel had not freed).
+    // reason of its own fails at every index, and the loop would run until the guest's bound.
     let (mut raised, mut completed) = (false, false);
     for fail in 0..200 {
         let dir = tempfile::tempdir().unwrap();

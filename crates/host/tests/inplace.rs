@@ -1,7 +1,7 @@
 //! In-place release on the real kernel (root, KernelLock, v1 RT groups): an RT budget change the
 //! kernel refuses when the release runs (a child still holds budget under the group it lowers) is
 //! kept, said, and given back by `retry_release` as soon as the kernel takes it — the node service
-//! retries on every tick, so a released container's budget is not lost (CI run of 598ca10).
+//! retries on every tick, so a released container's budget is not lost.
 
 use rtslice_host::inplace::{InPlace, Unreturned};
 use rtslice_testkit::{root_or_skip, skip, KernelLock, OnDrop, TempCgroup};

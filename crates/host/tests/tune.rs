@@ -8,8 +8,8 @@ use rtslice_host::tune::{self, FileKind, HugepageRequest, Knob, Thp, TuneRequest
 use rtslice_host::{reset, CpuList, Fault, HostError, ResetOptions, StateDir};
 use rtslice_testkit::{root_or_skip, skip, KernelLock, OnDrop};
 
-/// Resets whatever tuning `dir` holds when dropped, also on a panic: a CI run panicked between
-/// apply and reset, the tempdir (and its journal) went, and the host stayed tuned (timer migration,
+/// Resets whatever tuning `dir` holds when dropped, also on a panic: a panic between apply and
+/// reset would drop the tempdir (and its journal), and the host would stay tuned (timer migration,
 /// IRQ and workqueue masks, RT runtime, THP, hugepages) for every test after it.
 fn undo_tuning_on_drop(dir: &Path) -> OnDrop<impl FnOnce()> {
     let sd = StateDir::new(dir);

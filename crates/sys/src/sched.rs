@@ -163,8 +163,8 @@ impl std::fmt::Display for SchedAttr {
 ///
 /// When the kernel refuses the class change (an RT policy in a group without RT runtime), the
 /// thread gets its deadline parameters back: left shrunk it would run 1 µs every 4 s, and a signal
-/// it must handle — a SIGKILL's exit included — would take minutes (seen in CI: a killed `sleep`
-/// 20 minutes in exit_mmap, each overrun of a few µs throttling it for hundreds of seconds).
+/// it must handle — a SIGKILL's exit included — would take minutes (each overrun of a few µs
+/// throttles it for hundreds of seconds; docs/testing.md has the hang this caused).
 pub fn set_attr(tid: i32, attr: SchedAttr) -> io::Result<()> {
     let leaving = if matches!(attr, SchedAttr::Deadline { .. }) { None } else { get_attr(tid).ok().filter(|a| matches!(a, SchedAttr::Deadline { .. })) };
     let Some(was) = leaving else { return set_attr_raw(tid, attr) };

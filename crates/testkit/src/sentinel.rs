@@ -9,10 +9,8 @@
 //! sometimes runs on at a fraction of its speed for ~10 ms after such a stall (traced here: the
 //! vBS threads' 5-30 µs hand-offs took 0.3-1.1 ms each while this thread's wake-ups were under 2 ms
 //! late) — which a wake-up latency alone does not show. Arithmetic alone does not show all of it
-//! either: in one such span (traced on sched_switch, 28 Nov) a vBS's `lte-softmodem` ran 1.0-1.1 ms
-//! at a time instead of ~0.1 ms and its clock thread waited 4.6 ms behind it; and a window of
-//! node_cli's live-operations test in which three vBS each missed 6-7 TTIs had no span an
-//! arithmetic-only probe saw. What slows is the kernel's path (wake-ups, context switches, timers),
+//! either: in such spans (traced on sched_switch) a vBS's threads ran ten times their usual slices
+//! while an arithmetic-only probe saw no span at all (docs/results.md). What slows is the kernel's path (wake-ups, context switches, timers),
 //! so the probe takes that path too: the hand-off a vBS pipeline makes between its threads, at the
 //! highest priority. A stall or slowdown that the highest
 //! priority suffers too is the host's: no reservation and no priority protects a workload from it,

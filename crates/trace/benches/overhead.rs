@@ -26,9 +26,9 @@
 //! tasks of the VM (builds, tests) do not share its CPU — they still may for the 5 % that RT
 //! throttling and the fair server leave them — while the tracers' user-space parts, under
 //! SCHED_OTHER, run on the other CPUs.
-//! `--stats-cost` adds runqlat with the kernel's BPF run-time statistics switched on (as an
-//! `rtslice trace` session held them for its whole life until 2026-11-29; it now samples them): what
-//! that switch costs per event, and runqlat's own BPF run time per switch.
+//! `--stats-cost` adds runqlat with the kernel's BPF run-time statistics switched on (an
+//! `rtslice trace` session samples them rather than holding them for its whole life): what that
+//! switch costs per event, and runqlat's own BPF run time per switch.
 
 use std::io::{BufRead, BufReader};
 use std::os::fd::RawFd;

@@ -25,8 +25,8 @@ const WAKEUPS: usize = 400;
 /// timer emulation), so δ is generous; events beyond it are bounded at 3 %, plus those a host stall
 /// of more than 1 ms that a FIFO 99 sentinel on the CPU saw overlaps (rtslice_testkit::sentinel):
 /// the host holding the vCPU delays the helper's timer interrupt, which BPF's wake-up latency
-/// rightly does not contain (on 28 Nov, a host stealing 10-20 % of the vCPUs put 48 of ~400 events
-/// beyond δ, and the median lateness at 1.08 ms against BPF's 0.66 ms).
+/// rightly does not contain (a host stealing 10-20 % of the vCPUs has put over a tenth of the events
+/// beyond δ; docs/results.md, "Evidence behind the tests' bounds").
 const DELTA_NS: u64 = 250_000;
 
 fn now_ns() -> u64 {
@@ -254,8 +254,8 @@ fn bpf_histogram_matches_the_threads_own_lateness_and_schedstat() {
     // followed by one wake-up and one switch-in, and both schedstat reads find the thread blocked,
     // so wake-ups = Δ voluntary switches. The helper's own count of clean wake-ups is a lower bound
     // only: it skips sleeps that blocked more than once (on PREEMPT_RT a sleeping spinlock in the
-    // kernel is a block too). A CI run on the 6.12-rt guest (4 Dec) had BPF at 788 against the
-    // helper's 394 (+6), with the kernel's count not recorded: now every count is in the message.
+    // kernel is a block too). Every count is in the failure message, so a mismatch says which
+    // count moved.
     // Known discrepancy (docs/trace.md): on this VM BPF sometimes sees 1–2 of ~400 switch-ins fewer
     // than the thread's own count and schedstat's pcount, with no program run missed by the kernel.
     // Until that is explained, allow up to 1 % missing events; more is a failure.
@@ -367,18 +367,16 @@ const PROFILE_MS: u64 = 2000;
 ///   - the ends: the profile's whole windows start up to 2 ms after the first sample and end up to
 ///     1 ms from the second: 3 ms of 2000, < 0.002;
 ///   - the clocks: both count the task clock (the profile each slice's sum_exec_runtime, spread over
-///     its wall time), which leaves out what the host took from the vCPU (paravirt steal). Until
-///     2026-11-28 the profile counted wall time, and the gap was the steal: 0.0002–0.006 here and in
-///     the qemu guests, 0.033 in a CI run on a busy host. Left: a residual of 0.003;
+///     its wall time), which leaves out what the host took from the vCPU (paravirt steal; a profile
+///     in wall time differed by exactly that). Left: a residual of 0.003;
 ///   - the slice running at the attach: what it was charged before its switch-out is unknown, so it
 ///     is counted in wall time and over-counts by what the host took from it. That is at most the
 ///     CPU's steal over the whole interval (/proc/stat, known to within a tick: 10 ms of 2000,
 ///     0.005), allowed above schedstat's share only.
 ///
-/// Spreading only 4 ms of each slice (as the profiler did until 2026-11-26) left out 2.25 of the
-/// 2 s here (share 0.07 against 0.99). Dropping the slice running at the attach (as it also did)
-/// lost what ran before that slice's first switch-out: up to a slice in general, only 0.009 of the
-/// share here, because something the attach starts preempts the spinner within ~20 ms.
+/// What it catches: a profiler that spreads only part of each slice over the buckets (reads a
+/// fraction of the share), or drops the slice running at the attach (loses what ran before that
+/// slice's first switch-out; little here, as the attach itself preempts the spinner soon).
 #[test]
 fn demand_profile_counts_long_slices_in_full() {
     rtslice_testkit::root_or_skip!();
@@ -453,13 +451,10 @@ fn demand_profile_counts_long_slices_in_full() {
         "one thread was on CPU for more than a whole window: windows {:?} (ns, the first 10 over 1 ms)",
         samples.windows_ns.iter().enumerate().filter(|(_, &n)| n > 1_001_000).take(10).collect::<Vec<_>>()
     );
-    // In a TCG guest the two clocks drift further apart when the host is loaded: in a full matrix
-    // run (three guests at once on a noisy host, 2026-11-26 23:45) the 6.1 guest's profile read
-    // 0.9729 against schedstat's 0.9844 (the other guests: gaps 0.0007 and 0.0015), and in a
-    // clean-clone `make test` (2026-11-27 09:30) the 8-vCPU guest's 0.9602 against 0.9967 (gap
-    // 0.0365; the 4-vCPU guests passed), and in a clean-clone run beside a cargo build (2026-12-01)
-    // the 6.1 guest's 0.9262 against 0.9775 (gap 0.0513). A guest's bound of 0.15 still fails what
-    // this test is for there: a profiler that spreads only part of each slice read 0.07 against 0.99.
+    // In a TCG guest the two clocks drift further apart when the host is loaded (gaps up to 0.05
+    // measured, docs/results.md "Evidence behind the tests' bounds"). A guest's bound of 0.15 still
+    // fails what this test is for there: a profiler that spreads only part of each slice reads a
+    // small fraction of the share.
     // The ends and the clocks' residual either way; above, also the first slice's steal.
     let bound = rtslice_testkit::timing_bound("demand share gap", 0.002 + 0.003, 0.15);
     let above = bound + stolen_share + 0.005;

@@ -242,8 +242,8 @@ pub fn assert_same(before: &BTreeMap<String, String>, after: &BTreeMap<String, S
 /// reset started. cgroup v2 hands a removed partition's CPUs back to its parent when it takes the
 /// group offline, asynchronously, and updates the effective CPUs first and the affinity of the
 /// parent's tasks after, one by one, under a lock userspace cannot wait on: a snapshot can run in
-/// between. (The failures first blamed on this had another cause, a leaked process: docs/testing.md,
-/// flaky runs, 2 Dec; the kernel's order still allows it.) So while every difference is a
+/// between (docs/testing.md, flaky runs, has the leaked process first blamed on this). So while
+/// every difference is a
 /// thread's attributes, the snapshot is taken again, for at most 10 s; any other difference fails
 /// at once.
 pub fn assert_restored(before: &BTreeMap<String, String>) {
@@ -278,9 +278,8 @@ fn differences(before: &BTreeMap<String, String>, after: &BTreeMap<String, Strin
 }
 
 /// Every process an apply started, the rollback or reset that followed stopped and reaped: none of
-/// this test process's children is left, running or unreaped. (CI, 2 Dec: a `sleep` started at the
-/// journal entry that fault injection failed was never journaled, outlived the rollback in the root
-/// cgroup, and exited a minute later, unreaped, into an example's partition change.)
+/// this test process's children is left, running or unreaped: a process a rollback missed lives on
+/// in the root cgroup and changes what later tests see (docs/testing.md, flaky runs).
 pub fn assert_no_children_left(what: &str) {
     let left = children();
     assert!(left.is_empty(), "{what}: processes this test started are still there: {left:?}");
@@ -304,8 +303,7 @@ pub fn children() -> Vec<String> {
 }
 
 /// Other rtslice processes alive now (their command lines): a difference nobody in this test wrote
-/// (CI, 28 Nov: an IRQ read "1" before host_smoke and "0-1" after, where apply wrote nothing, and 40
-/// local runs did not repeat it) may be an earlier test's child still resetting or re-ruling.
+/// may be an earlier test's child still resetting or re-ruling.
 fn who_else_runs() -> String {
     let v: Vec<String> = rtslice_host::irq::pids_named("rtslice")
         .into_iter()
