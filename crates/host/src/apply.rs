@@ -170,19 +170,7 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
         }
         txn.run(op)?;
     }
-    let mut records: Vec<WorkloadRecord> = ctx
-        .prepared
-        .iter()
-        .map(|p| WorkloadRecord {
-            name: p.ws.name.clone(),
-            cpus: p.ws.cpus.clone(),
-            group: p.group.clone(),
-            pids: Vec::new(),
-            container: None,
-            rules: p.ws.threads.clone(),
-            resctrl_group: p.ws.cache.as_ref().map(|_| ctx.resctrl.group(&p.ws.name)),
-        })
-        .collect();
+    let mut records: Vec<WorkloadRecord> = ctx.prepared.iter().map(|p| launch::planned_record(p, &ctx.resctrl)).collect();
     // The agent reads the record (groups and rules) when it starts, before anything is launched.
     txn.state.record = Some(AppliedRecord {
         setup: ctx.setup.clone(),
@@ -211,14 +199,9 @@ fn run_steps(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<(Vec<WorkloadRecord>, O
         rec.agent = agent;
     }
 
-    for (i, p) in ctx.prepared.iter().enumerate() {
-        let launched = launch::workload(txn, ctx.facts, &ctx.opts.state_dir, p, ctx.runc, &crate::devices::nodes_of(&ctx.devices, &p.ws.name))?;
-        records[i].pids.extend(launched.pids);
-        records[i].container = launched.container;
-        step(format!("thread rules of {}", p.ws.name), launch::workload_rules(txn, p))?;
-        if p.ws.cache.is_some() {
-            step(format!("move the threads of {} into its resctrl group", p.ws.name), ctx.resctrl.assign_workload(txn, &p.ws.name, &p.group.cpuset))?;
-        }
+    for (p, rec) in ctx.prepared.iter().zip(&mut records) {
+        let devices = crate::devices::nodes_of(&ctx.devices, &p.ws.name);
+        launch::start(txn, ctx.facts, &ctx.opts.state_dir, p, ctx.runc, &devices, &ctx.resctrl, rec)?;
     }
     shield(txn, ctx)?;
     Ok((records, agent))

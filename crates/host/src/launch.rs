@@ -17,6 +17,8 @@ use crate::journal::{Change, StateDir};
 use crate::ops::memory_mount;
 use crate::facts::HostFacts;
 use crate::prepare::{rejected, Prepared};
+use crate::record::WorkloadRecord;
+use crate::resctrl::Resctrl;
 use crate::rules::CompiledRules;
 use crate::sched::SchedAttr;
 use crate::setup::Launch;
@@ -209,7 +211,47 @@ pub(crate) fn check_launch(ws: &crate::setup::WorkloadSetup, runc: Option<&Path>
     }
 }
 
-pub(crate) fn workload(
+/// A prepared workload's record before anything of it runs: its CPUs, cgroups, rules and resctrl
+/// group (one-shot apply's and a node deploy's alike).
+pub(crate) fn planned_record(p: &Prepared, resctrl: &Resctrl) -> WorkloadRecord {
+    WorkloadRecord {
+        name: p.ws.name.clone(),
+        cpus: p.ws.cpus.clone(),
+        group: p.group.clone(),
+        pids: Vec::new(),
+        container: None,
+        rules: p.ws.threads.clone(),
+        resctrl_group: p.ws.cache.as_ref().map(|_| resctrl.group(&p.ws.name)),
+    }
+}
+
+/// Starts a prepared workload inside its transaction, the one sequence of one-shot apply and of a
+/// node's deploy, after its cgroups exist: its launch (a container's rules go in before it starts),
+/// the thread rules of what runs then, and its threads into its resctrl group. `rec` gets the
+/// processes and the container.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn start(
+    txn: &mut Txn,
+    facts: &HostFacts,
+    state_dir: &StateDir,
+    p: &Prepared,
+    runc: Option<&Path>,
+    devices: &[rtslice_sys::pci::DeviceNode],
+    resctrl: &Resctrl,
+    rec: &mut WorkloadRecord,
+) -> StepResult<()> {
+    let name = &p.ws.name;
+    let launched = workload(txn, facts, state_dir, p, runc, devices)?;
+    rec.pids.extend(launched.pids);
+    rec.container = launched.container;
+    step(format!("thread rules of {name}"), workload_rules(txn, p))?;
+    if p.ws.cache.is_some() {
+        step(format!("move the threads of {name} into its resctrl group"), resctrl.assign_workload(txn, name, &p.group.cpuset))?;
+    }
+    Ok(())
+}
+
+fn workload(
     txn: &mut Txn,
     facts: &HostFacts,
     state_dir: &StateDir,

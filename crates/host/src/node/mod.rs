@@ -465,15 +465,7 @@ impl Node {
         }
         crate::steering::steer(txn, &claims.targets)?;
         crate::devices::steer_irqs(txn, setup, &claims.devices, &mut warnings)?;
-        let mut rec = WorkloadRecord {
-            name: name.clone(),
-            cpus: p.ws.cpus.clone(),
-            group: p.group.clone(),
-            pids: Vec::new(),
-            container: None,
-            rules: p.ws.threads.clone(),
-            resctrl_group: p.ws.cache.as_ref().map(|_| self.resctrl().group(name)),
-        };
+        let mut rec = launch::planned_record(p, &self.resctrl());
         let record = |rec: &WorkloadRecord| AppliedRecord {
             setup: setup.clone(),
             mechanism: self.base.mechanism,
@@ -489,13 +481,7 @@ impl Node {
         }
         let state_dir = self.segment(name);
         let runc = runc.or(self.opts.runc.as_deref());
-        let launched = launch::workload(txn, &self.facts, &state_dir, p, runc, &crate::devices::nodes_of(&claims.devices, name))?;
-        rec.pids.extend(launched.pids);
-        rec.container = launched.container;
-        step(format!("thread rules of {name}"), launch::workload_rules(txn, p))?;
-        if p.ws.cache.is_some() {
-            step(format!("move the threads of {name} into its resctrl group"), self.resctrl().assign_workload(txn, name, &p.group.cpuset))?;
-        }
+        launch::start(txn, &self.facts, &state_dir, p, runc, &crate::devices::nodes_of(&claims.devices, name), &self.resctrl(), &mut rec)?;
         txn.state.record = Some(record(&rec));
         step("save state".into(), txn.save())?;
         Ok(rec)
