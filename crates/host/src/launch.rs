@@ -176,18 +176,6 @@ pub(crate) fn attach(txn: &mut Txn, pid: i32, facts: &HostFacts, p: &Prepared) -
     Ok(())
 }
 
-/// What a workload's launch left running: its processes and its container (runc id or podman name).
-#[derive(Debug, Default)]
-pub(crate) struct Launched {
-    pub pids: Vec<ProcRef>,
-    pub container: Option<String>,
-}
-
-/// Starts what a prepared workload launches — nothing, a command, attached processes, a runc or a
-/// podman container — inside its groups. A container's thread rules ([`workload_rules`]) are applied
-/// once its init process is in the groups and before its program runs, so nothing it forks escapes them.
-/// The one launch sequence of one-shot apply and the node; a failure names its step. `runc`: the
-/// runc binary (required for OCI bundles; podman looks for one when absent).
 /// What a workload's launch needs from this host, checked before anything is touched: an OCI
 /// source (bundle, image layout or archive) and runc (`runc`, else from PATH), which is returned;
 /// podman; the attached PIDs. The one check apply and the node make.
@@ -226,9 +214,12 @@ pub(crate) fn planned_record(p: &Prepared, resctrl: &Resctrl) -> WorkloadRecord 
 }
 
 /// Starts a prepared workload inside its transaction, the one sequence of one-shot apply and of a
-/// node's deploy, after its cgroups exist: its launch (a container's rules go in before it starts),
-/// the thread rules of what runs then, and its threads into its resctrl group. `rec` gets the
-/// processes and the container.
+/// node's deploy, after its cgroups exist: what it launches — nothing, a command, attached processes,
+/// a runc or a podman container — inside its groups, then the thread rules ([`workload_rules`]) of
+/// what runs, then its threads into its resctrl group. A container's rules are applied once its init
+/// process is in the groups and before its program runs, so nothing it forks escapes them. A failure
+/// names its step. `runc`: the runc binary (required for OCI bundles; podman looks for one when
+/// absent). `rec` gets the processes and the container.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn start(
     txn: &mut Txn,
@@ -241,37 +232,17 @@ pub(crate) fn start(
     rec: &mut WorkloadRecord,
 ) -> StepResult<()> {
     let name = &p.ws.name;
-    let launched = workload(txn, facts, state_dir, p, runc, devices)?;
-    rec.pids.extend(launched.pids);
-    rec.container = launched.container;
-    step(format!("thread rules of {name}"), workload_rules(txn, p))?;
-    if p.ws.cache.is_some() {
-        step(format!("move the threads of {name} into its resctrl group"), resctrl.assign_workload(txn, name, &p.group.cpuset))?;
-    }
-    Ok(())
-}
-
-fn workload(
-    txn: &mut Txn,
-    facts: &HostFacts,
-    state_dir: &StateDir,
-    p: &Prepared,
-    runc: Option<&Path>,
-    devices: &[rtslice_sys::pci::DeviceNode],
-) -> StepResult<Launched> {
-    let name = &p.ws.name;
-    let mut out = Launched::default();
     match &p.ws.launch {
         Launch::None => {}
         Launch::Command { argv, env, cwd } => {
             let procs_files = procs_files_for(p, facts);
             let proc = step(format!("launch {name} ({})", argv.join(" ")), command(txn, name, argv, env, cwd.as_deref(), &procs_files, state_dir))?;
-            out.pids.push(proc);
+            rec.pids.push(proc);
         }
         Launch::Attach { pids } => {
             for &pid in pids {
                 step(format!("attach pid {pid} to {name}"), attach(txn, pid, facts, p))?;
-                out.pids.extend(ProcRef::of(pid));
+                rec.pids.extend(ProcRef::of(pid));
             }
         }
         Launch::Oci(o) => {
@@ -284,8 +255,8 @@ fn workload(
             step(format!("thread rules in container {id}"), workload_rules(txn, p))?;
             step(format!("start container {id}"), crate::oci::runc_start(runc, &root, &id))?;
             wait_for_exec(pid);
-            out.container = Some(id);
-            out.pids.extend(ProcRef::of(pid));
+            rec.container = Some(id);
+            rec.pids.extend(ProcRef::of(pid));
         }
         Launch::Podman(l) => {
             let runc = runc.map(Path::to_path_buf).or_else(crate::oci::find_runc);
@@ -293,11 +264,15 @@ fn workload(
             step(format!("thread rules in podman container {cname}"), workload_rules(txn, p))?;
             step(format!("start podman container {cname}"), crate::podman::start(&bin, &cname))?;
             wait_for_exec(pid);
-            out.container = Some(cname);
-            out.pids.extend(ProcRef::of(pid));
+            rec.container = Some(cname);
+            rec.pids.extend(ProcRef::of(pid));
         }
     }
-    Ok(out)
+    step(format!("thread rules of {name}"), workload_rules(txn, p))?;
+    if p.ws.cache.is_some() {
+        step(format!("move the threads of {name} into its resctrl group"), resctrl.assign_workload(txn, name, &p.group.cpuset))?;
+    }
+    Ok(())
 }
 
 /// The thread rules of one prepared workload, for the threads its cgroup holds now (journaled).
