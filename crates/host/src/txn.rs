@@ -566,8 +566,8 @@ const HCBS_BUDGET_SETTLE: std::time::Duration = std::time::Duration::from_secs(1
 /// a dying group's budget until it frees the group, and how long that takes is the kernel's.
 /// Waiting on that cause, with this bound, instead of a longer blind timeout: when no group is
 /// dying, the refusal is final at once after the settle time. Undo only ([`restore_rt_aware`]).
-/// (It did not mend the eight-worker pool's refused root restore in the hcbs-4cpu guest, whose
-/// cause is still open: docs/testing.md.)
+/// A group kept dying by an unreaped zombie never frees within any bound: stops reap a process only
+/// once its last thread has ended (`rtslice_sys::proc_ref`), which is what keeps groups from that.
 const HCBS_DYING_SETTLE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Whether a cgroup below `dir` was removed and is not freed yet.
