@@ -790,6 +790,72 @@ fn irq_and_rps_rules_have_one_holder_and_are_put_back_on_remove() {
     assert_restored(before);
 }
 
+/// Fault injection at every change of a deploy that claims what is node-wide: a shielded workload on
+/// its own CPU whose rules steer an IRQ and a queue's RPS mask there. Each change of a clean deploy
+/// fails in turn; each time the deploy reports the step, its rollback has no error, the host is as
+/// before (IRQ affinities and RPS masks included, in the snapshot), the running workload keeps its
+/// PIDs, files and thread policies, no process of the failed deploy is left, and a bystander process
+/// of the root cpuset stays where it was (v1's shield moves it only once the deploy has succeeded).
+#[test]
+fn a_fault_at_any_change_of_a_deploy_claiming_an_irq_and_a_shield_rolls_back_exactly() {
+    root_or_skip!();
+    let Some(fx) = Fixture::start() else { return };
+    let (before, dir) = (&fx.before, fx.dir.path());
+    let l = layout().unwrap();
+    let (irq, iface) = (movable_irq(), rps_interface());
+    skip_unless!(irq.is_some() || iface.is_some(), rtslice_testkit::skip::IRQ_STEERING, "no IRQ whose affinity can be written, no interface with RPS files");
+    let (mut node, _) = Node::open(opts(dir)).expect("open the node");
+    skip_unless!(node.base().partitions, rtslice_testkit::skip::PARTITIONS, "{:?}", node.base().warnings);
+    node.deploy(&reserved("b", l.shared, 100)).expect("deploy b");
+    let mut s = dedicated(&node, "s", l.dedicated);
+    s.workloads[0].partition = false;
+    s.workloads[0].shield = true;
+    if let Some(irq) = &irq {
+        s.irqs.push(IrqRule { action: format!("^{}$", regex_escape(&irq.actions[0])), cpus: cpus(l.dedicated) });
+    }
+    if let Some(iface) = &iface {
+        s.nets.push(NetRule { iface: format!("^{iface}$"), rps: Some(cpus(l.dedicated)), xps: None });
+    }
+    let bystander = rtslice_testkit::KillOnDrop(std::process::Command::new("sleep").arg("60").spawn().expect("spawn sleep"));
+    let cpuset_of = |pid: u32| Some(cgroup_of(pid as i32)).filter(|c| !c.is_empty()).unwrap_or_else(|| "/".into());
+    let was = cpuset_of(bystander.id());
+    let base_line = snapshot();
+    let others = views(&["b"]);
+    let kids = children();
+
+    node.deploy(&s).expect("deploy the shielded workload with its IRQ and RPS rules");
+    if let Some(irq) = &irq {
+        assert_eq!(CpuList::parse(&read(irq.affinity_file())).unwrap(), cpus(l.dedicated), "the IRQ is on the shielded CPU");
+    }
+    let n = node.status(&name("s")).unwrap().changes;
+    node.remove(&name("s")).expect("remove s");
+    assert_restored(&base_line);
+    assert_eq!(cpuset_of(bystander.id()), was, "the bystander is back where it was");
+    assert!(n >= 3, "{n} changes");
+    for k in 0..n {
+        node.set_fault(Fault { fail_change: Some(k) });
+        let e = node.deploy(&s).unwrap_err();
+        match &e {
+            HostError::StepFailed { rollback_errors, .. } => assert!(rollback_errors.is_empty(), "change {k}: {rollback_errors:?}"),
+            other => panic!("deploy change {k}: expected StepFailed, got {other}"),
+        }
+        assert!(e.to_string().contains("injected fault"), "{e}");
+        node.set_fault(Fault::default());
+        assert!(node.record(&name("s")).unwrap().is_none(), "no segment left after fault {k}");
+        assert_restored(&base_line);
+        assert_eq!(views(&["b"]), others, "fault {k} touched b");
+        assert_eq!(children(), kids, "fault {k}: a process it started is left");
+        assert_eq!(cpuset_of(bystander.id()), was, "fault {k} moved the bystander");
+    }
+    eprintln!("deploy with a shield, IRQ {:?} and RPS {:?}: {n} changes, each failed in turn, each rolled back exactly", irq.map(|i| i.number), iface);
+    // The same deploy goes through once nothing fails, and its removal restores the host.
+    node.deploy(&s).expect("deploy s after the faults");
+    node.remove(&name("s")).expect("remove s");
+    drop(bystander);
+    node.reset().expect("reset");
+    assert_restored(before);
+}
+
 /// A shield through the node: the shielded workload's CPUs are its own exclusive partition; on v2
 /// the kernel takes them from every other task by itself, on v1 the node moves every other process
 /// of the root cpuset into `system` while the shielded workload is deployed and back when it goes.
