@@ -5,13 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use rtslice_sys::proc_ref::ProcRef;
-use rtslice_sys::procfs;
 use serde::{Deserialize, Serialize};
 
 use crate::cgroup::Backend;
 use crate::cpus::CpuList;
 use crate::error::{HostError, Result};
-use crate::fsio;
 use crate::journal::{Change, State, StateDir};
 use crate::launch::{self, AgentCommand};
 use crate::cgroup::Op;
@@ -236,14 +234,9 @@ fn journal_root_affinities(txn: &mut Txn, ctx: &Ctx) -> StepResult<()> {
     if isolated.is_empty() || !ctx.prepared.iter().any(|p| p.partition) {
         return Ok(());
     }
-    let threads: Vec<(ProcRef, CpuList)> = crate::cgroup::read_pids(&root.join("cgroup.threads"))
-        .into_iter()
-        // The kernel owns the affinity of threads flagged PF_NO_SETAFFINITY (per-CPU kthreads,
-        // workqueue workers and rescuers): user space can neither set nor restore it.
-        .filter(|&tid| !crate::sched::no_setaffinity(tid))
-        // A thread that exited since the read needs no restore.
-        .filter_map(|tid| Some((ProcRef::of(tid)?, crate::sched::get_affinity(tid).ok()?)))
-        .collect();
+    // A thread that exited since the read needs no restore.
+    let threads: Vec<(ProcRef, CpuList)> =
+        crate::sched::movable_affinities(&root.join("cgroup.threads")).into_iter().filter_map(|(tid, cpus)| Some((ProcRef::of(tid)?, cpus))).collect();
     step("journal the affinities of the root cgroup's threads", txn.record(Change::RootAffinities { threads }))
 }
 
@@ -339,18 +332,9 @@ fn shield(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<()> {
     let Backend::V1 { cpuset, .. } = &ctx.facts.backend else { return Ok(()) };
     let from = cpuset.join("cgroup.procs");
     let to = ctx.facts.backend.group("system").cpuset.join("cgroup.procs");
-    let procs: Vec<ProcRef> = crate::cgroup::read_pids(&from)
-        .into_iter()
-        .filter(|&pid| !procfs::is_kernel_thread(pid))
-        .filter_map(ProcRef::of)
-        .collect();
+    let procs = crate::cgroup::user_processes(&from);
     step("journal shield", txn.record(Change::MovedProcesses { procs: procs.clone(), from: from.clone(), to: to.clone() }))?;
-    let mut stuck = 0;
-    for p in &procs {
-        if fsio::write(&to, &p.pid.to_string()).is_err() && p.alive() {
-            stuck += 1;
-        }
-    }
+    let stuck = crate::cgroup::move_processes(&procs, &to);
     if stuck > 0 {
         ctx.warnings.push(format!("shield: {stuck} processes could not leave the root cpuset (they may be pinned)"));
     }

@@ -378,6 +378,23 @@ pub fn read_pids(file: &Path) -> Vec<i32> {
         .unwrap_or_default()
 }
 
+/// The user processes in a cgroup.procs file, as references that survive pid reuse. Kernel threads
+/// are left out: the kernel places them, and most refuse a move.
+pub(crate) fn user_processes(file: &Path) -> Vec<rtslice_sys::proc_ref::ProcRef> {
+    read_pids(file)
+        .into_iter()
+        .filter(|&pid| !rtslice_sys::procfs::is_kernel_thread(pid))
+        .filter_map(rtslice_sys::proc_ref::ProcRef::of)
+        .collect()
+}
+
+/// Moves processes into the cgroup whose cgroup.procs is `to` (a shield and its undo). Returns how
+/// many are still running where they were: pinned by their owner, which the caller reports. One
+/// that has exited is skipped (its pid may be another process's by now) and not counted.
+pub(crate) fn move_processes(procs: &[rtslice_sys::proc_ref::ProcRef], to: &Path) -> usize {
+    procs.iter().filter(|p| p.alive() && crate::fsio::write(to, &p.pid.to_string()).is_err() && p.alive()).count()
+}
+
 /// All processes in a workload's cgroup tree (runc puts containers in a child group).
 pub fn workload_pids(group_dir: &Path) -> Vec<i32> {
     let mut pids = read_pids(&group_dir.join("cgroup.procs"));

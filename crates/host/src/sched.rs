@@ -27,6 +27,17 @@ pub fn get_affinity(tid: i32) -> Result<CpuList> {
         .map_err(|source| HostError::Sched { call: "sched_getaffinity", tid, source })
 }
 
+/// The affinity of every thread a cgroup.threads file lists whose affinity user space may set and
+/// restore — not those the kernel owns (PF_NO_SETAFFINITY: per-CPU kthreads, workqueue workers and
+/// rescuers) — skipping threads that exited since the read.
+pub fn movable_affinities(threads_file: &std::path::Path) -> Vec<(i32, CpuList)> {
+    crate::cgroup::read_pids(threads_file)
+        .into_iter()
+        .filter(|&tid| !no_setaffinity(tid))
+        .filter_map(|tid| Some((tid, get_affinity(tid).ok()?)))
+        .collect()
+}
+
 /// Thread ids of process `pid`, ascending; empty when it is gone.
 pub fn threads_of(pid: i32) -> Vec<i32> {
     let Ok(pid) = u32::try_from(pid) else { return Vec::new() };

@@ -381,10 +381,9 @@ pub fn undo(change: &Change, ctx: &mut Undo) -> Result<()> {
             }
         }
         Change::MovedProcesses { procs, from, .. } => {
-            for p in procs.iter().filter(|p| p.alive()) {
-                // Processes that exited or were moved elsewhere meanwhile are fine to skip.
-                let _ = fsio::write(from, &p.pid.to_string());
-            }
+            // One that cannot go back (pinned since, or moved elsewhere by its owner) is left where it
+            // is: it was never ours to hold.
+            crate::cgroup::move_processes(procs, from);
             Ok(())
         }
         Change::Sched { thread, old, .. } => {

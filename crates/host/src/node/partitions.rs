@@ -48,17 +48,7 @@ impl Node {
         let shielded = self.records().is_ok_and(|recs| recs.iter().any(|r| r.setup.workloads.iter().any(|w| w.shield)));
         let system = self.facts.backend.group("system").cpuset;
         let (from, to) = if shielded { (root.clone(), system) } else { (system, root.clone()) };
-        let mut stuck = 0;
-        let procs = crate::cgroup::read_pids(&from.join("cgroup.procs"))
-            .into_iter()
-            .filter(|&pid| !rtslice_sys::procfs::is_kernel_thread(pid))
-            .filter_map(ProcRef::of);
-        for p in procs {
-            // A process that exited between the read and the write is not stuck.
-            if fsio::write(to.join("cgroup.procs"), &p.pid.to_string()).is_err() && p.alive() {
-                stuck += 1;
-            }
-        }
+        let stuck = crate::cgroup::move_processes(&crate::cgroup::user_processes(&from.join("cgroup.procs")), &to.join("cgroup.procs"));
         match (stuck, shielded) {
             (0, _) => Vec::new(),
             (n, true) => vec![format!("shield: {n} process(es) could not leave the root cpuset (pinned by their owner?) and may still run on the shielded CPUs")],
@@ -136,11 +126,7 @@ impl Node {
         }
         let effective = || fsio::read_trim(root.join("cpuset.cpus.effective")).ok().and_then(|c| CpuList::parse(&c).ok());
         let housekeeping = effective().map(|e| e.difference(isolated));
-        let before: Vec<(i32, CpuList)> = crate::cgroup::read_pids(&root.join("cgroup.threads"))
-            .into_iter()
-            .filter(|&tid| !crate::sched::no_setaffinity(tid))
-            .filter_map(|tid| Some((tid, crate::sched::get_affinity(tid).ok()?)))
-            .collect();
+        let before = crate::sched::movable_affinities(&root.join("cgroup.threads"));
         let out = change();
         let now = effective();
         let freed = freed.difference(isolated);
