@@ -65,6 +65,8 @@ impl ClosedLoop {
             boot_id_file: None,
             access: Default::default(),
             resctrl: None,
+            hrtick: false,
+            fair_server_off: false,
         })
         .map_err(|e| StartError::Failed(format!("cannot open the node in {}: {e}", state_dir.display())))?;
         // As the daemon runs it: without the agent a reclaiming SCHED_DEADLINE pool would keep its

@@ -263,8 +263,20 @@ fn the_node_path_re_splits_a_reclaiming_deadline_pool_by_demand() {
     let dir = tempfile::tempdir().unwrap();
     let node = rtslice_bench::closed_loop::ClosedLoop::start(&spec, &dir.path().join("state.node"), &dir.path().join("report.sock"), Some(rtslice_host::Mechanism::Deadline))
         .unwrap_or_else(|e| panic!("{e}"));
-    let busy = *pids_with("while :; do :; done; : 6007").iter().find(|p| !pids_with("& sleep 6007").contains(p)).expect("the busy shell");
-    let idle = *pids_with("sleep 6007").iter().find(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep")).expect("the sleep");
+    // The launched shell forks both after the deploy returns: wait for them (a bound no host reaches
+    // unless the launch failed).
+    let find = || {
+        let busy = pids_with("while :; do :; done; : 6007").into_iter().find(|p| !pids_with("& sleep 6007").contains(p));
+        let idle = pids_with("sleep 6007").into_iter().find(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep"));
+        busy.zip(idle)
+    };
+    let waited = Instant::now();
+    let mut found = find();
+    while found.is_none() && waited.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(50));
+        found = find();
+    }
+    let (busy, idle) = found.expect("the pool's busy shell and its sleep started");
     // The agent rescans every 500 ms and re-splits from a few readings: a bound far above what it
     // takes, only reached if nothing re-splits.
     let started = Instant::now();

@@ -240,35 +240,15 @@ fn journal_root_affinities(txn: &mut Txn, ctx: &Ctx) -> StepResult<()> {
     step("journal the affinities of the root cgroup's threads", txn.record(Change::RootAffinities { threads }))
 }
 
-// Defined next to doctor's reading of it: doctor is below apply (prepare asks it about the host).
-use crate::facts::SCHED_FEATURES;
-
 fn hrtick(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<()> {
     if !ctx.opts.hrtick {
         return Ok(());
     }
-    let path = Path::new(SCHED_FEATURES);
-    let list = match std::fs::read_to_string(path) {
-        Ok(l) => l,
-        Err(e) => {
-            ctx.warnings.push(format!(
-                "hrtick: {SCHED_FEATURES} is not usable ({e}; debugfs not mounted or locked down); HRTICK/HRTICK_DL left unchanged"
-            ));
-            return Ok(());
-        }
-    };
-    for feature in ["HRTICK", "HRTICK_DL"] {
-        let off = format!("NO_{feature}");
-        if !list.split_whitespace().any(|f| f == off) {
-            continue; // already on, or this kernel lacks the flag (HRTICK_DL is 6.x)
-        }
-        // Journaled as the flag's old spelling: undo writes "NO_<feature>" back (one flag per write).
-        step(format!("journal {feature}"), txn.record(Change::Wrote { path: path.into(), old: off, new: feature.into() }))?;
-        step(format!("turn {feature} on"), crate::fsio::write(path, feature))?;
-    }
-    Ok(())
+    crate::sched_debug::hrtick_on(txn, &mut ctx.warnings)
 }
 
+/// The fair servers of the CPUs that hold only reserved real-time work (partitions with RT rules, or
+/// the setup's own list) get runtime 0.
 fn fair_server(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<()> {
     if !ctx.opts.fair_server_off {
         return Ok(());
@@ -285,34 +265,14 @@ fn fair_server(txn: &mut Txn, ctx: &mut Ctx) -> StepResult<()> {
         ctx.warnings.push("fair_server: no CPU holds only reserved RT work; left unchanged".into());
         return Ok(());
     }
-    let debug = Path::new("/sys/kernel/debug");
-    let base = debug.join("sched/fair_server");
-    let mut mounted = false;
-    if !debug.join("sched").exists() {
-        if let Err(e) = rtslice_sys::fs::mount_pseudo("debugfs", debug) {
-            ctx.warnings.push(format!("fair_server: cannot mount debugfs ({e}); left unchanged"));
-            return Ok(());
-        }
-        mounted = true;
-    }
-    let probe = base.join(format!("cpu{}/runtime", cpus.iter().next().unwrap_or(0)));
-    if let Err(e) = std::fs::read_to_string(&probe) {
-        ctx.warnings.push(format!(
-            "fair_server: {} is not usable ({e}; kernel lockdown restricts debugfs?); fair_server left unchanged",
-            probe.display()
-        ));
-        if mounted {
-            let _ = crate::txn::undo(&Change::Mounted { target: debug.to_path_buf() }, &mut Default::default());
-        }
+    if !crate::sched_debug::mount_debugfs(txn, &mut ctx.warnings)? {
         return Ok(());
     }
-    if mounted {
-        step("journal debugfs mount", txn.record(Change::Mounted { target: debug.to_path_buf() }))?;
+    if let Err(why) = crate::sched_debug::fair_server_usable(cpus.iter().next().unwrap_or(0)) {
+        ctx.warnings.push(format!("{why}; fair_server left unchanged"));
+        return Ok(());
     }
-    for cpu in cpus.iter() {
-        let f = base.join(format!("cpu{cpu}/runtime"));
-        step(format!("fair_server runtime 0 on CPU {cpu}"), txn.write_if_changed(&f, "0"))?;
-    }
+    step(format!("fair_server runtime 0 on CPUs [{cpus}]"), crate::sched_debug::fair_server_off(txn, &cpus))?;
     ctx.warnings.push(format!("fair_server runtime set to 0 on CPUs [{cpus}]: CFS tasks there may starve behind RT work"));
     Ok(())
 }

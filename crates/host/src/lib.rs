@@ -12,6 +12,7 @@
 //!   and the agent.
 //! - `apply`: the transaction steps; `txn` and `journal`: the journal of replaced values.
 //! - `steering`: IRQ affinity and RPS/XPS rules as the files they write, for apply and the node.
+//! - `sched_debug`: HRTICK and the fair servers' runtimes (debugfs), journaled, for apply and the node.
 //! - `node`: the node service's host side — a base applied once, then one journal segment per
 //!   workload, deployed, resized and removed one at a time ([`Node`]).
 //! - `status`, `reset`, [`doctor`]: drift, undo, what the host offers.
@@ -44,6 +45,7 @@ mod record;
 mod reset;
 pub mod resctrl;
 mod resctrl_files;
+mod sched_debug;
 pub mod rules;
 pub mod sched;
 mod setup;

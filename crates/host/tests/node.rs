@@ -790,6 +790,45 @@ fn irq_and_rps_rules_have_one_holder_and_are_put_back_on_remove() {
     assert_restored(before);
 }
 
+/// `fair_server_off` and `hrtick` through the node. The fair server of a CPU that holds only reserved
+/// real-time work (a dedicated workload's partition with a FIFO rule) gets runtime 0 while that
+/// workload is deployed and its runtime back when it leaves; a CPU no such workload holds keeps its
+/// own; HRTICK and HRTICK_DL are on for the node's life (or the base says why not: a kernel without
+/// CONFIG_SCHED_HRTICK, as here natively); reset gives everything back.
+#[test]
+fn the_node_turns_fair_servers_off_under_reserved_partitions_while_they_are_deployed() {
+    root_or_skip!();
+    let Some(fx) = Fixture::start() else { return };
+    let (before, dir) = (&fx.before, fx.dir.path());
+    let l = layout().unwrap();
+    let runtime = |cpu: &str| std::fs::read_to_string(format!("/sys/kernel/debug/sched/fair_server/cpu{cpu}/runtime")).map(|s| s.trim().to_string());
+    let was = runtime(l.dedicated);
+    skip_unless!(was.is_ok(), skip::FAIR_SERVER, "no fair server runtime for CPU {}: {:?}", l.dedicated, was);
+    let was = was.unwrap();
+    skip_unless!(was != "0", skip::FAIR_SERVER, "CPU {}'s fair server is off already", l.dedicated);
+    let (node, _) = Node::open(NodeOptions { hrtick: true, fair_server_off: true, ..opts(dir) }).expect("open the node");
+    skip_unless!(node.base().partitions, rtslice_testkit::skip::PARTITIONS, "{:?}", node.base().warnings);
+    match std::fs::read_to_string(rtslice_host::SCHED_FEATURES) {
+        Ok(list) if list.contains("HRTICK") => assert!(list.split_whitespace().any(|f| f == "HRTICK"), "HRTICK on: {list}"),
+        _ => assert!(node.base().warnings.iter().any(|w| w.contains("hrtick")), "the base says why HRTICK is not on: {:?}", node.base().warnings),
+    }
+    let shared_was = runtime(l.shared).unwrap();
+    node.deploy(&reserved("r", l.shared, 100)).expect("deploy r");
+    node.deploy(&dedicated(&node, "d", l.dedicated)).expect("deploy d");
+    assert_eq!(runtime(l.dedicated).unwrap(), "0", "CPU {}: d's partition holds only reserved RT work", l.dedicated);
+    if l.mechanism == Mechanism::RtGroup {
+        assert_eq!(runtime(l.shared).unwrap(), shared_was, "CPU {}: r shares it, no partition", l.shared);
+    }
+    assert!(node.base_status().unwrap().drift.is_empty(), "{:?}", node.base_status().unwrap().drift);
+    node.remove(&name("d")).expect("remove d");
+    assert_eq!(runtime(l.dedicated).unwrap(), was, "CPU {}: its runtime back once d is gone", l.dedicated);
+    node.deploy(&dedicated(&node, "d", l.dedicated)).expect("deploy d again");
+    assert_eq!(runtime(l.dedicated).unwrap(), "0");
+    node.reset().expect("reset");
+    assert_eq!(runtime(l.dedicated).unwrap(), was);
+    assert_restored(before);
+}
+
 /// Fault injection at every change of a deploy that claims what is node-wide: a shielded workload on
 /// its own CPU whose rules steer an IRQ and a queue's RPS mask there. Each change of a clean deploy
 /// fails in turn; each time the deploy reports the step, its rollback has no error, the host is as

@@ -50,6 +50,8 @@ fn main() {
         boot_id_file: None,
         access: Default::default(),
         resctrl: None,
+        hrtick: false,
+        fair_server_off: false,
     };
     let tag = std::process::id();
     let mut svc = Service::open(opts.clone()).expect("the node opens");

@@ -90,6 +90,8 @@ impl Daemon {
                 boot_id_file: None,
                 access: Default::default(),
                 resctrl: None,
+                hrtick: false,
+                fair_server_off: false,
             },
             socket: socket.into(),
             listen: listen.as_ref().map(|l| l.0),

@@ -92,6 +92,8 @@ fn options(state: &Path) -> ServiceOptions {
         boot_id_file: None,
         access: Default::default(),
         resctrl: None,
+        hrtick: false,
+        fair_server_off: false,
     }
 }
 

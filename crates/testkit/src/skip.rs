@@ -48,6 +48,9 @@ pub const BPF: &str = "bpf";
 pub const CPU_IDLE: &str = "cpu.idle";
 /// cgroup v2 `cpuset.cpus.exclusive` (kernel 6.7+).
 pub const CPUS_EXCLUSIVE: &str = "cpuset.cpus.exclusive";
+/// The scheduler's fair servers in debugfs (`sched/fair_server/cpuN/runtime`, kernel 6.12+; not
+/// under kernel lockdown).
+pub const FAIR_SERVER: &str = "fair-server";
 /// The netlink process connector (`CONFIG_PROC_EVENTS`).
 pub const PROC_CONNECTOR: &str = "proc-connector";
 /// A container runtime to drive through the CRI: containerd, its runc shim, ctr and crictl from the

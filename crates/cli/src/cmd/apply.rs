@@ -145,8 +145,6 @@ fn one_shot_only(args: &Args) -> Vec<&'static str> {
     let mut v = Vec::new();
     for (given, flag) in [
         (args.no_agent, "--no-agent"),
-        (args.fair_server_off, "--fair-server-off"),
-        (args.hrtick, "--hrtick"),
         (args.netns, "--netns"),
         (args.seccomp, "--seccomp"),
     ] {
@@ -161,8 +159,10 @@ fn through_daemon(args: &Args, socket: &std::path::Path, text: String) -> anyhow
     for flag in one_shot_only(args) {
         super::warning(format_args!("{flag} applies to a one-shot apply only; the daemon ignores it"));
     }
-    if args.mechanism.is_some() {
-        super::warning("--mechanism is the daemon's (rtslice daemon --mechanism); ignored here");
+    for (given, flag) in [(args.mechanism.is_some(), "--mechanism"), (args.hrtick, "--hrtick"), (args.fair_server_off, "--fair-server-off")] {
+        if given {
+            super::warning(format_args!("{flag} is the daemon's (rtslice daemon {flag}); ignored here"));
+        }
     }
     let path = if args.dry_run { "/v1/workloads?dryRun=true" } else { "/v1/workloads" };
     let reply = super::node_api::call(socket, "PUT", path, Some(("application/yaml", text.into_bytes())))?;
@@ -196,6 +196,10 @@ fn in_process(args: &Args, spec: &rtslice_spec::Spec) -> anyhow::Result<ExitCode
         boot_id_file: None,
         access: Default::default(),
         resctrl: None,
+        // HRTICK: when the node starts now (its base keeps it). The fair servers follow this call's
+        // flag: the node derives them from it and the deployed workloads at every opening.
+        hrtick: args.hrtick,
+        fair_server_off: args.fair_server_off,
     };
     let result = rtslice_node::Service::open(opts).and_then(|mut svc| if args.dry_run { svc.diff(spec, true) } else { svc.apply(spec) });
     match result {

@@ -54,6 +54,14 @@ pub struct Args {
     /// Reservation mechanism (default: HCBS, else RT groups, else SCHED_DEADLINE)
     #[arg(long, value_enum)]
     pub mechanism: Option<MechanismArg>,
+    /// Turn HRTICK and HRTICK_DL on for the node's life: SCHED_DEADLINE runtimes and CFS slices
+    /// enforced by high-resolution timers instead of the tick (debugfs; reset restores them)
+    #[arg(long)]
+    pub hrtick: bool,
+    /// Set the fair_server runtime to 0 on CPUs holding only reserved RT work, while it is deployed
+    /// there (debugfs; CFS tasks on those CPUs may starve)
+    #[arg(long)]
+    pub fair_server_off: bool,
     /// SIGTERM → SIGKILL delay for removed workloads, in seconds
     #[arg(long, default_value_t = 5.0)]
     pub grace: f64,
@@ -116,6 +124,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             // Tests only (docs/api.md): emulate a reboot by changing the boot id the node compares.
             boot_id_file: std::env::var_os("RTSLICE_BOOT_ID_FILE").map(PathBuf::from),
             resctrl: None,
+            hrtick: args.hrtick,
+            fair_server_off: args.fair_server_off,
             access,
         },
         socket: args.socket,

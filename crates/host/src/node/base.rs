@@ -93,6 +93,13 @@ pub(super) fn apply_base(dir: &StateDir, facts: &HostFacts, opts: &NodeOptions) 
         let file = root.cpu.join("cpu.rt.max");
         result = fsio::read_trim(&file).and_then(|now| txn.record(Change::Wrote { path: file, old: now.clone(), new: now }));
     }
+    if result.is_ok() && opts.hrtick {
+        result = crate::sched_debug::hrtick_on(&mut txn, &mut base.warnings).map_err(|(_, e)| e);
+    }
+    if result.is_ok() && opts.fair_server_off {
+        // Mounted here, if at all, so that no workload's removal unmounts it under another's.
+        result = crate::sched_debug::mount_debugfs(&mut txn, &mut base.warnings).map(drop).map_err(|(_, e)| e);
+    }
     if result.is_ok() && !partition_ops.is_empty() {
         // An exclusive parent cannot overlap its siblings: another tool's cpuset at the root holding
         // the same CPUs makes the kernel refuse it. The node then runs without partitions (shared
@@ -138,6 +145,19 @@ impl Node {
             Change::Wrote { path, old, .. } if path == file => Some(old),
             _ => None,
         })
+    }
+
+    /// Journals `file`'s present value in the base, once (the first time the node is about to change
+    /// it): what reset restores. Nothing when the base journals it already.
+    pub(super) fn base_journal_once(&self, file: &Path) -> Result<()> {
+        if self.base_old(file).is_some() {
+            return Ok(());
+        }
+        let dir = self.base_dir();
+        let Some(mut state) = dir.load()? else { return Ok(()) };
+        let now = fsio::read(file)?;
+        state.changes.push(Change::Wrote { path: file.to_path_buf(), old: now.clone(), new: now });
+        dir.save(&state)
     }
 
     /// Records `value` as what the node holds in `file` now (the entry's `new`); saved only when

@@ -34,15 +34,7 @@ impl Node {
         };
         let rc = self.resctrl();
         rc.check(plan)?;
-        let file = rc.root.join(SCHEMATA);
-        if self.base_old(&file).is_some() {
-            return Ok(());
-        }
-        let dir = self.base_dir();
-        let Some(mut state) = dir.load()? else { return Ok(()) };
-        let now = fsio::read(&file)?;
-        state.changes.push(Change::Wrote { path: file, old: now.clone(), new: now });
-        dir.save(&state)
+        self.base_journal_once(&rc.root.join(SCHEMATA))
     }
 
     /// The deploy's cache steps before its launch: the group with its schemata (exclusive ways and

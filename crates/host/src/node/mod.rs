@@ -49,6 +49,7 @@ use crate::txn::{undo, undo_all, Fault, Txn, Undo};
 
 mod base;
 mod cache;
+mod fair_server;
 mod hcbs;
 mod partitions;
 mod workload_check;
@@ -83,6 +84,13 @@ pub struct NodeOptions {
     /// Test hook: the file holding "this boot's id" compared with the journal's (default: the kernel's
     /// /proc/sys/kernel/random/boot_id). Tests point it at a file of their own to emulate a reboot.
     pub boot_id_file: Option<PathBuf>,
+    /// Turn the scheduler features HRTICK and HRTICK_DL on in the base (as `apply --hrtick`):
+    /// budgets enforced by high-resolution timers instead of the tick. Reset restores them.
+    pub hrtick: bool,
+    /// Give the fair server of every CPU that holds only reserved real-time work (a partition with
+    /// real-time rules) runtime 0 while such a workload is deployed there (as `apply
+    /// --fair-server-off`).
+    pub fair_server_off: bool,
 }
 
 impl NodeOptions {
@@ -96,6 +104,8 @@ impl NodeOptions {
             fault: Fault::default(),
             resctrl: None,
             boot_id_file: None,
+            hrtick: false,
+            fair_server_off: false,
         }
     }
 
@@ -318,6 +328,8 @@ impl Node {
         if let Err(e) = node.cache_settle() {
             opened.recovered.push(format!("could not settle the default resctrl group ({e}); the next operation tries again"));
         }
+        // Also what a node opened without `fair_server_off` gives back, if an earlier one took it.
+        opened.recovered.extend(node.fair_server_settle());
         Ok((node, opened))
     }
 
@@ -424,6 +436,7 @@ impl Node {
             Ok(rec) => {
                 let _ = std::fs::remove_file(seg.path.join(INTENT));
                 self.note_warnings(&seg, self.sync_shield());
+                self.note_warnings(&seg, self.fair_server_settle());
                 Ok(rec)
             }
             Err((step, err)) => {
@@ -437,6 +450,7 @@ impl Node {
                 }
                 // Derived again without it (a failure is retried by the next operation).
                 let _ = self.cache_settle();
+                self.fair_server_settle();
                 Err(HostError::StepFailed { step, source: Box::new(err), rollback_errors })
             }
         }
@@ -547,6 +561,9 @@ impl Node {
         }
         std::fs::remove_dir_all(&seg.path).map_err(|e| HostError::State { path: seg.path.clone(), reason: e.to_string() })?;
         self.sync_shield();
+        // After the partition is gone (refresh_system): the CPU's runtime comes back to a root domain
+        // that accounts it.
+        self.fair_server_settle();
         self.cache_settle().map_err(|e| HostError::other(format!("the workload is removed, but {e}; the next operation tries again")))?;
         Ok(Removed { undone, terminated: ctx.terminated, killed: ctx.killed })
     }
@@ -620,6 +637,7 @@ impl Node {
                 self.refresh_system();
                 self.hcbs_settle_root();
                 self.note_warnings(&seg, self.sync_shield());
+                self.note_warnings(&seg, self.fair_server_settle());
                 Ok(rec)
             }
             Err((step, err)) => {

@@ -184,6 +184,9 @@ pub struct ServiceOptions {
     pub access: rtslice_spec::access::Access,
     /// The resctrl root cache allocation plans from and writes (default `/sys/fs/resctrl`).
     pub resctrl: Option<PathBuf>,
+    /// [`rtslice_host::NodeOptions::hrtick`] and [`rtslice_host::NodeOptions::fair_server_off`].
+    pub hrtick: bool,
+    pub fair_server_off: bool,
 }
 
 /// How a launched process ended, as `waitpid` reported it to the daemon (its parent).
@@ -305,6 +308,8 @@ impl Service {
             grace: opts.grace,
             boot_id_file: opts.boot_id_file.clone(),
             resctrl: opts.resctrl.clone(),
+            hrtick: opts.hrtick,
+            fair_server_off: opts.fair_server_off,
             ..NodeOptions::with_state_dir(&opts.state_dir)
         };
         let (host, opened) = Node::open(host_opts)?;
