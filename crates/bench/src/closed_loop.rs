@@ -67,6 +67,7 @@ impl ClosedLoop {
             resctrl: None,
             hrtick: false,
             fair_server_off: false,
+            oci: Default::default(),
         })
         .map_err(|e| StartError::Failed(format!("cannot open the node in {}: {e}", state_dir.display())))?;
         // As the daemon runs it: without the agent a reclaiming SCHED_DEADLINE pool would keep its

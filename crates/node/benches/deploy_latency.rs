@@ -52,6 +52,7 @@ fn main() {
         resctrl: None,
         hrtick: false,
         fair_server_off: false,
+        oci: Default::default(),
     };
     let tag = std::process::id();
     let mut svc = Service::open(opts.clone()).expect("the node opens");

@@ -92,6 +92,7 @@ impl Daemon {
                 resctrl: None,
                 hrtick: false,
                 fair_server_off: false,
+                oci: Default::default(),
             },
             socket: socket.into(),
             listen: listen.as_ref().map(|l| l.0),

@@ -66,6 +66,7 @@ fn running_workloads_keep_their_ways_and_a_later_one_gets_only_free_ones() {
         resctrl: Some(root.path().into()),
         hrtick: false,
         fair_server_off: false,
+        oci: Default::default(),
     };
     let host_opts = rtslice_host::NodeOptions { resctrl: Some(root.path().into()), ..rtslice_host::NodeOptions::with_state_dir(state.path()) };
     let _cleanup = OnDrop::new(|| {

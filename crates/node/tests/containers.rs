@@ -196,6 +196,7 @@ fn start_daemon(state: &Path, socket: &Path) -> Daemon {
             resctrl: None,
             hrtick: false,
             fair_server_off: false,
+            oci: Default::default(),
             // `ran` (these tests' pods) may ask for all of it; `lab` for 0.05 CPU; no one else for anything.
             access: rtslice_spec::access::parse_access(
                 "apiVersion: rtslice/v1\naccess:\n  namespaces:\n    ran: {dedicated: true, deadline: true, irqs: true}\n    lab: {bandwidth: 0.05}\n",

@@ -94,6 +94,7 @@ fn options(state: &Path) -> ServiceOptions {
         resctrl: None,
         hrtick: false,
         fair_server_off: false,
+        oci: Default::default(),
     }
 }
 
@@ -824,4 +825,44 @@ fn every_shipped_example_that_fits_deploys_through_the_node_one_workload_at_a_ti
     // host-smoke fits every host of two CPUs or more: a reservation on the last CPU, shielded, its
     // serial and network IRQs steered there — all of it through the node.
     assert!(whole.iter().any(|n| n == "host-smoke.yaml"), "host-smoke.yaml through the node:\n{pending:#?}");
+}
+
+/// The daemon's OCI options (`rtslice daemon --netns --seccomp`), as one-shot apply's: a container
+/// the node launches runs in a network namespace of its own and under Docker's seccomp allow-list
+/// when the service was opened with them, and in the host's namespace without a filter when not.
+#[test]
+fn a_container_the_node_launches_gets_the_service_s_network_namespace_and_seccomp_choice() {
+    root_or_skip!();
+    if rtslice_host::oci::find_runc().is_none() {
+        skip::skip("runc", "runc not installed (make deps installs it)");
+        return;
+    }
+    let Some(f) = fixture() else { return };
+    let ns = |pid: i32| std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
+    let seccomp = |pid: i32| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        status.lines().find_map(|l| l.strip_prefix("Seccomp:").map(|v| v.trim().to_string())).unwrap()
+    };
+    for oci in [rtslice_host::OciDefaults { netns: true, seccomp: true }, rtslice_host::OciDefaults::default()] {
+        let bundle = tempfile::tempdir().unwrap();
+        rtslice_host::oci::busybox_bundle(bundle.path()).expect("busybox bundle");
+        // A minimal config: rtslice's default configuration gives the rest (docs/host.md, OCI).
+        let config = serde_json::json!({"ociVersion": "1.0.2", "process": {"args": ["sleep", marker()], "cwd": "/"}, "root": {"path": "rootfs"}});
+        rtslice_host::oci::write_config(bundle.path(), &config).unwrap();
+        let yaml = format!(
+            "  - name: {}\n    launch: {{ oci: \"{}\" }}\n    demand: {{ reservation: {{ runtime: 100ms, period: 1s, count: 1 }} }}\n    threads:\n      - {{ match: \"^sleep$\", policy: fifo, priority: 10 }}\n",
+            name("box"),
+            bundle.path().display()
+        );
+        let spec = spec_of(&[yaml]);
+        let mut svc = Service::open(ServiceOptions { oci, ..options(f.state.path()) }).unwrap();
+        let out = svc.deploy(&spec).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out[0].phase, Phase::Running, "{:?}", out[0].reason);
+        let pid = seen(&svc, "box").pids[0];
+        let own = ns(pid) != ns(std::process::id() as i32);
+        assert_eq!(own, oci.netns, "{oci:?}: the container's network namespace {:?}", ns(pid));
+        assert_eq!(seccomp(pid), if oci.seccomp { "2" } else { "0" }, "{oci:?}: Seccomp of the container's process");
+        svc.reset().unwrap();
+    }
+    common::assert_restored(&f.before);
 }

@@ -140,26 +140,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Options of the one-shot apply the node service does not take (it warns instead of ignoring them).
-fn one_shot_only(args: &Args) -> Vec<&'static str> {
-    let mut v = Vec::new();
-    for (given, flag) in [
-        (args.no_agent, "--no-agent"),
-        (args.netns, "--netns"),
-        (args.seccomp, "--seccomp"),
-    ] {
-        if given {
-            v.push(flag);
-        }
-    }
-    v
+/// The option of the one-shot apply the node service does not take (it warns instead of ignoring
+/// it): the daemon runs its agent in-process, and an in-process apply starts none.
+fn one_shot_only(args: &Args) -> Option<&'static str> {
+    args.no_agent.then_some("--no-agent")
 }
 
 fn through_daemon(args: &Args, socket: &std::path::Path, text: String) -> anyhow::Result<ExitCode> {
-    for flag in one_shot_only(args) {
+    if let Some(flag) = one_shot_only(args) {
         super::warning(format_args!("{flag} applies to a one-shot apply only; the daemon ignores it"));
     }
-    for (given, flag) in [(args.mechanism.is_some(), "--mechanism"), (args.hrtick, "--hrtick"), (args.fair_server_off, "--fair-server-off")] {
+    let daemons = [
+        (args.mechanism.is_some(), "--mechanism"),
+        (args.hrtick, "--hrtick"),
+        (args.fair_server_off, "--fair-server-off"),
+        (args.netns, "--netns"),
+        (args.seccomp, "--seccomp"),
+    ];
+    for (given, flag) in daemons {
         if given {
             super::warning(format_args!("{flag} is the daemon's (rtslice daemon {flag}); ignored here"));
         }
@@ -176,7 +174,7 @@ fn through_daemon(args: &Args, socket: &std::path::Path, text: String) -> anyhow
 }
 
 fn in_process(args: &Args, spec: &rtslice_spec::Spec) -> anyhow::Result<ExitCode> {
-    for flag in one_shot_only(args) {
+    if let Some(flag) = one_shot_only(args) {
         super::warning(format_args!("{flag} applies to a one-shot apply only; the node service ignores it"));
     }
     for w in spec.workloads.iter().filter(|w| w.adapt.is_some()) {
@@ -200,6 +198,7 @@ fn in_process(args: &Args, spec: &rtslice_spec::Spec) -> anyhow::Result<ExitCode
         // flag: the node derives them from it and the deployed workloads at every opening.
         hrtick: args.hrtick,
         fair_server_off: args.fair_server_off,
+        oci: OciDefaults { netns: args.netns, seccomp: args.seccomp },
     };
     let result = rtslice_node::Service::open(opts).and_then(|mut svc| if args.dry_run { svc.diff(spec, true) } else { svc.apply(spec) });
     match result {

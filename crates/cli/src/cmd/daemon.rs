@@ -62,6 +62,12 @@ pub struct Args {
     /// there (debugfs; CFS tasks on those CPUs may starve)
     #[arg(long)]
     pub fair_server_off: bool,
+    /// OCI launches: give each container its own network namespace
+    #[arg(long)]
+    pub netns: bool,
+    /// OCI launches: apply Docker's default seccomp allow-list
+    #[arg(long)]
+    pub seccomp: bool,
     /// SIGTERM → SIGKILL delay for removed workloads, in seconds
     #[arg(long, default_value_t = 5.0)]
     pub grace: f64,
@@ -126,6 +132,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             resctrl: None,
             hrtick: args.hrtick,
             fair_server_off: args.fair_server_off,
+            oci: rtslice_host::OciDefaults { netns: args.netns, seccomp: args.seccomp },
             access,
         },
         socket: args.socket,

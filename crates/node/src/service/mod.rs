@@ -21,10 +21,12 @@ use crate::error::{NodeError, Result};
 mod claims;
 mod closed_loop;
 mod containers;
+mod versions;
 mod resize;
 mod supervise;
 mod views;
 
+use versions::{differing_fields, normalized, same_kind};
 use views::phase_word;
 
 const DESIRED: &str = "desired.json";
@@ -187,6 +189,8 @@ pub struct ServiceOptions {
     /// [`rtslice_host::NodeOptions::hrtick`] and [`rtslice_host::NodeOptions::fair_server_off`].
     pub hrtick: bool,
     pub fair_server_off: bool,
+    /// OCI launches' own network namespace and seccomp filter (`rtslice daemon --netns --seccomp`).
+    pub oci: OciDefaults,
 }
 
 /// How a launched process ended, as `waitpid` reported it to the daemon (its parent).
@@ -237,6 +241,7 @@ pub struct Change {
 pub struct Service {
     host: Node,
     launch_env: Vec<(String, String)>,
+    oci: OciDefaults,
     desired: Desired,
     dir: PathBuf,
     events: VecDeque<Event>,
@@ -333,6 +338,7 @@ impl Service {
         let mut svc = Service {
             host,
             launch_env: opts.launch_env.clone(),
+            oci: opts.oci,
             desired,
             dir,
             events: VecDeque::new(),
@@ -481,7 +487,7 @@ impl Service {
         let mut whole = planner.plan();
         whole.workloads.retain(|x| x.name == w.name);
         whole.rejected.clear();
-        let mut setup = rtslice_host::setup_from_plan(&whole, OciDefaults::default()).map_err(|e| (e.to_string(), None))?;
+        let mut setup = rtslice_host::setup_from_plan(&whole, self.oci).map_err(|e| (e.to_string(), None))?;
         add_launch_env(&mut setup, &self.launch_env);
         Ok((plan, setup))
     }
@@ -885,49 +891,6 @@ impl Entry {
             admitted_runtime: None,
         }
     }
-}
-
-/// A workload as the node keeps it: its flavor resolved into its demand and memory, so comparing
-/// two versions compares what they ask for, whatever flavors the specs define.
-fn normalized(spec: &Spec, w: &Workload) -> Workload {
-    let mut n = w.clone();
-    if n.flavor.is_some() {
-        n.demand = spec.effective_demand(w);
-        n.memory = spec.effective_memory(w);
-        n.flavor = None;
-        n.hints = Default::default();
-    }
-    n
-}
-
-/// The fields in which two versions of a workload differ.
-fn differing_fields(a: &Workload, b: &Workload) -> Vec<&'static str> {
-    let mut v = Vec::new();
-    let mut check = |name: &'static str, same: bool| {
-        if !same {
-            v.push(name);
-        }
-    };
-    check("launch", a.launch == b.launch);
-    check("demand", a.demand == b.demand);
-    check("memory", a.memory == b.memory);
-    check("isolation", a.isolation == b.isolation);
-    check("threads", a.threads == b.threads);
-    check("irqs", a.irqs == b.irqs);
-    check("net", a.net == b.net);
-    check("devices", a.devices == b.devices);
-    check("cache", a.cache == b.cache && a.memory_bandwidth == b.memory_bandwidth);
-    check("restart", a.restart == b.restart);
-    v
-}
-
-/// Whether a demand can change into the other in place (a reservation stays one, dedicated CPUs stay
-/// dedicated: the host's resize keeps a group's kind).
-fn same_kind(a: &Option<Demand>, b: &Option<Demand>) -> bool {
-    matches!(
-        (a, b),
-        (Some(Demand::Reservation(_)), Some(Demand::Reservation(_))) | (Some(Demand::Dedicated(_)), Some(Demand::Dedicated(_)))
-    )
 }
 
 fn read_desired(dir: &std::path::Path) -> Result<Option<Desired>> {
