@@ -395,6 +395,26 @@ fn workloads_come_and_go_one_at_a_time_and_the_others_never_notice() {
     assert_restored(before);
 }
 
+/// Deploys `setup` (one workload) `n` times, failing its k-th change the k-th time: each deploy
+/// reports the injected fault, rolls back without error and leaves no segment, the host is as in
+/// `base_line`, and `also(k)` holds.
+fn fail_each_change_of_deploy(node: &mut Node, setup: &Setup, n: usize, base_line: &BTreeMap<String, String>, also: impl Fn(usize)) {
+    let w = &setup.workloads[0].name;
+    for k in 0..n {
+        node.set_fault(Fault { fail_change: Some(k) });
+        let e = node.deploy(setup).unwrap_err();
+        match &e {
+            HostError::StepFailed { rollback_errors, .. } => assert!(rollback_errors.is_empty(), "change {k}: {rollback_errors:?}"),
+            other => panic!("deploy change {k}: expected StepFailed, got {other}"),
+        }
+        assert!(e.to_string().contains("injected fault"), "{e}");
+        node.set_fault(Fault::default());
+        assert!(node.record(w).unwrap().is_none(), "no segment of {w} left after fault {k}");
+        assert_restored(base_line);
+        also(k);
+    }
+}
+
 #[test]
 fn a_fault_at_any_step_of_deploy_resize_or_remove_rolls_back_that_operation_only() {
     root_or_skip!();
@@ -416,20 +436,10 @@ fn a_fault_at_any_step_of_deploy_resize_or_remove_rolls_back_that_operation_only
     node.remove(&name("c")).expect("remove c");
     assert_restored(&base_line);
     assert!(n >= 5, "{n} changes");
-    for k in 0..n {
-        node.set_fault(Fault { fail_change: Some(k) });
-        let e = node.deploy(&c).unwrap_err();
-        match &e {
-            HostError::StepFailed { rollback_errors, .. } => assert!(rollback_errors.is_empty(), "{rollback_errors:?}"),
-            other => panic!("deploy change {k}: expected StepFailed, got {other}"),
-        }
-        assert!(e.to_string().contains("injected fault"), "{e}");
-        node.set_fault(Fault::default());
-        assert!(node.record(&name("c")).unwrap().is_none(), "no segment left after deploy fault {k}");
-        assert_restored(&base_line);
+    fail_each_change_of_deploy(&mut node, &c, n, &base_line, |k| {
         assert_eq!(views(&["a", "b"]), others, "deploy fault {k} touched the others");
         assert_eq!(children(), kids, "deploy fault {k}: a process it started is left");
-    }
+    });
     eprintln!("deploy: {n} changes, each failed in turn, each rolled back exactly");
 
     // Resize: fail each change of a resize of a; a keeps its old budget and its process.
@@ -871,21 +881,11 @@ fn a_fault_at_any_change_of_a_deploy_claiming_an_irq_and_a_shield_rolls_back_exa
     assert_restored(&base_line);
     assert_eq!(cpuset_of(bystander.id()), was, "the bystander is back where it was");
     assert!(n >= 3, "{n} changes");
-    for k in 0..n {
-        node.set_fault(Fault { fail_change: Some(k) });
-        let e = node.deploy(&s).unwrap_err();
-        match &e {
-            HostError::StepFailed { rollback_errors, .. } => assert!(rollback_errors.is_empty(), "change {k}: {rollback_errors:?}"),
-            other => panic!("deploy change {k}: expected StepFailed, got {other}"),
-        }
-        assert!(e.to_string().contains("injected fault"), "{e}");
-        node.set_fault(Fault::default());
-        assert!(node.record(&name("s")).unwrap().is_none(), "no segment left after fault {k}");
-        assert_restored(&base_line);
+    fail_each_change_of_deploy(&mut node, &s, n, &base_line, |k| {
         assert_eq!(views(&["b"]), others, "fault {k} touched b");
         assert_eq!(children(), kids, "fault {k}: a process it started is left");
         assert_eq!(cpuset_of(bystander.id()), was, "fault {k} moved the bystander");
-    }
+    });
     eprintln!("deploy with a shield, IRQ {:?} and RPS {:?}: {n} changes, each failed in turn, each rolled back exactly", irq.map(|i| i.number), iface);
     // The same deploy goes through once nothing fails, and its removal restores the host.
     node.deploy(&s).expect("deploy s after the faults");
