@@ -834,6 +834,12 @@ fn the_node_turns_fair_servers_off_under_reserved_partitions_while_they_are_depl
     assert_eq!(runtime(l.dedicated).unwrap(), was, "CPU {}: its runtime back once d is gone", l.dedicated);
     node.deploy(&dedicated(&node, "d", l.dedicated)).expect("deploy d again");
     assert_eq!(runtime(l.dedicated).unwrap(), "0");
+    // The node keeps what it was created with: opened again without the flags (a daemon restarted
+    // with others), d's CPU stays off and the opening says why.
+    drop(node);
+    let (node, opened) = Node::open(opts(dir)).expect("open the node again");
+    assert!(opened.recovered.iter().any(|r| r.contains("keeps the settings it was created with")), "{:?}", opened.recovered);
+    assert_eq!(runtime(l.dedicated).unwrap(), "0", "CPU {}: still off with d deployed", l.dedicated);
     node.reset().expect("reset");
     assert_eq!(runtime(l.dedicated).unwrap(), was);
     assert_restored(before);

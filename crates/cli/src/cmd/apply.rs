@@ -194,8 +194,7 @@ fn in_process(args: &Args, spec: &rtslice_spec::Spec) -> anyhow::Result<ExitCode
         boot_id_file: None,
         access: Default::default(),
         resctrl: None,
-        // HRTICK: when the node starts now (its base keeps it). The fair servers follow this call's
-        // flag: the node derives them from it and the deployed workloads at every opening.
+        // Taken when the node starts now; a node that exists keeps what it started with (as `node`).
         hrtick: args.hrtick,
         fair_server_off: args.fair_server_off,
         oci: OciDefaults { netns: args.netns, seccomp: args.seccomp },

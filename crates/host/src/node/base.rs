@@ -12,8 +12,16 @@ pub(super) fn apply_base(dir: &StateDir, facts: &HostFacts, opts: &NodeOptions) 
     let partitions = facts.online.len() > 1;
     let cap = opts.cap.min(facts.rt_ratio).clamp(0.0, 1.0);
     let parent_budget_us = (mechanism == Mechanism::RtGroup).then(|| (cap * 1e6).floor() as u64);
-    let mut base =
-        NodeBase { mechanism, backend: b.clone(), online: facts.online.clone(), partitions, parent_budget_us, warnings: Vec::new() };
+    let mut base = NodeBase {
+        mechanism,
+        backend: b.clone(),
+        online: facts.online.clone(),
+        partitions,
+        parent_budget_us,
+        warnings: Vec::new(),
+        hrtick: opts.hrtick,
+        fair_server_off: opts.fair_server_off,
+    };
     std::fs::create_dir_all(&dir.path).map_err(|e| HostError::State { path: dir.path.clone(), reason: e.to_string() })?;
     write_json(&dir.path.join(INTENT), &"base", true)?;
     let mut state = State::new();

@@ -1,4 +1,4 @@
-//! The fair servers on a node opened with `fair_server_off`. A CPU's fair server guarantees CFS
+//! The fair servers on a node created with `fair_server_off`. A CPU's fair server guarantees CFS
 //! tasks a share of it even under real-time load; on a CPU that holds only reserved real-time work
 //! (a workload's partition with real-time rules) that share is taken from the reservation, so its
 //! runtime goes to 0 while such a workload is deployed there. Derived after every operation from the
@@ -13,9 +13,9 @@ use crate::sched_debug;
 
 impl Node {
     /// The CPUs whose fair server should be off now: those of deployed workloads in a partition with
-    /// a real-time rule in force (none unless the node was opened with `fair_server_off`).
+    /// a real-time rule in force (none unless the node was created with `fair_server_off`).
     fn fair_server_cpus(&self) -> CpuList {
-        if !self.opts.fair_server_off {
+        if !self.base.fair_server_off {
             return CpuList::new();
         }
         self.records()

@@ -86,10 +86,11 @@ pub struct NodeOptions {
     pub boot_id_file: Option<PathBuf>,
     /// Turn the scheduler features HRTICK and HRTICK_DL on in the base (as `apply --hrtick`):
     /// budgets enforced by high-resolution timers instead of the tick. Reset restores them.
+    /// Like the mechanism, taken when the node is created and kept for its life (`NodeBase`).
     pub hrtick: bool,
     /// Give the fair server of every CPU that holds only reserved real-time work (a partition with
     /// real-time rules) runtime 0 while such a workload is deployed there (as `apply
-    /// --fair-server-off`).
+    /// --fair-server-off`). Taken when the node is created, as `hrtick`.
     pub fair_server_off: bool,
 }
 
@@ -133,6 +134,13 @@ pub struct NodeBase {
     /// What the base could not do (e.g. partitions refused by the kernel), with the reason.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// HRTICK/HRTICK_DL asked on by the base ([`NodeOptions::hrtick`] when the node was created).
+    #[serde(default)]
+    pub hrtick: bool,
+    /// Fair servers off under reserved real-time partitions ([`NodeOptions::fair_server_off`] when
+    /// the node was created; `Node::fair_server_settle`).
+    #[serde(default)]
+    pub fair_server_off: bool,
 }
 
 /// What [`Node::open`] found and did.
@@ -313,6 +321,13 @@ impl Node {
                         ),
                     });
                 }
+                if (b.hrtick, b.fair_server_off) != (opts.hrtick, opts.fair_server_off) {
+                    opened.recovered.push(format!(
+                        "the node keeps the settings it was created with (hrtick {}, fair_server_off {}), not this start's \
+                         (hrtick {}, fair_server_off {}); `rtslice reset` the node and start it again to change them",
+                        b.hrtick, b.fair_server_off, opts.hrtick, opts.fair_server_off
+                    ));
+                }
                 b
             }
             None => {
@@ -328,7 +343,7 @@ impl Node {
         if let Err(e) = node.cache_settle() {
             opened.recovered.push(format!("could not settle the default resctrl group ({e}); the next operation tries again"));
         }
-        // Also what a node opened without `fair_server_off` gives back, if an earlier one took it.
+        // Derived again: a crash may have come between an operation and its settle.
         opened.recovered.extend(node.fair_server_settle());
         Ok((node, opened))
     }
