@@ -156,7 +156,8 @@ fn deploy_resize_remove_and_kill_9_of_the_daemon() {
 
 /// The daemon admits from the facts `rtslice plan` plans from on the same host (issue 35): its
 /// `GET /v1/node` gives them as `planningFacts`, `rtslice plan --json` as `this_host.facts`, and the
-/// two are equal field for field (CPUs, boot isolation, topology, L3), not merely both present.
+/// two are equal field for field (CPUs, boot isolation, topology, L3), not merely both present; and
+/// the mechanism `rtslice plan` says the daemon uses is the daemon's.
 #[test]
 fn plan_and_the_daemon_plan_from_the_same_facts() {
     root_or_skip!();
@@ -182,6 +183,11 @@ fn plan_and_the_daemon_plan_from_the_same_facts() {
     assert_eq!(daemon_facts["online"], serde_json::json!(online), "the daemon's facts name this host's online CPUs: {node}");
     assert!(daemon_facts["topology"].is_object(), "the daemon's facts carry this host's topology: {daemon_facts}");
     assert_eq!(daemon_facts, plan_facts, "GET /v1/node's planningFacts and `rtslice plan --json`'s this_host.facts");
+    // The mechanism: `rtslice plan` names the daemon's where it is not apply's (cgroup v1 with RT
+    // groups), and that is the one the daemon took.
+    let here = &plan["this_host"];
+    let said = if here["daemon_mechanism"].is_null() { &here["mechanism"] } else { &here["daemon_mechanism"] };
+    assert_eq!(said, &node["mechanism"], "what `rtslice plan` says the daemon uses ({here}) and what it uses");
 }
 
 fn pids_by_name(socket: &Path) -> std::collections::BTreeMap<String, Vec<i64>> {

@@ -350,6 +350,14 @@ pub fn choose_mechanism(available: &[Mechanism], requested: Option<Mechanism>, r
     }
 }
 
+/// The mechanism the node service (`rtslice daemon`) picks when it is not told: HCBS, else RT
+/// groups, else SCHED_DEADLINE. It chooses once, when the node is created, for workloads that come
+/// one at a time and may overlap, so it cannot use [`choose_mechanism`]'s "SCHED_DEADLINE when the
+/// reserved CPU sets are disjoint"; of these mechanisms only SCHED_DEADLINE needs disjoint sets.
+pub fn node_default_mechanism(available: &[Mechanism]) -> Mechanism {
+    [Mechanism::Hcbs, Mechanism::RtGroup, Mechanism::Deadline].into_iter().find(|m| available.contains(m)).unwrap_or(Mechanism::None)
+}
+
 fn reserved_sets(plan: &Plan) -> Vec<Vec<u32>> {
     plan.workloads.iter().filter(|w| matches!(w.allocation, Allocation::Reservation { .. })).map(|w| w.cpus.clone()).collect()
 }

@@ -179,6 +179,8 @@ struct Here {
     /// The mechanisms this kernel offers, best first; `Err`: why they could not be read.
     mechanisms: Result<Vec<Mechanism>, String>,
     plan: Plan,
+    /// The mechanism asked for (`--mechanism`), if any.
+    requested: Option<Mechanism>,
 }
 
 /// Plans `spec` exactly as a one-shot `rtslice apply` would on this host (apply.rs does the same).
@@ -189,7 +191,7 @@ fn this_host(spec: &rtslice_spec::Spec, mechanism: Option<Mechanism>) -> anyhow:
         // Apply plans without a kernel then, and cannot apply: the verdict says why.
         Err(e) => (Err(e.to_string()), rtslice_plan::plan(spec, &facts)),
     };
-    Ok(Here { facts, mechanisms, plan })
+    Ok(Here { facts, mechanisms, plan, requested: mechanism })
 }
 
 /// Whether `rtslice apply` on this host would apply the plan printed (JSON `this_host`).
@@ -216,6 +218,10 @@ struct ThisHost {
     /// The mechanism apply would use here for this spec (absent: none, e.g. nothing reserved).
     #[serde(skip_serializing_if = "Option::is_none")]
     mechanism: Option<Mechanism>,
+    /// The mechanism the node service (`rtslice daemon`, `apply --declarative`) would use here by
+    /// default, when it is not apply's (cgroup v1 with RT groups: docs/host.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    daemon_mechanism: Option<Mechanism>,
     /// The per-CPU cap this host's kernel allows (under that mechanism), when below the plan's.
     #[serde(skip_serializing_if = "Option::is_none")]
     cap: Option<f64>,
@@ -262,6 +268,7 @@ impl ThisHost {
             facts: None,
             mechanisms: None,
             mechanism: None,
+            daemon_mechanism: None,
             cap: None,
             error: Some(error),
             differences: Vec::new(),
@@ -275,6 +282,11 @@ impl Here {
         let offline: Vec<u32> = plan.node.cpus.iter().copied().filter(|c| !online.contains(c)).collect();
         let here = &self.plan;
         let mechanism = here.kernel.as_ref().map(|k| k.mechanism).filter(|m| *m != Mechanism::None);
+        // Only when nothing was requested: a daemon given --mechanism uses that one too.
+        let daemon_mechanism = match (&self.mechanisms, mechanism, self.requested) {
+            (Ok(available), Some(m), None) => Some(rtslice_plan::kernel::node_default_mechanism(available)).filter(|d| *d != m),
+            _ => None,
+        };
         let cap = (here.node.cap < plan.node.cap - 1e-12).then_some(here.node.cap);
         let mut differences = Vec::new();
         if target != Target::ThisHost {
@@ -316,7 +328,11 @@ impl Here {
             Ok(m) => facts.push(format!(
                 "mechanisms {}{}",
                 m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(", "),
-                mechanism.map(|m| format!(" (apply would use {m})")).unwrap_or_default()
+                match (mechanism, daemon_mechanism) {
+                    (Some(m), Some(d)) => format!(" (apply would use {m}; the daemon, {d}, taking workloads one at a time)"),
+                    (Some(m), None) => format!(" (apply would use {m})"),
+                    _ => String::new(),
+                }
             )),
             Err(_) => {}
         }
@@ -354,6 +370,7 @@ impl Here {
             facts: Some(self.facts.clone()),
             mechanisms: self.mechanisms.as_ref().ok().cloned(),
             mechanism,
+            daemon_mechanism,
             cap,
             error,
             differences,

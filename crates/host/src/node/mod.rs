@@ -234,7 +234,8 @@ fn owned_by(path: &Path, name: &str) -> bool {
     })
 }
 
-/// The node's mechanism: the requested one, else HCBS > RT groups > SCHED_DEADLINE > none.
+/// The node's mechanism: the requested one, else the planner's rule for a node
+/// (`rtslice_plan::kernel::node_default_mechanism`, which `rtslice plan` also reports).
 fn node_mechanism(facts: &HostFacts, requested: Option<Mechanism>) -> Result<Mechanism> {
     if let Some(m) = requested {
         if m != Mechanism::None && !facts.available.contains(&m) {
@@ -245,10 +246,7 @@ fn node_mechanism(facts: &HostFacts, requested: Option<Mechanism>) -> Result<Mec
         }
         return Ok(m);
     }
-    Ok([Mechanism::Hcbs, Mechanism::RtGroup, Mechanism::Deadline]
-        .into_iter()
-        .find(|m| facts.available.contains(m))
-        .unwrap_or(Mechanism::None))
+    Ok(rtslice_plan::kernel::node_default_mechanism(&facts.available))
 }
 
 impl Node {
