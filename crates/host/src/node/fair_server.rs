@@ -13,11 +13,8 @@ use crate::sched_debug;
 
 impl Node {
     /// The CPUs whose fair server should be off now: those of deployed workloads in a partition with
-    /// a real-time rule in force (none unless the node was created with `fair_server_off`).
+    /// a real-time rule in force.
     fn fair_server_cpus(&self) -> CpuList {
-        if !self.base.fair_server_off {
-            return CpuList::new();
-        }
         self.records()
             .unwrap_or_default()
             .iter()
@@ -31,6 +28,9 @@ impl Node {
     /// partition holds the CPU, the value before the node elsewhere. Returns what it could not do, as
     /// warnings (the workloads' budgets do not depend on it; the next operation tries again).
     pub(super) fn fair_server_settle(&self) -> Vec<String> {
+        if !self.base.fair_server_off {
+            return Vec::new(); // fixed for the node's life: it never changed a fair server
+        }
         let off = self.fair_server_cpus();
         let mut warnings = Vec::new();
         for cpu in self.facts.online.iter() {
