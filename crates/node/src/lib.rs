@@ -26,6 +26,9 @@
 //!   (`service/claims.rs`, docs/dra.md).
 //! - `openapi`: the OpenAPI document (`GET /v1/openapi.json`, checked in as docs/openapi.json).
 
+// serde_json's json! recurses once per token tree: the OpenAPI document (openapi.rs) is one literal.
+#![recursion_limit = "256"]
+
 mod adapt;
 mod agent_thread;
 mod api;

@@ -320,6 +320,7 @@ pub fn document() -> Value {
                 "Node": { "type": "object", "properties": {
                     "cpus": { "type": "string" }, "isolated": { "type": "string" }, "housekeeping": { "type": "string" }, "cap": { "type": "number" },
                     "mechanism": { "type": "string", "enum": ["hcbs", "deadline", "rt_group", "none"] }, "partitions": { "type": "boolean" },
+                    "hrtick": { "type": "boolean" }, "fairServerOff": { "type": "boolean" },
                     "perCpu": { "type": "array", "items": { "type": "object", "properties": {
                         "cpu": { "type": "integer" }, "reserved": { "type": "number" }, "free": { "type": "number" }, "by": { "type": "array" } } } },
                     "workloads": { "type": "object" }, "warnings": { "type": "array", "items": { "type": "string" } },

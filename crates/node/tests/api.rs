@@ -261,6 +261,7 @@ fn the_api_end_to_end_over_the_unix_socket() {
     let (code, inv) = curl(&socket, "GET", "/v1/node", None);
     assert_eq!(code, 200);
     assert_eq!(inv["mechanism"], if is_v2() { "deadline" } else { "rt_group" });
+    assert_eq!((inv["hrtick"].as_bool(), inv["fairServerOff"].as_bool()), (Some(false), Some(false)), "a daemon started without --hrtick or --fair-server-off: {inv}");
     assert_eq!(inv["workloads"]["running"], 3);
     let (_, ev) = curl(&socket, "GET", "/v1/events", None);
     let kinds: Vec<&str> = ev["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();

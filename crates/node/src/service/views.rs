@@ -85,6 +85,8 @@ impl Service {
             "cap": plan.node.cap,
             "mechanism": base.mechanism,
             "partitions": base.partitions,
+            "hrtick": base.hrtick,
+            "fairServerOff": base.fair_server_off,
             "perCpu": plan.node.per_cpu,
             "workloads": { "running": self.desired.workloads.iter().filter(|e| e.phase == Phase::Running).count(),
                            "pending": self.desired.workloads.iter().filter(|e| e.phase == Phase::Pending).count(),
