@@ -643,7 +643,7 @@ impl Collector for NodeMetrics {
         Family { name: "rtslice_tracer_events", help: "BPF program runs (scheduler events on the whole machine; needs kernel BPF statistics)" }
             .counters(&mut e, t.program_runs.filter(|_| tr).map(|v| (none.clone(), v)))?;
         Family { name: "rtslice_tracer_lost_events", help: "Scheduler events the BPF programs missed (recursion) or could not store (a new thread's entry not made at once)" }
-            .counters(&mut e, tr.then(|| (none.clone(), t.missed_runs + t.unstored_events)))?;
+            .counters(&mut e, tr.then(|| (none.clone(), t.lost_events())))?;
         Family { name: "rtslice_tracer_lost_threads", help: "Threads whose statistics found no room in the BPF map" }
             .counters(&mut e, tr.then(|| (none.clone(), t.lost_threads)))?;
         Family { name: "rtslice_tracer_cpu_seconds", help: "CPU time of the tracer: in the BPF programs, loading, and reading the maps" }.counters(

@@ -178,7 +178,7 @@ impl NodeMetrics {
             tracer_up: s.tracer.is_some(),
             tracer_error: self.tracer_error(),
             tracer_events: s.tracer.as_ref().and_then(|t| t.program_runs),
-            tracer_lost_events: s.tracer.as_ref().map(|t| t.missed_runs + t.unstored_events).unwrap_or(0),
+            tracer_lost_events: s.tracer.as_ref().map(|t| t.lost_events()).unwrap_or(0),
             collection_errors: s.health.collection_errors,
         }
     }

@@ -10,9 +10,9 @@
 //! vBS threads' 5-30 µs hand-offs took 0.3-1.1 ms each while this thread's wake-ups were under 2 ms
 //! late) — which a wake-up latency alone does not show. Arithmetic alone does not show all of it
 //! either: in such spans (traced on sched_switch) a vBS's threads ran ten times their usual slices
-//! while an arithmetic-only probe saw no span at all (docs/results.md). What slows is the kernel's path (wake-ups, context switches, timers),
-//! so the probe takes that path too: the hand-off a vBS pipeline makes between its threads, at the
-//! highest priority. A stall or slowdown that the highest
+//! while an arithmetic-only probe saw no span at all (docs/results.md). What slows is the kernel's
+//! path (wake-ups, context switches, timers), so the probe takes that path too: the hand-off a vBS
+//! pipeline makes between its threads, at the highest priority. A stall or slowdown that the highest
 //! priority suffers too is the host's: no reservation and no priority protects a workload from it,
 //! so a timing test may excuse the deadline misses such spans explain — and only those. Anything
 //! the scheduler does to a workload (budgets, cpusets, policies, another real-time thread) leaves

@@ -84,6 +84,14 @@ pub struct TracerHealth {
     pub uptime_s: f64,
 }
 
+impl TracerHealth {
+    /// Scheduler events lost to the statistics: runs the kernel skipped and events of new threads
+    /// not stored at once (`rtslice_tracer_lost_events`).
+    pub fn lost_events(&self) -> u64 {
+        self.missed_runs + self.unstored_events
+    }
+}
+
 /// A BPF tracer that stays loaded and follows a changing set of cgroups of one hierarchy.
 pub struct ContinuousTrace {
     bpf: BpfTracer,

@@ -243,9 +243,8 @@ pub fn assert_same(before: &BTreeMap<String, String>, after: &BTreeMap<String, S
 /// group offline, asynchronously, and updates the effective CPUs first and the affinity of the
 /// parent's tasks after, one by one, under a lock userspace cannot wait on: a snapshot can run in
 /// between (docs/testing.md, flaky runs, has the leaked process first blamed on this). So while
-/// every difference is a
-/// thread's attributes, the snapshot is taken again, for at most 10 s; any other difference fails
-/// at once.
+/// every difference is a thread's attributes, the snapshot is taken again, for at most 10 s; any
+/// other difference fails at once.
 pub fn assert_restored(before: &BTreeMap<String, String>) {
     let end = Instant::now() + Duration::from_secs(10);
     let mut after = snapshot();
