@@ -61,7 +61,7 @@ fn round(poll: bool, threads: usize) -> Vec<Option<f64>> {
         workloads: vec![WorkloadSetup {
             name: format!("agent-bench-{}", std::process::id()),
             cpus: CpuList::parse("0-1").unwrap(),
-            threads: vec![ThreadRule { name: "^late-worker$".into(), policy: Some(RULE), cpus: Some(CpuList::parse("1").unwrap()), budget_share: None, period_ns: None }],
+            threads: vec![ThreadRule { name: "^late-worker$".into(), policy: Some(RULE), cpus: Some(CpuList::parse("1").unwrap()), period_ns: None }],
             launch: Launch::Command {
                 argv: vec![exe.display().to_string()],
                 env: vec![(ROLE.into(), "spawner".into()), ("OUT".into(), result.display().to_string()), ("THREADS".into(), threads.to_string())],

@@ -79,7 +79,6 @@ fn run(poll: bool) -> (Vec<Option<f64>>, Option<rtslice_agent::AgentStats>) {
                 name: "^late-worker$".into(),
                 policy: Some(RULE),
                 cpus: Some(CpuList::parse("1").unwrap()),
-                budget_share: None,
                 period_ns: None,
             }],
             launch: Launch::Command {

@@ -42,6 +42,11 @@ fn helper_agent_role() {
 
 /// Runs the forking workload under `mech` and returns (CPU share of all its processes together,
 /// number of processes).
+/// A rule's SCHED_DEADLINE policy as the planner writes it (deadline = period).
+fn deadline(runtime_ns: u64, period_ns: u64, reclaim: bool) -> SchedAttr {
+    SchedAttr::Deadline { runtime_ns, deadline_ns: period_ns, period_ns, reclaim }
+}
+
 fn run(mech: Mechanism) -> Option<(f64, usize)> {
     if !skip::cpus_or_skip(2) || !common::has_mechanism(mech) {
         return None;
@@ -50,15 +55,24 @@ fn run(mech: Mechanism) -> Option<(f64, usize)> {
     let name = format!("fork4-{mech}-{}", std::process::id());
     // The parent waits 0.3 s, so the workers appear after apply: the agent gives them their share.
     let script = "sleep 0.3; for i in 1 2 3 4; do (while :; do :; done) & done; wait";
+    // The kernel parameters the planner gives the reservation: under SCHED_DEADLINE the one rule
+    // holds all of it (shared by the threads it matches), under RT groups the group does.
+    let reservation = Reservation::from_micros(20_000, 100_000);
+    let (policy, group_budget) = match mech {
+        Mechanism::Deadline => (deadline(20_000_000, 100_000_000, false), None),
+        _ => (SchedAttr::Fifo { priority: 10 }, Some(reservation)),
+    };
     let setup = Setup {
         workloads: vec![WorkloadSetup {
             name: name.clone(),
             cpus: CpuList::parse("1").unwrap(),
-            reservation: Some(Reservation::from_micros(20_000, 100_000)),
-            threads: vec![ThreadRule { name: ".*".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None, period_ns: None }],
+            reservation: Some(reservation),
+            group_budget,
+            threads: vec![ThreadRule { name: ".*".into(), policy: Some(policy), cpus: None, period_ns: None }],
             launch: Launch::Command { argv: vec!["sh".into(), "-c".into(), script.into()], env: vec![], cwd: None },
             ..Default::default()
         }],
+        mechanism: Some(mech),
         ..Default::default()
     };
     let opts = ApplyOptions {
@@ -165,12 +179,13 @@ fn demand_split(spinner_period_ns: Option<u64>) {
     // The spinner names itself (a comm event), the sleepers keep `sleep`.
     let script = "sleep 0.3; sh -c 'echo spinner > /proc/self/comm; while :; do :; done' & sleep 60 & sleep 60 & wait";
     let budget_ns = 40_000_000u64;
-    let all = ThreadRule { name: ".*".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None, period_ns: None };
+    // The planner's split of the 40 ms: all of it to one rule; over two, half each, the spinner's at
+    // its own period (the same bandwidth).
     let threads = match spinner_period_ns {
-        None => vec![all],
+        None => vec![ThreadRule { name: ".*".into(), policy: Some(deadline(budget_ns, 100_000_000, true)), cpus: None, period_ns: None }],
         Some(p) => vec![
-            ThreadRule { name: "^spinner$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None, period_ns: Some(p) },
-            all,
+            ThreadRule { name: "^spinner$".into(), policy: Some(deadline(budget_ns / 2 * p / 100_000_000, p, true)), cpus: None, period_ns: Some(p) },
+            ThreadRule { name: ".*".into(), policy: Some(deadline(budget_ns / 2, 100_000_000, true)), cpus: None, period_ns: None },
         ],
     };
     let setup = Setup {
@@ -290,7 +305,7 @@ fn a_stack_with_a_history_is_split_by_its_use_as_soon_as_the_agent_sees_it() {
             cpus: CpuList::parse("1").unwrap(),
             reservation: Some(Reservation::from_micros(40_000, 100_000)),
             reclaim: true,
-            threads: vec![ThreadRule { name: ".*".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None, period_ns: None }],
+            threads: vec![ThreadRule { name: ".*".into(), policy: Some(deadline(budget_ns, 100_000_000, true)), cpus: None, period_ns: None }],
             launch: Launch::Attach { pids: vec![pid] },
             ..Default::default()
         }],

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use rtslice_plan::{Allocation, Plan, ThreadCpus, ThreadSched};
 use rtslice_spec::Launch as SpecLaunch;
 
-use crate::apply::{apply_setup, Applied, ApplyOptions};
+use crate::apply::{apply_with_facts, Applied, ApplyOptions};
+use crate::facts::HostFacts;
+use crate::record::Mechanism;
 use crate::cpus::CpuList;
 use crate::error::{HostError, Result};
 use crate::sched::SchedAttr;
@@ -50,21 +52,41 @@ pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<Setup> {
             plan.rejected.iter().map(|r| format!("{}: {}", r.name, r.reason)).collect::<Vec<_>>().join("; ")
         )));
     }
+    // The planner computed the kernel parameters (`plan_for_kernel`, or the node's
+    // `kernel_plan` for the workload it admits); the host writes them as they are.
+    let kernel = plan.kernel.as_ref();
+    if kernel.is_none() {
+        if let Some(w) = plan.workloads.iter().find(|w| matches!(w.allocation, Allocation::Reservation { .. })) {
+            return Err(HostError::Rejected(format!(
+                "workload {}: the plan has a reservation but no kernel parameters (thread budgets, group budget); plan it for \
+                 this kernel (rtslice_plan::plan_for_kernel, as `rtslice apply` does)",
+                w.name
+            )));
+        }
+    }
     let mut setup = Setup {
         name: plan.node.name.clone().unwrap_or_else(|| "rtslice".into()),
         housekeeping: cpus(&plan.node.housekeeping),
+        mechanism: kernel.map(|k| k.mechanism),
         ..Default::default()
     };
     for w in &plan.workloads {
         let mut ws = WorkloadSetup { name: w.name.clone(), cpus: cpus(&w.cpus), ..Default::default() };
+        let kw = kernel.and_then(|k| k.workloads.iter().find(|k| k.name == w.name));
+        if kernel.is_some() && kw.is_none() {
+            return Err(HostError::Rejected(format!("workload {}: the plan's kernel parameters leave it out (a bug of the planner)", w.name)));
+        }
         match &w.allocation {
             // Every CPU of the allocation carries the same reservation; the cgroup interfaces take
             // whole microseconds.
-            // A CFS pool's share of the reservation becomes the group's CFS quota; the real-time
-            // rules (or the RT group) hold the rest (`WorkloadPlan::realtime_reservation`).
+            // A CFS pool's share of the reservation becomes the group's CFS quota (none under
+            // mechanism none: nothing of the budget is enforced there); the real-time rules or the
+            // group's RT budget hold the rest (`WorkloadPlan::realtime_reservation`).
             Allocation::Reservation { .. } => {
                 ws.reservation = w.realtime_reservation();
-                ws.cfs = w.pool.map(|p| Cfs { quota_us: Some(p.quota_us()), period_us: Some(p.period_us()), weight: None, idle: false });
+                let kw = kw.expect("checked above: a reservation comes with kernel parameters");
+                ws.cfs = kw.cfs_quota.map(|b| Cfs { quota_us: Some(b.runtime_us), period_us: Some(b.period_us), weight: None, idle: false });
+                ws.group_budget = kw.group_budget.map(|b| rtslice_plan::Reservation::from_micros(b.runtime_us, b.period_us));
             }
             Allocation::Dedicated { .. } => ws.partition = true,
             Allocation::BestEffort { weight, cap } => {
@@ -78,25 +100,29 @@ pub fn setup_from_plan(plan: &Plan, oci: OciDefaults) -> Result<Setup> {
             }
         }
         ws.reclaim = w.reclaim;
-        // Explicit SCHED_DEADLINE rules of a reclaiming reservation reclaim too (set in prepare for
-        // the FIFO/RR rules it translates).
         ws.shield = w.isolation.shield;
         ws.partition |= w.isolation.shield;
         ws.wide_affinity = w.isolation.wide_affinity;
         ws.memory = w.memory;
         ws.cache = w.cache.clone();
         ws.devices = w.devices.iter().map(|d| DeviceSetup { pci: d.pci, irq_cpus: d.irq_cpus.as_deref().map(cpus) }).collect();
+        // The kernel plan's rules match the plan's one for one (the planner's budget split over the
+        // real-time rules, SCHED_FLAG_RECLAIM where the reservation reclaims).
+        let policy = |i: usize, t: &rtslice_plan::ThreadPin| match kw.and_then(|k| k.threads.get(i)) {
+            Some(k) => sched_attr_of(&k.sched, k.flags.iter().any(|f| f == "reclaim")),
+            None => sched_attr_of(&t.sched, false),
+        };
         ws.threads = w
             .threads
             .iter()
-            .map(|t| ThreadRule {
+            .enumerate()
+            .map(|(i, t)| ThreadRule {
                 name: t.pattern.clone(),
-                policy: Some(sched_attr_of(&t.sched, false)),
+                policy: Some(policy(i, t)),
                 cpus: match &t.cpus {
                     ThreadCpus::Anywhere => None,
                     ThreadCpus::Cpus(c) => Some(cpus(c)),
                 },
-                budget_share: None,
                 period_ns: t.sched.rt_period().map(|p| p.as_nanos() as u64),
             })
             .collect();
@@ -160,10 +186,27 @@ fn pids_of_cgroup(path: &str) -> Result<Vec<i32>> {
 /// Applies a plan: the library entry point (`rtslice apply` calls this). `oci` gives OCI launches the
 /// choices a spec does not carry.
 pub fn apply(plan: &Plan, oci: OciDefaults, opts: &ApplyOptions) -> Result<Applied> {
-    // A plan made for this kernel (`plan_for_kernel`) names the mechanism its parameters are for.
+    let facts = HostFacts::detect()?;
     let mut opts = opts.clone();
-    if opts.mechanism.is_none() {
-        opts.mechanism = plan.kernel.as_ref().map(|k| k.mechanism);
-    }
-    apply_setup(&setup_from_plan(plan, oci)?, &opts)
+    let setup = match &plan.kernel {
+        // A plan made for this kernel (`plan_for_kernel`) names the mechanism its parameters are for.
+        Some(k) => {
+            opts.mechanism = opts.mechanism.or(Some(k.mechanism));
+            setup_from_plan(plan, oci)?
+        }
+        // A plan made without the kernel's facts (`rtslice_plan::plan`: the bench's layouts, which may
+        // ask what `plan_for_kernel` would refuse, to measure it): the planner's parameters under the
+        // mechanism apply takes here.
+        None => {
+            let reserved: Vec<Vec<u32>> =
+                plan.workloads.iter().filter(|w| matches!(w.allocation, Allocation::Reservation { .. })).map(|w| w.cpus.clone()).collect();
+            let available = if facts.available.is_empty() { vec![Mechanism::None] } else { facts.available.clone() };
+            let mech = rtslice_plan::kernel::choose_mechanism(&available, opts.mechanism, &reserved).map_err(HostError::Rejected)?;
+            opts.mechanism = Some(mech);
+            let mut planned = plan.clone();
+            planned.kernel = Some(rtslice_plan::kernel::kernel_plan(plan, mech, &facts.kernel_facts()));
+            setup_from_plan(&planned, oci)?
+        }
+    };
+    apply_with_facts(&setup, &opts, &facts)
 }

@@ -1,7 +1,8 @@
-//! Pure validation and translation of a `Setup` for this host: which reservation mechanism enforces
-//! it, and every check that can refuse it before anything is touched (`HostError::Rejected`).
+//! Pure validation of a `Setup` for this host: which reservation mechanism enforces it (the one its
+//! plan was made for), where its groups go (partitions, the cpu hierarchy), and every check of the
+//! host's state that can refuse it before anything is touched (`HostError::Rejected`). The kernel
+//! parameters themselves are the planner's (`from_plan`); nothing here computes or sums budgets.
 
-use rtslice_plan::kernel::admission;
 use rtslice_plan::Reservation;
 
 use crate::cgroup::{Backend, GroupPaths};
@@ -31,15 +32,37 @@ pub(crate) fn rejected(msg: impl Into<String>) -> HostError {
 /// Picks the mechanism: the requested one if the host has it, else the best that fits — the rule
 /// `rtslice plan` uses too (`rtslice_plan::kernel::choose_mechanism`).
 pub fn resolve_mechanism(setup: &Setup, facts: &HostFacts, requested: Option<Mechanism>) -> Result<Mechanism> {
+    // A planned setup's parameters are for its plan's mechanism.
+    let requested = match (requested, planned_for(setup)) {
+        (Some(asked), Some(planned)) if asked != planned => return Err(mismatch(planned, asked, "asked for")),
+        (asked, planned) => asked.or(planned),
+    };
     let reserved: Vec<Vec<u32>> =
         setup.workloads.iter().filter(|w| w.reservation.is_some()).map(|w| w.cpus.iter().collect()).collect();
     let available = if facts.available.is_empty() { vec![Mechanism::None] } else { facts.available.clone() };
     rtslice_plan::kernel::choose_mechanism(&available, requested, &reserved).map_err(rejected)
 }
 
-/// Validates everything that can be checked without touching the host, and translates rules for the
-/// mechanism. Errors are `Rejected`: nothing has been changed.
+/// The mechanism a setup's reservations were planned for (`None`: no reservation, or a setup built
+/// by hand that states its parameters for whatever mechanism applies them).
+fn planned_for(setup: &Setup) -> Option<Mechanism> {
+    setup.mechanism.filter(|_| setup.workloads.iter().any(|w| w.reservation.is_some()))
+}
+
+fn mismatch(planned: Mechanism, other: Mechanism, how: &str) -> HostError {
+    rejected(format!(
+        "the plan's kernel parameters (thread budgets, group budgets) are for {planned}, but {how} {other}; plan again for \
+         {other} (`rtslice plan --mechanism {other}`, or let the plan take this host's mechanism)"
+    ))
+}
+
+/// Validates everything that can be checked without touching the host: that it can hold the setup's
+/// kernel parameters, which the planner computed (`from_plan`). Errors are `Rejected`: nothing has
+/// been changed.
 pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec<Prepared>, Vec<String>)> {
+    if let Some(planned) = planned_for(setup).filter(|m| *m != mech) {
+        return Err(mismatch(planned, mech, "this host or node enforces reservations with"));
+    }
     let mut warnings = Vec::new();
     let mut names = std::collections::BTreeSet::new();
     let v1 = facts.backend.is_v1();
@@ -89,155 +112,23 @@ pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec
         crate::setup::pattern(&rule.iface).map_err(rejected)?;
     }
 
-    // Admission, in the planner's arithmetic (rtslice_plan::kernel::admission): per CPU, reserved
-    // bandwidth must fit the kernel's RT cap.
-    let part = |r: Reservation| (r.runtime, r.period);
-    for cpu in facts.online.iter() {
-        let on_cpu = setup.workloads.iter().filter(|w| w.cpus.contains(cpu)).filter_map(|w| w.reservation.map(part));
-        if let Err(x) = admission::fits(on_cpu, facts.rt_ratio, 1) {
-            return Err(rejected(format!(
-                "CPU {cpu} would carry {:.1}% of reserved real-time bandwidth, above the kernel's cap {:.1}% \
-                 (sched_rt_runtime_us/sched_rt_period_us); shrink the reservations or spread them",
-                x.need * 100.0,
-                facts.rt_ratio * 100.0
-            )));
-        }
-    }
-    if let (Mechanism::Hcbs, Some(cap)) = (mech, facts.hcbs_cap()) {
-        // One root budget holds every group's and is reserved on every CPU, whatever the groups'
-        // cpusets (rtslice_plan::HcbsRoot): the budgets sum over the whole host.
-        let ours = setup.workloads.iter().filter_map(|w| w.reservation.map(|r| part(r.whole_micros())));
-        let others: Vec<admission::Part> = facts.hcbs_root.iter().flat_map(|r| &r.others).map(|b| b.part()).collect();
-        if let Err(x) = admission::fits(others.iter().copied().chain(ours), cap, 1) {
-            let (total, others) = (x.need, admission::sum(others));
-            return Err(rejected(format!(
-                "HCBS reserves each group's budget on every CPU, whatever its cpuset (the root group's budget holds them all, \
-                 admitted as deadline bandwidth on each CPU): the reservations sum to {:.1}%{}, above the {:.1}% the kernel \
-                 admits (sched_rt_runtime_us/sched_rt_period_us {:.1}% less the fair servers' {:.1}%); fewer or smaller \
-                 reservations, or --mechanism deadline",
-                total * 100.0,
-                if others > 0.0 { format!(" with the {:.1}% other groups hold", others * 100.0) } else { String::new() },
-                cap * 100.0,
-                facts.rt_ratio * 100.0,
-                facts.dl_server * 100.0
-            )));
-        }
-    }
-    if mech == Mechanism::RtGroup {
-        // Whole microseconds: what the groups' cpu.rt_runtime_us get.
-        let all = setup.workloads.iter().filter_map(|w| w.reservation.map(|r| part(r.whole_micros())));
-        if let Err(x) = admission::fits(all, facts.rt_ratio, 1) {
-            return Err(rejected(format!(
-                "RT group scheduling (cgroup v1) accounts every group's runtime/period against one per-CPU ratio: \
-                 the reservations sum to {:.1}%, above the cap {:.1}%; use --mechanism deadline or fewer reservations",
-                x.need * 100.0,
-                facts.rt_ratio * 100.0
-            )));
-        }
-    }
-
+    // No bandwidth is summed here: the planner admitted the plan (`plan_for_kernel`, or a node's
+    // planner against what it holds) in its own arithmetic, and the kernel admits each write again.
+    // A setup that bypassed the planner and asks too much is refused by the kernel's admission and
+    // rolled back.
     let mut out = Vec::new();
     for w in &setup.workloads {
-        let mut ws = w.clone();
-        if mech == Mechanism::None && ws.reservation.is_some() {
-            // A reservation's CFS quota is its pool's part of the budget (from_plan): under
-            // mechanism none nothing of the budget is enforced, as `rtslice plan` says.
-            ws.cfs = None;
-        }
+        let ws = w.clone();
+        // The thread policies and the group budget are the planner's (`from_plan`); what is checked
+        // here is that the host can hold them.
         let has_deadline_rule = |ws: &WorkloadSetup| ws.threads.iter().any(|r| matches!(r.policy, Some(SchedAttr::Deadline { .. })));
-        let rt_rules = ws.threads.iter().filter(|r| matches!(r.policy, Some(SchedAttr::Fifo { .. } | SchedAttr::Rr { .. }))).count();
-        let mut rt_budget = None;
-        if let Some(res) = ws.reservation {
-            match mech {
-                Mechanism::Deadline => {
-                    // The workload's budget (runtime on each of its CPUs) is split over its RT rules, as
-                    // `rtslice plan` prints it (the same function).
-                    let res = res.whole_micros();
-                    let period_ns = res.period.as_nanos() as u64;
-                    let is_rt = |r: &crate::setup::ThreadRule| matches!(r.policy, Some(SchedAttr::Fifo { .. } | SchedAttr::Rr { .. }));
-                    let shares: Vec<(Option<f64>, Option<std::time::Duration>)> = ws
-                        .threads
-                        .iter()
-                        .filter(|r| is_rt(r))
-                        .map(|r| (r.budget_share, r.period_ns.map(std::time::Duration::from_nanos)))
-                        .collect();
-                    let mut parts = rtslice_plan::kernel::deadline_budgets(res, ws.cpus.len() as u32, &shares).into_iter();
-                    for r in ws.threads.iter_mut() {
-                        if is_rt(r) {
-                            let b = parts.next().unwrap_or(rtslice_plan::kernel::DeadlineBudget { runtime_ns: 0, period_ns, capped: false });
-                            let (runtime_ns, period_ns) = (b.runtime_ns, b.period_ns);
-                            if b.capped {
-                                warnings.push(format!(
-                                    "workload {} rule {:?}: its share exceeds one CPU per period; capped at the period ({} µs)",
-                                    w.name,
-                                    r.name,
-                                    runtime_ns / 1000
-                                ));
-                            }
-                            r.policy = Some(SchedAttr::Deadline { runtime_ns, deadline_ns: period_ns, period_ns, reclaim: ws.reclaim });
-                        }
-                    }
-                    if rt_rules == 0 && !has_deadline_rule(&ws) {
-                        warnings.push(format!(
-                            "workload {}: a reservation under SCHED_DEADLINE applies to real-time thread rules, and it has none; \
-                             add a rule (policy fifo/rr/deadline) naming its real-time threads",
-                            w.name
-                        ));
-                    }
-                    if v1 && facts.available.contains(&Mechanism::RtGroup) && ws.cfs.is_some() {
-                        // The CFS pool's quota puts the workload in a cpu cgroup of its own, where RT
-                        // group scheduling refuses FIFO/RR threads without RT runtime (a stack attached
-                        // by pid, its own priorities before the rules, a FIFO priority given back on
-                        // reset): the group gets the real-time part as RT runtime, as `rtslice plan`
-                        // prints it (rtslice_plan::kernel::kernel_workload_on).
-                        rt_budget = Some(res);
-                    }
-                    let dl = ws.threads.iter().filter_map(|r| match r.policy {
-                        Some(SchedAttr::Deadline { runtime_ns, period_ns, .. }) => {
-                            Some((std::time::Duration::from_nanos(runtime_ns), std::time::Duration::from_nanos(period_ns)))
-                        }
-                        _ => None,
-                    });
-                    // The deadline servers' share is accounted in the same admission as our threads.
-                    let cap = (facts.rt_ratio - facts.dl_server).max(0.0);
-                    if let Err(x) = admission::fits(dl, cap, ws.cpus.len() as u32) {
-                        return Err(rejected(format!(
-                            "workload {}: its SCHED_DEADLINE threads need {:.1}% of a CPU, its partition offers {:.1}% (the kernel's cap \
-                             {:.1}% less the deadline servers' {:.1}%, on {} CPU(s))",
-                            w.name,
-                            x.need * 100.0,
-                            x.offered * 100.0,
-                            facts.rt_ratio * 100.0,
-                            facts.dl_server * 100.0,
-                            ws.cpus.len()
-                        )));
-                    }
-                }
-                Mechanism::RtGroup => rt_budget = Some(res.whole_micros()),
-                Mechanism::Hcbs => {
-                    // The group holds what the explicit SCHED_DEADLINE rules leave of the reservation
-                    // (as `rtslice plan` prints it: the same function).
-                    let dl: Vec<(u64, u64)> = ws
-                        .threads
-                        .iter()
-                        .filter_map(|r| match r.policy {
-                            Some(SchedAttr::Deadline { runtime_ns, period_ns, .. }) => Some((runtime_ns, period_ns)),
-                            _ => None,
-                        })
-                        .collect();
-                    rt_budget = rtslice_plan::kernel::hcbs_group_budget(res, ws.cpus.len() as u32, &dl)
-                        .map(|b| Reservation::from_micros(b.runtime_us, b.period_us));
-                }
-                Mechanism::None => {}
-            }
-        }
-        if ws.reclaim && ws.reservation.is_some() {
-            // GRUB for every deadline thread of the reservation (as `rtslice plan` prints it).
-            for r in ws.threads.iter_mut() {
-                if let Some(SchedAttr::Deadline { reclaim, .. }) = r.policy.as_mut() {
-                    *reclaim = true;
-                }
-            }
+        let rt_budget = ws.group_budget.map(|r| r.whole_micros());
+        if ws.reservation.is_some() && mech == Mechanism::Deadline && !has_deadline_rule(&ws) {
+            warnings.push(format!(
+                "workload {}: a reservation under SCHED_DEADLINE applies to real-time thread rules, and it has none; \
+                 add a rule (policy fifo/rr/deadline) naming its real-time threads",
+                w.name
+            ));
         }
         let spans_all = ws.cpus == facts.online;
         let partition = !spans_all && (ws.partition || ws.shield || has_deadline_rule(&ws));
@@ -392,7 +283,9 @@ pub(crate) mod fixtures {
             name: name.into(),
             cpus: CpuList::parse(cpus).unwrap(),
             reservation: res.map(|(r, p)| Reservation::from_micros(r, p)),
-            threads: vec![ThreadRule { name: "^rt".into(), policy: Some(SchedAttr::Fifo { priority: 50 }), cpus: None, budget_share: None, period_ns: None }],
+            // As the planner gives it under RT groups and HCBS (no SCHED_DEADLINE rule).
+            group_budget: res.map(|(r, p)| Reservation::from_micros(r, p)),
+            threads: vec![ThreadRule { name: "^rt".into(), policy: Some(SchedAttr::Fifo { priority: 50 }), cpus: None, period_ns: None }],
             ..Default::default()
         }
     }
@@ -402,16 +295,23 @@ pub(crate) mod fixtures {
 mod tests {
     use super::fixtures::{facts, wl};
     use super::*;
-    use crate::setup::ThreadRule;
+
+    /// A reservation whose rule the planner made SCHED_DEADLINE (300 µs of each of its CPUs).
+    fn dl(name: &str, cpus: &str) -> WorkloadSetup {
+        let mut w = wl(name, cpus, Some((300, 1000)));
+        w.group_budget = None;
+        let runtime_ns = 300_000 * w.cpus.len() as u64;
+        w.threads[0].policy = Some(SchedAttr::Deadline { runtime_ns, deadline_ns: 1_000_000, period_ns: 1_000_000, reclaim: false });
+        w
+    }
 
     #[test]
-    fn over_budget_and_overlap_are_rejected() {
+    fn overlapping_partitions_are_rejected() {
         let f = facts(Backend::V2 { root: "/cg".into() });
-        let s = Setup { workloads: vec![wl("a", "1", Some((600, 1000))), wl("b", "1", Some((400, 1000)))], ..Default::default() };
-        let e = prepare(&s, &f, Mechanism::Hcbs).unwrap_err().to_string();
-        assert!(e.contains("CPU 1 would carry 100.0%"), "{e}");
         let s = Setup { workloads: vec![wl("a", "1", Some((300, 1000))), wl("b", "1-2", Some((300, 1000)))], ..Default::default() };
         assert_eq!(resolve_mechanism(&s, &f, None).unwrap(), Mechanism::Hcbs);
+        // SCHED_DEADLINE threads need an exclusive partition.
+        let s = Setup { workloads: vec![dl("a", "1"), dl("b", "1-2")], ..Default::default() };
         let e = prepare(&s, &f, Mechanism::Deadline).unwrap_err().to_string();
         assert!(e.contains("overlap"), "{e}");
     }
@@ -420,19 +320,18 @@ mod tests {
     fn boot_isolated_cpus_get_a_plain_cpuset_and_deadline_there_spans_them_all() {
         let mut f = facts(Backend::V2 { root: "/cg".into() });
         f.boot_isolated = CpuList::parse("2-3").unwrap();
-        // All of the isolated CPUs: no partition, the FIFO rule becomes SCHED_DEADLINE on 2-3.
-        let s = Setup { workloads: vec![wl("du", "2-3", Some((300, 1000)))], ..Default::default() };
+        // All of the isolated CPUs: no partition, the SCHED_DEADLINE rule runs on 2-3.
+        let s = Setup { workloads: vec![dl("du", "2-3")], ..Default::default() };
         let (p, warnings) = prepare(&s, &f, Mechanism::Deadline).unwrap();
         assert!(!p[0].partition);
-        assert!(matches!(p[0].ws.threads[0].policy, Some(SchedAttr::Deadline { .. })));
         assert!(warnings.iter().any(|w| w.contains("isolated at boot") && w.contains("plain cpuset")), "{warnings:?}");
         // A deadline rule pinned to one of them cannot be admitted (one root domain for both).
-        let mut w = wl("du", "2-3", Some((300, 1000)));
+        let mut w = dl("du", "2-3");
         w.threads[0].cpus = Some(CpuList::parse("3").unwrap());
         let e = prepare(&Setup { workloads: vec![w], ..Default::default() }, &f, Mechanism::Deadline).unwrap_err().to_string();
         assert!(e.contains("needs an affinity of all of them [2-3]") && e.contains("not [3]"), "{e}");
         // Isolated and housekeeping CPUs in one partition: refused before anything is touched.
-        let e = prepare(&Setup { workloads: vec![wl("du", "1-2", Some((300, 1000)))], ..Default::default() }, &f, Mechanism::Deadline)
+        let e = prepare(&Setup { workloads: vec![dl("du", "1-2")], ..Default::default() }, &f, Mechanism::Deadline)
             .unwrap_err()
             .to_string();
         assert!(e.contains("mix CPUs isolated at boot [2-3]"), "{e}");
@@ -447,16 +346,33 @@ mod tests {
     }
 
     #[test]
-    fn deadline_splits_the_budget_over_rt_rules() {
+    fn a_setup_planned_for_one_mechanism_is_refused_under_another() {
+        let f = facts(Backend::V2 { root: "/cg".into() });
+        let s = Setup { workloads: vec![wl("du", "2-3", Some((300, 1000)))], mechanism: Some(Mechanism::Hcbs), ..Default::default() };
+        let e = prepare(&s, &f, Mechanism::Deadline).unwrap_err().to_string();
+        assert!(e.contains("are for hcbs") && e.contains("enforces reservations with deadline"), "{e}");
+        let e = resolve_mechanism(&s, &f, Some(Mechanism::Deadline)).unwrap_err().to_string();
+        assert!(e.contains("asked for deadline"), "{e}");
+        assert_eq!(resolve_mechanism(&s, &f, None).unwrap(), Mechanism::Hcbs);
+        // Without a reservation the plan's mechanism binds nothing.
+        let s = Setup { workloads: vec![wl("be", "2-3", None)], mechanism: Some(Mechanism::Hcbs), ..Default::default() };
+        assert!(prepare(&s, &f, Mechanism::Deadline).is_ok());
+    }
+
+    #[test]
+    fn the_host_writes_the_planned_parameters_and_computes_none() {
+        // A hand-built setup under SCHED_DEADLINE: its FIFO rule stays FIFO (no budget split here),
+        // and the group gets only the budget the setup names.
         let f = facts(Backend::V2 { root: "/cg".into() });
         let mut w = wl("du", "2-3", Some((300, 1000)));
-        w.threads.push(ThreadRule { name: "^l1".into(), policy: Some(SchedAttr::Rr { priority: 9 }), cpus: None, budget_share: Some(0.25), period_ns: None });
-        let s = Setup { workloads: vec![w], ..Default::default() };
-        let (p, _) = prepare(&s, &f, Mechanism::Deadline).unwrap();
-        assert!(p[0].partition);
-        // total = 300 µs × 2 CPUs = 600 µs; rule 1 gets 1/2 (default), rule 2 a quarter.
-        assert_eq!(p[0].ws.threads[0].policy, Some(SchedAttr::Deadline { runtime_ns: 300_000, deadline_ns: 1_000_000, period_ns: 1_000_000, reclaim: false }));
-        assert_eq!(p[0].ws.threads[1].policy, Some(SchedAttr::Deadline { runtime_ns: 150_000, deadline_ns: 1_000_000, period_ns: 1_000_000, reclaim: false }));
+        w.group_budget = None;
+        let (p, warnings) = prepare(&Setup { workloads: vec![w.clone()], ..Default::default() }, &f, Mechanism::Deadline).unwrap();
+        assert_eq!(p[0].ws.threads[0].policy, Some(SchedAttr::Fifo { priority: 50 }));
+        assert_eq!(p[0].rt_budget, None);
+        assert!(warnings.iter().any(|w| w.contains("applies to real-time thread rules")), "{warnings:?}");
+        w.group_budget = Some(Reservation::from_micros(250, 1000));
+        let (p, _) = prepare(&Setup { workloads: vec![w], ..Default::default() }, &f, Mechanism::Hcbs).unwrap();
+        assert_eq!(p[0].rt_budget, Some(Reservation::from_micros(250, 1000)));
     }
 }
 

@@ -303,7 +303,7 @@ mod tests {
     use super::*;
 
     fn rule(name: &str, policy: Option<SchedAttr>) -> ThreadRule {
-        ThreadRule { name: name.into(), policy, cpus: None, budget_share: None, period_ns: None }
+        ThreadRule { name: name.into(), policy, cpus: None, period_ns: None }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The host-level description of what to apply: concrete CPUs, budgets, thread rules, IRQ and network
-//! rules, and how each workload is launched. `apply` turns a `Plan` into a `Setup`; callers that
-//! build their own strategies (the bench runner) may construct a `Setup` directly.
+//! rules, and how each workload is launched. `apply` and the node turn a `Plan` into a `Setup`
+//! (`from_plan`), the kernel parameters as the planner computed them: thread policies after its
+//! budget split, group budgets. A `Setup` built by hand (tests) states those parameters itself.
 
 use std::path::PathBuf;
 
@@ -26,6 +27,11 @@ pub struct Setup {
     /// a cache allocation or a memory-bandwidth ceiling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<rtslice_plan::CachePlan>,
+    /// The mechanism the workloads' kernel parameters (thread policies, group budgets) were planned
+    /// for; a host or node enforcing another refuses the setup. `None`: the parameters as written,
+    /// under whatever mechanism applies them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mechanism: Option<rtslice_plan::Mechanism>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -43,6 +49,11 @@ pub struct WorkloadSetup {
     /// interfaces enforce; `Reservation::whole_micros`).
     #[serde(default, with = "reservation_us")]
     pub reservation: Option<Reservation>,
+    /// The RT budget its cpu group gets (RT groups, HCBS; under SCHED_DEADLINE on cgroup v1 the
+    /// real-time part a CFS pool's group needs), as the planner decided it
+    /// (`rtslice_plan::kernel::kernel_workload_on`). The host writes it; it computes no budget itself.
+    #[serde(default, with = "reservation_us")]
+    pub group_budget: Option<Reservation>,
     /// SCHED_DEADLINE threads of the reservation may reclaim bandwidth nobody uses
     /// (SCHED_FLAG_RECLAIM, GRUB); their guarantee stays the reservation.
     #[serde(default)]
@@ -110,13 +121,10 @@ pub struct ThreadRule {
     pub name: String,
     pub policy: Option<SchedAttr>,
     pub cpus: Option<CpuList>,
-    /// Share of the workload's reservation this rule's threads get when the reservation is enforced by
-    /// SCHED_DEADLINE (each matching thread gets `share × runtime × #cpus`, `Reservation::split`).
-    /// `None` = 1 / the number of the workload's real-time rules (whatever the other rules' shares).
-    pub budget_share: Option<f64>,
-    /// A FIFO/RR rule's own period (ns) when the reservation is enforced by SCHED_DEADLINE: its
-    /// part of the budget is scaled to it (the same bandwidth, earlier deadlines). `None` = the
-    /// reservation's period.
+    /// The period (ns) the plan gave a real-time rule of its own (a FIFO/RR rule's `period`: under
+    /// SCHED_DEADLINE its part of the budget is at this period, the same bandwidth with earlier
+    /// deadlines). `None` = the reservation's period. Kept for what reads the record; the policy
+    /// above already carries it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub period_ns: Option<u64>,
 }

@@ -61,7 +61,7 @@ fn helper_stack_role() {
 }
 
 fn rule(name: &str) -> ThreadRule {
-    ThreadRule { name: name.into(), policy: Some(SchedAttr::Fifo { priority: 50 }), cpus: None, budget_share: None, period_ns: None }
+    ThreadRule { name: name.into(), policy: Some(SchedAttr::Fifo { priority: 50 }), cpus: None, period_ns: None }
 }
 
 #[test]
@@ -108,7 +108,7 @@ fn twenty_applies_of_an_attached_five_thread_stack_succeed_first_try() {
         };
         let opts = ApplyOptions { mechanism: Some(Mechanism::Deadline), ..ApplyOptions::with_state_dir(dir.path()) };
         let t0 = Instant::now();
-        match apply_setup(&setup, &opts) {
+        match apply_setup(&planned(setup, Some(Mechanism::Deadline)), &opts) {
             Ok(_) => {
                 took.push(t0.elapsed());
                 first_try += 1;

@@ -42,7 +42,7 @@ fn rt_max(path: &Path) -> (Option<u64>, u64) {
 }
 
 fn fifo_all() -> Vec<ThreadRule> {
-    vec![ThreadRule { name: ".*".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None, period_ns: None }]
+    vec![ThreadRule { name: ".*".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, period_ns: None }]
 }
 
 /// A shell that waits until apply's rule has made it SCHED_FIFO (policy 1, field 41 of its stat),
@@ -54,7 +54,7 @@ fn forking_pool() -> Launch {
 }
 
 fn pool_setup(name: &str, cpu: &str, runtime_ms: u64, period_ms: u64, launch: Launch) -> Setup {
-    Setup {
+    let s = Setup {
         name: "hcbs-test".into(),
         workloads: vec![WorkloadSetup {
             name: name.into(),
@@ -65,7 +65,8 @@ fn pool_setup(name: &str, cpu: &str, runtime_ms: u64, period_ms: u64, launch: La
             ..Default::default()
         }],
         ..Default::default()
-    }
+    };
+    planned(s, Some(Mechanism::Hcbs))
 }
 
 /// Resets the state directory `dir`, then checks the root group's budget is back at `root_before`

@@ -35,7 +35,7 @@ fn opts(dir: &tempfile::TempDir, mech: Mechanism) -> ApplyOptions {
 
 /// The smoke setup scaled to 2 CPUs: a reserved RT workload on CPU 1 with a FIFO thread rule, a
 /// best-effort workload on CPU 0 with CFS weight and quota, an IRQ rule and an RPS rule.
-fn smoke_setup() -> Setup {
+fn smoke_setup(mech: Mechanism) -> Setup {
     let mut s = Setup {
         name: "kernel-test".into(),
         housekeeping: cpus("0"),
@@ -44,7 +44,7 @@ fn smoke_setup() -> Setup {
                 name: format!("rt-{}", std::process::id()),
                 cpus: cpus("1"),
                 reservation: Some(Reservation::from_micros(300_000, 1_000_000)),
-                threads: vec![ThreadRule { name: "^sleep$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None, period_ns: None }],
+                threads: vec![ThreadRule { name: "^sleep$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, period_ns: None }],
                 launch: Launch::Command { argv: vec!["sleep".into(), "60".into()], env: vec![], cwd: None },
                 ..Default::default()
             },
@@ -65,7 +65,7 @@ fn smoke_setup() -> Setup {
     if let Some(iface) = rps_interface() {
         s.nets.push(NetRule { iface: format!("^{iface}$"), rps: Some(cpus("1")), xps: None });
     }
-    s
+    planned(s, Some(mech))
 }
 
 /// The online CPUs without `cpus`.
@@ -82,7 +82,7 @@ fn rt_group_apply_sets_every_file_and_reset_restores_them() {
     let _lock = KernelLock::acquire();
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
-    let setup = smoke_setup();
+    let setup = smoke_setup(Mechanism::RtGroup);
     let applied = apply_setup(&setup, &opts(&dir, Mechanism::RtGroup)).expect("apply");
     let _cleanup = reset_on_drop(dir.path());
     assert_eq!(applied.mechanism, Mechanism::RtGroup);
@@ -152,7 +152,7 @@ fn deadline_thread_pinned_through_a_partition_runs_and_is_admitted() {
             name: name.clone(),
             cpus: cpus("1"),
             reservation: Some(Reservation::from_micros(20_000, 100_000)),
-            threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None, period_ns: None }],
+            threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, period_ns: None }],
             launch: Launch::Command {
                 argv: vec!["sh".into(), "-c".into(), "while :; do :; done".into()],
                 env: vec![],
@@ -162,7 +162,7 @@ fn deadline_thread_pinned_through_a_partition_runs_and_is_admitted() {
         }],
         ..Default::default()
     };
-    let applied = apply_setup(&setup, &opts(&dir, Mechanism::Deadline)).expect("apply");
+    let applied = apply_setup(&planned(setup, Some(Mechanism::Deadline)), &opts(&dir, Mechanism::Deadline)).expect("apply");
     let _cleanup = reset_on_drop(dir.path());
     let pid = applied.workloads[0].pids[0].pid;
     assert_partition(&name);
@@ -188,8 +188,12 @@ fn deadline_thread_pinned_through_a_partition_runs_and_is_admitted() {
     assert_restored(&before);
 }
 
+/// Two reservations of 60 % on CPU 1: the planner refuses the second and apply touches nothing; a
+/// setup built past the planner asking too much is refused by the kernel's own admission (RT groups:
+/// two groups' budgets above their parent's; SCHED_DEADLINE: a thread above its partition's cap)
+/// and rolled back exactly.
 #[test]
-fn over_budget_request_is_rejected_before_anything_is_touched() {
+fn over_budget_requests_are_refused_and_nothing_is_left() {
     root_or_skip!();
     if !skip::cpus_or_skip(2) {
         return;
@@ -197,22 +201,52 @@ fn over_budget_request_is_rejected_before_anything_is_touched() {
     let _lock = KernelLock::acquire();
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
-    let w = |n: &str| WorkloadSetup {
-        name: format!("{n}-{}", std::process::id()),
-        cpus: cpus("1"),
-        reservation: Some(Reservation::from_micros(600_000, 1_000_000)),
-        launch: Launch::Command { argv: vec!["sleep".into(), "60".into()], env: vec![], cwd: None },
-        ..Default::default()
-    };
-    let setup = Setup { workloads: vec![w("a"), w("b")], ..Default::default() };
+    let id = std::process::id();
+    let text = format!(
+        "apiVersion: rtslice/v1\nworkloads:\n  - name: a-{id}\n    demand: {{ reservation: {{ runtime: 600ms, period: 1s, cpus: 1 }} }}\n  \
+         - name: b-{id}\n    demand: {{ reservation: {{ runtime: 600ms, period: 1s, cpus: 1 }} }}\n"
+    );
+    let spec = rtslice_spec::parse(&text, "over.yaml").unwrap();
+    let host = rtslice_host::HostFacts::detect().unwrap();
+    let facts = rtslice_host::facts::planning_facts().unwrap();
+    let sleeper = || Launch::Command { argv: vec!["sleep".into(), "60".into()], env: vec![], cwd: None };
     for mech in [Mechanism::RtGroup, Mechanism::Deadline] {
         if !has_mechanism(mech) {
             continue;
         }
-        let err = apply_setup(&setup, &opts(&dir, mech)).unwrap_err();
-        assert!(matches!(err, HostError::Rejected(_)), "{err}");
-        assert!(err.to_string().contains("CPU 1 would carry 120.0%"), "{err}");
+        let plan = rtslice_plan::plan_for_kernel(&spec, &facts, &host.kernel_facts(), Some(mech));
+        assert_eq!(plan.rejected.iter().map(|r| r.name.clone()).collect::<Vec<_>>(), vec![format!("b-{id}")], "{mech}");
+        let err = rtslice_host::apply(&plan, rtslice_host::OciDefaults::default(), &opts(&dir, mech)).unwrap_err();
+        assert!(matches!(err, HostError::Rejected(_)) && err.to_string().contains("the plan rejected"), "{err}");
         assert!(!dir.path().join("state.json").exists(), "no state written");
+        assert_restored(&before);
+
+        // Past the planner: RT groups, two groups of 60 % under one parent; SCHED_DEADLINE, a
+        // thread asking 96 % of its one-CPU partition.
+        let w = |n: &str, threads: Vec<ThreadRule>| WorkloadSetup {
+            name: format!("{n}-{id}"),
+            cpus: cpus("1"),
+            reservation: Some(Reservation::from_micros(600_000, 1_000_000)),
+            threads,
+            launch: sleeper(),
+            ..Default::default()
+        };
+        let setup = match mech {
+            Mechanism::RtGroup => planned(Setup { workloads: vec![w("a", vec![]), w("b", vec![])], ..Default::default() }, Some(mech)),
+            _ => {
+                let most = SchedAttr::Deadline { runtime_ns: 960_000_000, deadline_ns: 1_000_000_000, period_ns: 1_000_000_000, reclaim: false };
+                let rule = ThreadRule { name: "^sleep$".into(), policy: Some(most), cpus: None, period_ns: None };
+                Setup { workloads: vec![w("a", vec![rule])], ..Default::default() }
+            }
+        };
+        let err = apply_setup(&setup, &opts(&dir, mech)).unwrap_err();
+        eprintln!("{mech}, past the planner: {err}");
+        match &err {
+            HostError::StepFailed { rollback_errors, .. } => assert!(rollback_errors.is_empty(), "{err}"),
+            other => panic!("{mech}: expected the kernel to refuse a write, got {other}"),
+        }
+        assert!(!dir.path().join("state.json").exists(), "{mech}: the journal of a rolled-back apply is gone");
+        assert_no_children_left(&format!("{mech}: the refused apply"));
         assert_restored(&before);
     }
 }
@@ -226,7 +260,7 @@ fn a_failure_at_any_step_rolls_back_exactly() {
     let _lock = KernelLock::acquire();
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
-    let mut setup = smoke_setup();
+    let mut setup = smoke_setup(reserving_mechanism());
     setup.workloads[0].shield = true; // also exercises partitions, the system cpuset and moving tasks
     let o = opts(&dir, reserving_mechanism());
     let applied = apply_setup(&setup, &o).expect("apply");
@@ -281,7 +315,6 @@ fn a_real_kernel_refusal_mid_apply_rolls_back() {
                 name: "^sleep$".into(),
                 policy: Some(SchedAttr::Deadline { runtime_ns: 99_000_000, deadline_ns: 100_000_000, period_ns: 100_000_000, reclaim: false }),
                 cpus: None,
-                budget_share: None,
                 period_ns: None,
             }],
             launch: Launch::Command { argv: vec!["sleep".into(), "60".into()], env: vec![], cwd: None },
@@ -316,7 +349,7 @@ fn corrupt_or_foreign_state_is_refused() {
 fn helper_crash_after_apply_role() {
     let Ok(dir) = std::env::var("RTSLICE_HOST_TEST_CRASH_DIR") else { return };
     let o = opts_at(&dir, reserving_mechanism());
-    apply_setup(&smoke_setup(), &o).expect("apply");
+    apply_setup(&smoke_setup(reserving_mechanism()), &o).expect("apply");
     // SAFETY: immediate exit without unwinding or destructors — the point of the test.
     unsafe { libc::_exit(9) };
 }
@@ -365,7 +398,7 @@ fn attach_moves_an_existing_process_and_reset_gives_it_back_alive() {
         workloads: vec![WorkloadSetup {
             name: name.clone(),
             cpus: cpus("1"),
-            threads: vec![ThreadRule { name: "^sleep$".into(), policy: Some(SchedAttr::Batch { nice: 5 }), cpus: None, budget_share: None, period_ns: None }],
+            threads: vec![ThreadRule { name: "^sleep$".into(), policy: Some(SchedAttr::Batch { nice: 5 }), cpus: None, period_ns: None }],
             launch: Launch::Attach { pids: vec![pid] },
             ..Default::default()
         }],
@@ -396,7 +429,7 @@ fn fair_server_request_is_applied_or_reported_and_leaves_no_mount() {
     let mounts_before = read("/proc/mounts").lines().filter(|l| l.contains(" debugfs ")).count();
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
-    let mut setup = smoke_setup();
+    let mut setup = smoke_setup(Mechanism::Deadline);
     setup.workloads.truncate(1);
     setup.workloads[0].partition = true;
     let o = ApplyOptions { fair_server_off: true, hrtick: true, ..opts(&dir, Mechanism::Deadline) };
@@ -439,7 +472,7 @@ fn deadline_cfs_and_memory_knobs_of_the_driven_backend_are_set_and_reset_restore
     let _lock = KernelLock::acquire();
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
-    let setup = smoke_setup();
+    let setup = smoke_setup(Mechanism::Deadline);
     let applied = apply_setup(&setup, &opts(&dir, Mechanism::Deadline)).expect("apply");
     let _cleanup = reset_on_drop(dir.path());
     let (rt, be) = (&setup.workloads[0].name, &setup.workloads[1].name);

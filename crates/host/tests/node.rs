@@ -57,27 +57,34 @@ fn sleeper() -> Launch {
 }
 
 fn fifo_rule() -> Vec<ThreadRule> {
-    vec![ThreadRule { name: "^sleep$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None, period_ns: None }]
+    vec![ThreadRule { name: "^sleep$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, period_ns: None }]
 }
 
 fn name(n: &str) -> String {
     format!("nt{}-{n}", run_id())
 }
 
-/// A workload reserving `runtime_ms` every second on `on`, its sleep thread FIFO.
+/// A workload reserving `runtime_ms` every second on `on`, its sleep thread FIFO, with the kernel
+/// parameters the planner gives it under the node's mechanism.
 fn reserved(n: &str, on: &str, runtime_ms: u64) -> Setup {
-    Setup {
+    reserved_every(n, on, runtime_ms * 1000, 1_000_000)
+}
+
+/// [`reserved`] with a runtime and period in µs.
+fn reserved_every(n: &str, on: &str, runtime_us: u64, period_us: u64) -> Setup {
+    let s = Setup {
         name: "node-test".into(),
         workloads: vec![WorkloadSetup {
             name: name(n),
             cpus: cpus(on),
-            reservation: Some(Reservation::from_micros(runtime_ms * 1000, 1_000_000)),
+            reservation: Some(Reservation::from_micros(runtime_us, period_us)),
             threads: fifo_rule(),
             launch: sleeper(),
             ..Default::default()
         }],
         ..Default::default()
-    }
+    };
+    planned(s, layout().map(|l| l.mechanism))
 }
 
 /// A workload with CPU `on` to itself (an exclusive partition) when the node can make partitions;
@@ -447,9 +454,7 @@ fn a_fault_at_any_step_of_deploy_resize_or_remove_rolls_back_that_operation_only
     let a_before = view("a");
     let others = views(&["b"]);
     let bigger = {
-        let mut s = reserved("a", l.shared, 300);
-        s.workloads[0].reservation = Some(Reservation::from_micros(150_000, 500_000));
-        s
+        reserved_every("a", l.shared, 150_000, 500_000)
     };
     let mut k = 0;
     loop {
@@ -606,10 +611,9 @@ fn deadline_reserved(n: &str, on: &str, runtime_ms: u64) -> Setup {
         name: "^sleep$".into(),
         policy: Some(SchedAttr::Deadline { runtime_ns: runtime_ms * 1_000_000, deadline_ns: 1_000_000_000, period_ns: 1_000_000_000, reclaim: false }),
         cpus: None,
-        budget_share: None,
         period_ns: None,
     }];
-    s
+    planned(s, Some(Mechanism::Deadline))
 }
 
 /// Several vBS on one CPU under SCHED_DEADLINE: workloads on exactly the same CPUs share one
@@ -772,8 +776,7 @@ fn irq_and_rps_rules_have_one_holder_and_are_put_back_on_remove() {
     assert_restored(&snap);
 
     // Resize: new budget, same files, still on a's CPUs; other files refused.
-    let mut bigger = a.clone();
-    bigger.workloads[0].reservation = Some(Reservation::from_micros(250_000, 1_000_000));
+    let bigger = with_rules(reserved("a", l.shared, 250), l.shared);
     node.resize(&bigger).expect("resize a");
     for f in &files {
         assert_eq!(held(f), cpus(l.shared), "{}: after a's resize", f.0.display());

@@ -28,18 +28,19 @@ fn rt_groups_or_skip() -> bool {
 }
 
 fn setup(name: &str, source: &Path) -> Setup {
-    Setup {
+    let s = Setup {
         workloads: vec![WorkloadSetup {
             name: name.into(),
             cpus: CpuList::parse("1").unwrap(),
             reservation: Some(Reservation::from_micros(20_000, 100_000)),
-            threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None, period_ns: None }],
+            threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, period_ns: None }],
             // No args: the command is the user's (their config.json, or the image's).
             launch: Launch::Oci(OciLaunch { bundle: source.into(), args: vec![], netns: false, seccomp: true, id: None }),
             ..Default::default()
         }],
         ..Default::default()
-    }
+    };
+    planned(s, Some(Mechanism::RtGroup))
 }
 
 fn environ(pid: i32) -> Vec<String> {

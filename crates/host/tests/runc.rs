@@ -35,7 +35,7 @@ fn shell_container(
             name: name.clone(),
             cpus: CpuList::parse("1").unwrap(),
             reservation: Some(Reservation::from_micros(runtime_us, period_us)),
-            threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, budget_share: None, period_ns: None }],
+            threads: vec![ThreadRule { name: "^sh$".into(), policy: Some(SchedAttr::Fifo { priority: 10 }), cpus: None, period_ns: None }],
             launch: Launch::Oci(OciLaunch {
                 bundle: bundle.into(),
                 args: vec!["sh".into(), "-c".into(), script.into()],
@@ -48,7 +48,7 @@ fn shell_container(
         ..Default::default()
     };
     let opts = ApplyOptions { mechanism: Some(mechanism), runc: Some(runc), ..ApplyOptions::default() };
-    Some((name, setup, opts))
+    Some((name, planned(setup, Some(mechanism)), opts))
 }
 
 /// The shell container applied under `mechanism` with a state directory of its own, and what the

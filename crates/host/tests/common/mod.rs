@@ -399,3 +399,52 @@ pub fn shipped_examples() -> Vec<String> {
 pub fn examples_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples")
 }
+
+/// `s` with the kernel parameters the planner gives its reservations under `mech` (`None`: the
+/// mechanism apply takes on this host), as `rtslice_plan::kernel::kernel_workload` computes them for
+/// a planned workload: under SCHED_DEADLINE the reservation split over its FIFO/RR rules (each at its
+/// rule's period), SCHED_FLAG_RECLAIM where it reclaims; under RT groups and HCBS the group's budget
+/// (HCBS: what its SCHED_DEADLINE rules leave). A setup built by hand states these itself; the host
+/// computes none.
+pub fn planned(mut s: rtslice_host::Setup, mech: Option<Mechanism>) -> rtslice_host::Setup {
+    use rtslice_host::SchedAttr;
+    let mech = mech.unwrap_or_else(|| {
+        let facts = rtslice_host::HostFacts::detect().expect("this host's facts");
+        let reserved: Vec<Vec<u32>> = s.workloads.iter().filter(|w| w.reservation.is_some()).map(|w| w.cpus.iter().collect()).collect();
+        rtslice_plan::kernel::choose_mechanism(&facts.available, None, &reserved).expect("a reservation mechanism")
+    });
+    s.mechanism = Some(mech);
+    for w in s.workloads.iter_mut() {
+        let Some(res) = w.reservation.map(|r| r.whole_micros()) else { continue };
+        let is_rt = |p: &Option<SchedAttr>| matches!(p, Some(SchedAttr::Fifo { .. } | SchedAttr::Rr { .. }));
+        let deadline = |p: &Option<SchedAttr>| match *p {
+            Some(SchedAttr::Deadline { runtime_ns, period_ns, .. }) => Some((runtime_ns, period_ns)),
+            _ => None,
+        };
+        w.group_budget = None;
+        match mech {
+            Mechanism::Deadline => {
+                let shares: Vec<(Option<f64>, Option<Duration>)> =
+                    w.threads.iter().filter(|r| is_rt(&r.policy)).map(|r| (None, r.period_ns.map(Duration::from_nanos))).collect();
+                let mut parts = rtslice_plan::kernel::deadline_budgets(res, w.cpus.len() as u32, &shares).into_iter();
+                for r in w.threads.iter_mut().filter(|r| is_rt(&r.policy)) {
+                    let b = parts.next().expect("one part per real-time rule");
+                    r.policy = Some(SchedAttr::Deadline { runtime_ns: b.runtime_ns, deadline_ns: b.period_ns, period_ns: b.period_ns, reclaim: false });
+                }
+            }
+            Mechanism::RtGroup => w.group_budget = Some(res),
+            Mechanism::Hcbs => {
+                let dl: Vec<(u64, u64)> = w.threads.iter().filter_map(|r| deadline(&r.policy)).collect();
+                w.group_budget = rtslice_plan::kernel::hcbs_group_budget(res, w.cpus.len() as u32, &dl)
+                    .map(|b| rtslice_host::Reservation::from_micros(b.runtime_us, b.period_us));
+            }
+            Mechanism::None => {}
+        }
+        for r in w.threads.iter_mut() {
+            if let Some(SchedAttr::Deadline { reclaim, .. }) = r.policy.as_mut() {
+                *reclaim = w.reclaim;
+            }
+        }
+    }
+    s
+}

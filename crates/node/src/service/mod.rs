@@ -487,6 +487,9 @@ impl Service {
         let mut whole = planner.plan();
         whole.workloads.retain(|x| x.name == w.name);
         whole.rejected.clear();
+        // The kernel parameters under the node's mechanism, as the planner computes them (what a dry
+        // run shows); the host writes them.
+        whole.kernel = Some(rtslice_plan::kernel::kernel_plan(&whole, self.mechanism(), &self.host.facts().kernel_facts()));
         let mut setup = rtslice_host::setup_from_plan(&whole, self.oci).map_err(|e| (e.to_string(), None))?;
         add_launch_env(&mut setup, &self.launch_env);
         Ok((plan, setup))

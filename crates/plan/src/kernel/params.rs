@@ -54,14 +54,18 @@ pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<Kerne
         })
         .collect();
     let mut group_budget = None;
-    let budget;
+    let mut budget: String;
     match (reservation, mech) {
         (Some(r), Mechanism::Deadline) => {
             let shares: Vec<(Option<f64>, Option<Duration>)> =
                 threads.iter().filter(|t| is_rt(&t.sched)).map(|t| (None, t.sched.rt_period())).collect();
             let mut parts = deadline_budgets(r, w.cpus.len() as u32, &shares).into_iter();
+            let mut capped = Vec::new();
             for t in threads.iter_mut().filter(|t| is_rt(&t.sched)) {
                 let b = parts.next().unwrap_or(DeadlineBudget { runtime_ns: 0, period_ns: r.period.as_nanos() as u64, capped: false });
+                if b.capped {
+                    capped.push(format!("`{}`", t.pattern));
+                }
                 let period = Duration::from_nanos(b.period_ns);
                 t.sched = ThreadSched::Deadline { runtime: Duration::from_nanos(b.runtime_ns), deadline: period, period };
                 t.shared = true;
@@ -94,6 +98,13 @@ pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<Kerne
                     if own.is_empty() { String::new() } else { format!(" (at a period of their own with the same bandwidth: {})", own.join(", ")) }
                 )
             };
+            if !capped.is_empty() {
+                // A thread runs on one CPU at a time: a part above its period cannot be used.
+                budget.push_str(&format!(
+                    "; the part of {} exceeds one CPU per period and is capped at the period (give the workload more real-time rules, or fewer CPUs)",
+                    capped.join(", ")
+                ));
+            }
         }
         (Some(r), Mechanism::Hcbs) => {
             let dl: Vec<(u64, u64)> = threads
