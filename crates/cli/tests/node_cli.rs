@@ -264,6 +264,72 @@ fn apply_through_the_daemon_and_in_process_changes_only_the_difference() {
     assert!(sleepers().is_empty(), "the reset stopped every workload");
 }
 
+/// An apply without a daemon (the node service's code in-process) leaves the thread-rule agent as a
+/// process of its own, as a one-shot apply does: a process the workload starts after the apply gets
+/// its rule. The next in-process apply stops that agent and starts another; `--no-agent` starts
+/// none; `rtslice reset` stops it with the workloads, and nothing is left.
+#[test]
+fn an_apply_without_a_daemon_leaves_an_agent_for_threads_born_later() {
+    root_or_skip!();
+    if !cpus_or_skip(2) {
+        return;
+    }
+    rtslice_testkit::skip_unless!(group_budgets(), rtslice_testkit::skip::RT_GROUPS, "the workload's FIFO threads run under a group budget (RT groups or HCBS)");
+    let _lock = KernelLock::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let _cleanup = reset_node(state.clone());
+    // The late process is `sleep MARKER`, forked a second after the apply returns.
+    let text = |runtime_ms: u64| {
+        format!(
+            "apiVersion: rtslice/v1\nworkloads:\n  - name: late{}\n    launch: {{ command: [sh, -c, \"sleep 1; exec sleep {}\"] }}\n    \
+             demand: {{ reservation: {{ runtime: {runtime_ms}ms, period: 1s }} }}\n    threads:\n      - {{ match: \"^sleep$\", policy: fifo, priority: 10 }}\n",
+            std::process::id(),
+            marker()
+        )
+    };
+    let apply = |file: &Path, extra: &[&str]| {
+        let o = Command::new(bin()).args(["apply", "--declarative", "--state-dir"]).arg(&state).args(extra).arg(file).env_remove("RTSLICE_SOCKET").output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        assert_eq!(o.status.code(), Some(0), "{out}{}", String::from_utf8_lossy(&o.stderr));
+        out.lines().find_map(|l| l.trim().strip_prefix("agent pid ")?.split(' ').next()?.parse::<i32>().ok())
+    };
+    // A stopped agent's parent is init, which may leave it a zombie for a while.
+    let alive = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z"));
+    let fifo = |pid: i32| matches!(rtslice_host::sched::get_attr(pid), Ok(rtslice_host::SchedAttr::Fifo { priority: 10 }));
+    let late_is_ruled = || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(&pid) = sleepers().first() {
+                if fifo(pid) {
+                    return true;
+                }
+            }
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let first = write(dir.path(), "late.yaml", &text(100));
+    let agent = apply(&first, &[]).expect("the apply names its agent");
+    assert!(alive(agent));
+    assert!(late_is_ruled(), "the process born after the apply got its rule: {:?}", sleepers().first().map(|p| rtslice_host::sched::get_attr(*p)));
+    // A second apply (a resize) replaces the agent.
+    let second = write(dir.path(), "late2.yaml", &text(150));
+    let again = apply(&second, &[]).expect("a new agent");
+    assert!(again != agent && !alive(agent) && alive(again), "{agent} ({}) → {again} ({})", alive(agent), alive(again));
+    // --no-agent: the agent is stopped and none started.
+    assert_eq!(apply(&first, &["--no-agent"]), None);
+    assert!(!alive(again));
+    let agent = apply(&second, &[]).expect("an agent again");
+    let o = Command::new(bin()).args(["reset", "--state-dir"]).arg(&state).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!alive(agent), "reset stopped the agent");
+    assert!(sleepers().is_empty(), "reset stopped the workload");
+    assert!(!state.join("node").exists(), "nothing of the node is left");
+}
+
 /// Issue 12's "Done when", on the real kernel: three emulated vBS (OAI LTE, 1 ms TTIs) run under
 /// RT-group reservations, all on CPU 1 (CPU 0 is housekeeping); a fourth is deployed, one is
 /// resized up and back down, another removed. Across every operation the others keep the same

@@ -65,7 +65,7 @@ pub use inplace::InPlace;
 pub use journal::{StateDir, DEFAULT_STATE_DIR};
 pub use launch::AgentCommand;
 pub use journal::node_active;
-pub use node::{Node, NodeBase, NodeOptions, Opened, Removed};
+pub use node::{records_in as node_records_in, Node, NodeBase, NodeOptions, Opened, Removed};
 pub use facts::HostFacts;
 pub use record::{AppliedRecord, Mechanism, WorkloadRecord};
 pub use reset::{reset, ResetOptions, ResetReport};

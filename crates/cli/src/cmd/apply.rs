@@ -140,15 +140,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The option of the one-shot apply the node service does not take (it warns instead of ignoring
-/// it): the daemon runs its agent in-process, and an in-process apply starts none.
-fn one_shot_only(args: &Args) -> Option<&'static str> {
-    args.no_agent.then_some("--no-agent")
-}
-
 fn through_daemon(args: &Args, socket: &std::path::Path, text: String) -> anyhow::Result<ExitCode> {
-    if let Some(flag) = one_shot_only(args) {
-        super::warning(format_args!("{flag} applies to a one-shot apply only; the daemon ignores it"));
+    if args.no_agent {
+        // The daemon runs its agent on a thread of its own, for every workload it holds.
+        super::warning("--no-agent is for an apply without a daemon; the daemon ignores it");
     }
     let daemons = [
         (args.mechanism.is_some(), "--mechanism"),
@@ -174,9 +169,6 @@ fn through_daemon(args: &Args, socket: &std::path::Path, text: String) -> anyhow
 }
 
 fn in_process(args: &Args, spec: &rtslice_spec::Spec) -> anyhow::Result<ExitCode> {
-    if let Some(flag) = one_shot_only(args) {
-        super::warning(format_args!("{flag} applies to a one-shot apply only; the node service ignores it"));
-    }
     for w in spec.workloads.iter().filter(|w| w.adapt.is_some()) {
         super::warning(format_args!(
             "{}: `adapt` is the node service's closed loop; applied without a daemon the reservation stays as admitted \
@@ -199,11 +191,25 @@ fn in_process(args: &Args, spec: &rtslice_spec::Spec) -> anyhow::Result<ExitCode
         fair_server_off: args.fair_server_off,
         oci: OciDefaults { netns: args.netns, seccomp: args.seccomp },
     };
-    let result = rtslice_node::Service::open(opts).and_then(|mut svc| if args.dry_run { svc.diff(spec, true) } else { svc.apply(spec) });
+    // Opening the node stops the agent process a previous in-process apply left; once the
+    // workloads are as the spec says, a new one keeps the threads they start later in policy (as
+    // after a one-shot apply) until the next apply, a daemon or `rtslice reset` opens the node.
+    let agent = (!args.dry_run && !args.no_agent).then(|| std::env::current_exe().map(AgentCommand::rtslice_binary)).transpose()?;
+    let result = rtslice_node::Service::open(opts).and_then(|mut svc| {
+        if args.dry_run {
+            return Ok((svc.diff(spec, true)?, None));
+        }
+        let changes = svc.apply(spec)?;
+        let agent = match &agent {
+            Some(cmd) => svc.host().start_agent(cmd).map_err(rtslice_node::NodeError::from)?,
+            None => None,
+        };
+        Ok((changes, agent))
+    });
     match result {
-        Ok(changes) => {
+        Ok((changes, agent)) => {
             let pending = changes.iter().any(|c| c.phase == Some(rtslice_node::Phase::Pending));
-            let body = serde_json::json!({ "dryRun": args.dry_run, "changes": changes, "pending": pending });
+            let body = serde_json::json!({ "dryRun": args.dry_run, "changes": changes, "pending": pending, "agent": agent.map(|a| a.pid) });
             print_changes(args, &body)
         }
         Err(e) => Ok(super::node_api::failed(&rtslice_node::Reply { status: e.status(), body: serde_json::json!({ "error": e.to_string() }) })),
@@ -240,6 +246,9 @@ fn print_changes(args: &Args, body: &serde_json::Value) -> anyhow::Result<ExitCo
                     m["to_cpu"]
                 );
             }
+        }
+        if let Some(pid) = body["agent"].as_u64() {
+            println!("  agent pid {pid} keeps threads born later in policy (until the next apply, a daemon or `rtslice reset`)");
         }
     }
     Ok(if body["pending"].as_bool().unwrap_or(false) { ExitCode::from(EXIT_REJECTED) } else { ExitCode::SUCCESS })

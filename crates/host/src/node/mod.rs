@@ -47,6 +47,7 @@ use crate::setup::{Launch, Setup, WorkloadSetup};
 use crate::status::{status, Status};
 use crate::txn::{undo, undo_all, Fault, Txn, Undo};
 
+mod agent;
 mod base;
 mod cache;
 mod fair_server;
@@ -56,6 +57,8 @@ mod workload_check;
 
 use workload_check::Claims;
 
+pub use agent::records_in;
+use agent::names_in;
 use base::apply_base;
 use partitions::{partition_dir_of, partition_of, shared_partition_dir, shared_partition_of, SHARED_PARTITION_PREFIX};
 
@@ -334,6 +337,8 @@ impl Node {
             }
         };
         let node = Node { root, facts, base, opts, _lock: lock };
+        // Whoever holds the node changes its workloads or runs an agent of its own (the daemon).
+        node.stop_agent()?;
         node.recover(&mut opened)?;
         // A crash between raising the root's HCBS budget and the operation it was for leaves more
         // than the groups need.
@@ -368,20 +373,7 @@ impl Node {
 
     /// Names of the workloads with a segment, in deploy order.
     pub fn names(&self) -> Vec<String> {
-        let dir = node_dir(&self.root).join("workloads");
-        let mut v: Vec<(std::time::SystemTime, String)> = std::fs::read_dir(&dir)
-            .map(|rd| {
-                rd.flatten()
-                    .filter(|e| e.path().join("state.json").exists())
-                    .map(|e| {
-                        let t = std::fs::metadata(e.path().join("created")).and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
-                        (t, e.file_name().to_string_lossy().into_owned())
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v.into_iter().map(|(_, n)| n).collect()
+        names_in(&node_dir(&self.root))
     }
 
     /// The record of a deployed workload.
@@ -809,6 +801,7 @@ impl Node {
 
     /// Removes every workload (newest first) and then the base: the host as before the node started.
     pub fn reset(self) -> Result<Removed> {
+        self.stop_agent()?;
         let mut total = Removed::default();
         let mut names = self.names();
         names.reverse();
