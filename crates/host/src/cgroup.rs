@@ -282,8 +282,12 @@ pub fn invalid_partition(state: &str) -> Option<String> {
     Some(if reason.is_empty() { fix.to_string() } else { format!("the kernel says \"{reason}\": {fix}") })
 }
 
-/// Valid partitions (`root` or `isolated`) anywhere in a cgroup2 tree except rtslice's own (its
-/// parent, the node's partitions at the root), with the CPUs each holds (`cpuset.cpus.effective`).
+/// The cgroups of a cgroup2 tree, except rtslice's own (its parent, the node's partitions at the
+/// root), that keep CPUs from any partition of ours: valid partitions (`root`, `isolated`) with the
+/// CPUs they hold (`cpuset.cpus.effective`), and cgroups reserving CPUs for one (a non-empty
+/// `cpuset.cpus.exclusive`, state `member`). A partition of ours asking for such a CPU is made
+/// invalid by 6.12, and valid without that CPU by 7.2 (kernels matrix, hcbs-4cpu): either way it
+/// would not hold what the workload was given.
 pub fn foreign_partitions(root: &Path) -> Vec<(PathBuf, String, CpuList)> {
     let mut found = Vec::new();
     let mut stack = vec![root.to_path_buf()];
@@ -299,6 +303,11 @@ pub fn foreign_partitions(root: &Path) -> Vec<(PathBuf, String, CpuList)> {
             let state = read("cpuset.cpus.partition");
             if state == "root" || state == "isolated" {
                 if let Ok(cpus) = CpuList::parse(&read("cpuset.cpus.effective")) {
+                    found.push((path.clone(), state, cpus));
+                }
+            } else if let Ok(cpus) = CpuList::parse(&read("cpuset.cpus.exclusive")).map(|c| c.intersection(&CpuList::parse(&read("cpuset.cpus")).unwrap_or_default())) {
+                // What a member reserves: its exclusive CPUs among its own (the kernel drops the rest).
+                if !cpus.is_empty() {
                     found.push((path.clone(), state, cpus));
                 }
             }

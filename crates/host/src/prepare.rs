@@ -202,16 +202,28 @@ pub fn prepare(setup: &Setup, facts: &HostFacts, mech: Mechanism) -> Result<(Vec
     }
     // v2: a CPU another cgroup holds as a valid partition cannot join ours; the kernel would take the
     // write and leave both partitions invalid (6.12: the other one stays "root invalid" even after
-    // our rollback), so refuse before touching anything.
+    // our rollback). One another cgroup reserves for a partition (cpuset.cpus.exclusive) leaves ours
+    // invalid (6.12) or valid without it (7.2). Refused before anything is touched.
     if let (Backend::V2 { root }, false) = (&facts.backend, exclusive.is_empty()) {
         for (dir, state, cpus) in crate::cgroup::foreign_partitions(root) {
             let taken = cpus.intersection(&exclusive);
-            if !taken.is_empty() {
-                return Err(rejected(format!(
+            if taken.is_empty() {
+                continue;
+            }
+            return Err(rejected(if state == "root" || state == "isolated" {
+                format!(
                     "CPUs [{taken}] belong to the partition {} (cpuset.cpus.partition = {state}); free them there or plan with other CPUs",
                     dir.display()
-                )));
-            }
+                )
+            } else {
+                format!(
+                    "CPUs [{taken}] are reserved for a partition by {} (its cpuset.cpus.exclusive), which keeps them from every \
+                     other partition: the workload's exclusive partition would be invalid or lack them; free them there \
+                     (echo > {}/cpuset.cpus.exclusive) or plan with other CPUs",
+                    dir.display(),
+                    dir.display()
+                )
+            }));
         }
     }
     Ok((out, warnings))
