@@ -52,11 +52,11 @@ pub fn cgroup_ops(prepared: &[Prepared], facts: &HostFacts, mech: Mechanism) -> 
             if prepared.iter().any(|p| p.cpu_group) {
                 let evac = root.cpu.join("cgroup.procs");
                 ops.push(Op::Mkdir { path: parent.cpu.clone(), evacuate_to: evac.clone() });
-                let total: f64 = prepared.iter().filter_map(|p| p.rt_budget.map(|r| r.bandwidth())).sum();
-                // Whatever groups hold RT runtime (RT groups; a CFS pool's group under SCHED_DEADLINE,
-                // prepare), the parent holds their sum.
-                if total > 0.0 {
-                    let runtime = ((total * 1e6).ceil() as u64).min((facts.rt_ratio * 1e6) as u64);
+                // Whatever groups hold RT runtime (RT groups; a CFS pool's group under SCHED_DEADLINE),
+                // the parent holds their sum, as the plan says (`KernelPlan::parent_runtime_us`).
+                let budgets: Vec<rtslice_plan::kernel::GroupBudget> =
+                    prepared.iter().filter_map(|p| p.rt_budget.map(rtslice_plan::kernel::GroupBudget::from)).collect();
+                if let Some(runtime) = rtslice_plan::kernel::parent_runtime_us(&budgets, facts.rt_ratio) {
                     w(&mut ops, b.rt_budget_writes(&parent, runtime, 1_000_000));
                 }
                 for p in prepared.iter().filter(|p| p.cpu_group) {

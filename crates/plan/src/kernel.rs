@@ -16,7 +16,7 @@ pub mod admission;
 mod params;
 
 use params::deadline_part;
-pub use params::{kernel_plan, kernel_workload, kernel_workload_on};
+pub use params::{kernel_plan, kernel_workload, kernel_workload_on, parent_runtime_us};
 
 /// How real-time reservations are enforced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

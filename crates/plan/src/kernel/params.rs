@@ -192,6 +192,13 @@ pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<Kerne
     Some(KernelWorkload { name: w.name.clone(), partition, group_budget, cfs_quota, threads, budget })
 }
 
+/// The RT budget of rtslice's parent group (cgroup v1), `runtime_us` every second: the sum of its
+/// groups' budgets, rounded up, at most the kernel's cap (`rt_cap`); `None` when no group has one.
+pub fn parent_runtime_us(budgets: &[GroupBudget], rt_cap: f64) -> Option<u64> {
+    let total: f64 = budgets.iter().map(|b| b.runtime_us as f64 / b.period_us as f64).sum();
+    (total > 0.0).then(|| ((total * 1e6).ceil() as u64).min((rt_cap * 1e6) as u64))
+}
+
 /// The parameters apply writes for `plan` under `mech` on a kernel described by `kernel` (RT group
 /// scheduling there: [`kernel_workload_on`]; HCBS: the root group's budget).
 pub fn kernel_plan(plan: &Plan, mech: Mechanism, kernel: &KernelFacts) -> KernelPlan {
@@ -214,7 +221,7 @@ pub fn kernel_plan(plan: &Plan, mech: Mechanism, kernel: &KernelFacts) -> Kernel
         let root_budget = if ours.is_empty() { None } else { root.raised_for(&ours) };
         return KernelPlan { mechanism: mech, parent_runtime_us: None, root_before: Some(root.budget()), root_budget, workloads };
     }
-    let total: f64 = workloads.iter().filter_map(|k| k.group_budget.map(|b| b.runtime_us as f64 / b.period_us as f64)).sum();
-    let parent_runtime_us = (total > 0.0).then(|| ((total * 1e6).ceil() as u64).min((rt_cap * 1e6) as u64));
+    let budgets: Vec<GroupBudget> = workloads.iter().filter_map(|k| k.group_budget).collect();
+    let parent_runtime_us = parent_runtime_us(&budgets, rt_cap);
     KernelPlan { mechanism: mech, parent_runtime_us, root_before: None, root_budget: None, workloads }
 }
