@@ -266,8 +266,9 @@ fn apply_through_the_daemon_and_in_process_changes_only_the_difference() {
 
 /// An apply without a daemon (the node service's code in-process) leaves the thread-rule agent as a
 /// process of its own, as a one-shot apply does: a process the workload starts after the apply gets
-/// its rule. The next in-process apply stops that agent and starts another; `--no-agent` starts
-/// none; `rtslice reset` stops it with the workloads, and nothing is left.
+/// its rule, and `rtslice status` shows the node's workload and agent. The next in-process apply
+/// stops that agent and starts another; `--no-agent` starts none; `rtslice reset` stops it with the
+/// workloads, and nothing is left, the node service's desired state included.
 #[test]
 fn an_apply_without_a_daemon_leaves_an_agent_for_threads_born_later() {
     root_or_skip!();
@@ -315,6 +316,12 @@ fn an_apply_without_a_daemon_leaves_an_agent_for_threads_born_later() {
     let agent = apply(&first, &[]).expect("the apply names its agent");
     assert!(alive(agent));
     assert!(late_is_ruled(), "the process born after the apply got its rule: {:?}", sleepers().first().map(|p| rtslice_host::sched::get_attr(*p)));
+    // `rtslice status` reads the node's directory: its workload, its agent, no drift.
+    let o = Command::new(bin()).args(["status", "--state-dir"]).arg(&state).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(o.status.code(), Some(0), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains(&format!("agent: pid {agent} running")) && out.contains(&format!("workload late{}", std::process::id())), "{out}");
+    assert!(out.contains("drift: none"), "{out}");
     // A second apply (a resize) replaces the agent.
     let second = write(dir.path(), "late2.yaml", &text(150));
     let again = apply(&second, &[]).expect("a new agent");
@@ -328,6 +335,8 @@ fn an_apply_without_a_daemon_leaves_an_agent_for_threads_born_later() {
     assert!(!alive(agent), "reset stopped the agent");
     assert!(sleepers().is_empty(), "reset stopped the workload");
     assert!(!state.join("node").exists(), "nothing of the node is left");
+    // Nor its desired state: a daemon started now deploys nothing.
+    assert!(!state.join(rtslice_host::NODE_DESIRED_FILE).exists(), "reset removed the node service's desired state");
 }
 
 /// Issue 12's "Done when", on the real kernel: three emulated vBS (OAI LTE, 1 ms TTIs) run under

@@ -18,6 +18,9 @@ pub use rtslice_sys::proc_ref::ProcRef;
 pub const FORMAT: &str = "rtslice-state";
 pub const VERSION: u32 = 1;
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/rtslice";
+/// The node service's desired state in a state directory (which workloads should run): it goes
+/// with the node when `rtslice reset` undoes it, or the next daemon would deploy them again.
+pub const NODE_DESIRED_FILE: &str = "desired.json";
 const STATE_FILE: &str = "state.json";
 
 /// One change, with what is needed to undo it.

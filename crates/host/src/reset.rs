@@ -69,7 +69,8 @@ pub fn reset(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
 }
 
 /// The node a stopped `rtslice daemon` left (its workloads keep running when it stops without
-/// --reset-on-exit): every workload removed (SIGTERM, grace, SIGKILL), then the node's base.
+/// --reset-on-exit): every workload removed (SIGTERM, grace, SIGKILL), then the node's base, then
+/// the node service's desired state.
 fn reset_node(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
     if opts.keep_workloads {
         return Err(HostError::Invalid(format!(
@@ -90,6 +91,10 @@ fn reset_node(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
     let (node, _) = crate::node::Node::open(crate::node::NodeOptions { grace: opts.grace, ..crate::node::NodeOptions::with_state_dir(&dir.path) })?;
     let stopped = node.names().len();
     let r = node.reset()?;
+    let desired = dir.path.join(crate::journal::NODE_DESIRED_FILE);
+    std::fs::remove_file(&desired).or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) }).map_err(|e| {
+        HostError::State { path: desired, reason: format!("the node is reset, but its desired state could not be removed ({e}): remove it, or the next daemon deploys its workloads again") }
+    })?;
     Ok(ResetReport { undone: r.undone, stopped, terminated: r.terminated, killed: r.killed, nothing_applied: false })
 }
 

@@ -22,10 +22,15 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let dir = StateDir::new(&args.state_dir);
     loop {
-        let st = rtslice_host::status(&dir)?;
+        // A node's directory (a daemon's, or an apply's without one): its base, workloads and agent.
+        let node = rtslice_host::node_active(&dir);
+        let st = if node { rtslice_host::node_status(&dir)? } else { rtslice_host::status(&dir)? };
+        // The agent writes its statistics beside the journal it was started on.
+        let agent_dir = if node { StateDir::new(dir.path.join("node")) } else { dir.clone() };
+        let dir = &agent_dir;
         if args.json.json {
             let mut v = serde_json::to_value(&st)?;
-            if let Some(stats) = current_agent_stats(&st, &dir) {
+            if let Some(stats) = current_agent_stats(&st, dir) {
                 v["agent_stats"] = serde_json::to_value(stats)?;
             }
             println!("{}", serde_json::to_string_pretty(&v)?);
@@ -33,7 +38,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             if args.watch.is_some() {
                 print!("\x1b[2J\x1b[H");
             }
-            print_human(&st, &dir);
+            print_human(&st, dir);
         }
         match args.watch {
             Some(secs) => std::thread::sleep(std::time::Duration::from_secs_f64(secs.max(0.1))),

@@ -2,7 +2,7 @@
 //! --declarative` with no daemon) the threads its workloads start later still get their rules and
 //! its demand pools follow demand, as after a one-shot apply: [`Node::start_agent`] starts
 //! `rtslice agent` on the node's directory, which reads the workloads' records once, without the
-//! node's lock ([`records_in`]). Its process is journaled apart from the base and the workloads
+//! node's lock ([`super::records_in`]). Its process is journaled apart from the base and the workloads
 //! (`node/agent`), and whoever opens the node next stops it first (`Node::open`, `Node::reset`):
 //! the daemon runs an agent of its own, and an in-process apply changes the workloads it ruled (it
 //! starts a new one when it is done).
@@ -12,38 +12,6 @@ use super::*;
 /// The agent process's journal (undoing it stops the process).
 fn journal(root: &StateDir) -> StateDir {
     StateDir::new(node_dir(root).join("agent"))
-}
-
-/// Names of the workloads with a segment in the node directory `dir`, in deploy order.
-pub(super) fn names_in(dir: &Path) -> Vec<String> {
-    let mut v: Vec<(std::time::SystemTime, String)> = std::fs::read_dir(dir.join("workloads"))
-        .map(|rd| {
-            rd.flatten()
-                .filter(|e| e.path().join("state.json").exists())
-                .map(|e| {
-                    let t = std::fs::metadata(e.path().join("created")).and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
-                    (t, e.file_name().to_string_lossy().into_owned())
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v.into_iter().map(|(_, n)| n).collect()
-}
-
-/// The records of the workloads the node directory `dir` (`<state dir>/node`) holds, read without
-/// its lock: what the agent process serving the node reads when it starts. `None`: `dir` is not a
-/// node's directory.
-pub fn records_in(dir: &Path) -> Option<Result<Vec<AppliedRecord>>> {
-    if !dir.join("base").is_dir() {
-        return None;
-    }
-    let records = names_in(dir)
-        .into_iter()
-        .map(|n| StateDir::volatile(dir.join("workloads").join(n)).load().map(|s| s.and_then(|s| s.record)))
-        .filter_map(|r| r.transpose())
-        .collect();
-    Some(records)
 }
 
 impl Node {

@@ -49,6 +49,7 @@ use crate::txn::{undo, undo_all, Fault, Txn, Undo};
 
 mod agent;
 mod base;
+mod offline;
 mod cache;
 mod fair_server;
 mod hcbs;
@@ -57,8 +58,8 @@ mod workload_check;
 
 use workload_check::Claims;
 
-pub use agent::records_in;
-use agent::names_in;
+use offline::names_in;
+pub use offline::{records_in, status_in};
 use base::apply_base;
 use partitions::{partition_dir_of, partition_of, shared_partition_dir, shared_partition_of, SHARED_PARTITION_PREFIX};
 

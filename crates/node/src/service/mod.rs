@@ -29,7 +29,7 @@ mod views;
 use versions::{differing_fields, normalized, same_kind};
 use views::phase_word;
 
-const DESIRED: &str = "desired.json";
+const DESIRED: &str = rtslice_host::NODE_DESIRED_FILE;
 const DESIRED_FORMAT: &str = "rtslice-desired";
 const DESIRED_VERSION: u32 = 1;
 /// Events kept in memory (older ones are dropped; `GET /v1/events` says from which sequence on).
