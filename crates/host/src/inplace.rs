@@ -153,9 +153,9 @@ pub fn cgroup_dirs(pid: i32, backend: &Backend) -> Result<(PathBuf, PathBuf)> {
 }
 
 impl InPlace {
-    /// Applies `ws` (cpuset, reservation as an RT group budget, thread rules) and `irqs` to the cgroup
-    /// of process `pid`, in place. On failure everything done so far is undone. On HCBS the root
-    /// group's budget must already hold the reservation (`Node::hcbs_hold`).
+    /// Applies `ws` (cpuset, its group's RT budget, thread rules) and `irqs` to the cgroup of process
+    /// `pid`, in place. On failure everything done so far is undone. On HCBS the root group's budget
+    /// must already hold the group's (`Node::hcbs_hold`).
     pub fn apply(ws: &WorkloadSetup, irqs: &[IrqRule], pid: i32) -> Result<InPlace> {
         let layout = CgroupLayout::detect().map_err(|e| HostError::other(format!("reading the cgroup mounts: {e}")))?;
         let backend = layout.backend().map_err(|e| HostError::Unsupported { what: "cgroups".into(), fix: e })?;
@@ -180,7 +180,8 @@ impl InPlace {
         if let Some(mems) = &ws.mems {
             self.set(&self.cpuset_dir.join("cpuset.mems"), mems)?;
         }
-        if let Some(r) = &ws.reservation {
+        // The group's budget as the plan gave it (RT groups, HCBS: the reservation's real-time part).
+        if let Some(r) = &ws.group_budget {
             match backend {
                 Backend::V1 { cpu: root, .. } => self.budget(root, r.runtime_us() as i64, r.period_us() as i64)?,
                 Backend::V2 { .. } if self.cpu_dir.join(HCBS_FILE).exists() => {

@@ -102,7 +102,7 @@ impl Service {
         let name = e.workload.name.clone();
         // HCBS: the root group holds the container's budget first (the node writes the root's;
         // a node that does not reserve with HCBS does nothing here).
-        let held = e.setup.reservation.map_or(Ok(()), |r| self.host.hcbs_hold(None, r.into(), &format!("container {id}")));
+        let held = e.setup.group_budget.map_or(Ok(()), |r| self.host.hcbs_hold(None, r.into(), &format!("container {id}")));
         let applied = match held.and_then(|()| InPlace::apply(&e.setup, &e.irqs, pid)) {
             Ok(a) => a,
             Err(err) => {
