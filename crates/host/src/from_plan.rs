@@ -8,7 +8,6 @@ use rtslice_spec::Launch as SpecLaunch;
 
 use crate::apply::{apply_with_facts, Applied, ApplyOptions};
 use crate::facts::HostFacts;
-use crate::record::Mechanism;
 use crate::cpus::CpuList;
 use crate::error::{HostError, Result};
 use crate::sched::SchedAttr;
@@ -200,8 +199,7 @@ pub fn apply(plan: &Plan, oci: OciDefaults, opts: &ApplyOptions) -> Result<Appli
         None => {
             let reserved: Vec<Vec<u32>> =
                 plan.workloads.iter().filter(|w| matches!(w.allocation, Allocation::Reservation { .. })).map(|w| w.cpus.clone()).collect();
-            let available = if facts.available.is_empty() { vec![Mechanism::None] } else { facts.available.clone() };
-            let mech = rtslice_plan::kernel::choose_mechanism(&available, opts.mechanism, &reserved).map_err(HostError::Rejected)?;
+            let mech = crate::prepare::choose_mechanism(&facts, opts.mechanism, &reserved)?;
             opts.mechanism = Some(mech);
             let mut planned = plan.clone();
             planned.kernel = Some(rtslice_plan::kernel::kernel_plan(plan, mech, &facts.kernel_facts()));

@@ -39,8 +39,14 @@ pub fn resolve_mechanism(setup: &Setup, facts: &HostFacts, requested: Option<Mec
     };
     let reserved: Vec<Vec<u32>> =
         setup.workloads.iter().filter(|w| w.reservation.is_some()).map(|w| w.cpus.iter().collect()).collect();
+    choose_mechanism(facts, requested, &reserved)
+}
+
+/// The planner's choice (`rtslice_plan::kernel::choose_mechanism`) among this host's mechanisms, for
+/// reservations on the CPU sets `reserved`.
+pub(crate) fn choose_mechanism(facts: &HostFacts, requested: Option<Mechanism>, reserved: &[Vec<u32>]) -> Result<Mechanism> {
     let available = if facts.available.is_empty() { vec![Mechanism::None] } else { facts.available.clone() };
-    rtslice_plan::kernel::choose_mechanism(&available, requested, &reserved).map_err(rejected)
+    rtslice_plan::kernel::choose_mechanism(&available, requested, reserved).map_err(rejected)
 }
 
 /// The mechanism a setup's reservations were planned for (`None`: no reservation, or a setup built

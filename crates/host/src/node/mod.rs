@@ -58,7 +58,7 @@ mod workload_check;
 
 use workload_check::Claims;
 
-use offline::names_in;
+use offline::{names_in, segment_in};
 pub use offline::{records_in, status_in};
 use base::apply_base;
 use partitions::{partition_dir_of, partition_of, shared_partition_dir, shared_partition_of, SHARED_PARTITION_PREFIX};
@@ -369,7 +369,7 @@ impl Node {
     /// a reboot, and after one `open` drops the segments unread (the base, synced, says the boot
     /// changed). Most of a deploy's time was these fsyncs (two per journaled change).
     fn segment(&self, name: &str) -> StateDir {
-        StateDir::volatile(node_dir(&self.root).join("workloads").join(name))
+        segment_in(&node_dir(&self.root), name)
     }
 
     /// Names of the workloads with a segment, in deploy order.

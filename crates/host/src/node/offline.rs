@@ -6,6 +6,11 @@
 
 use super::*;
 
+/// A workload's segment in the node directory `dir` (see `Node::segment`).
+pub(super) fn segment_in(dir: &Path, name: &str) -> StateDir {
+    StateDir::volatile(dir.join("workloads").join(name))
+}
+
 /// Names of the workloads with a segment in the node directory `dir`, in deploy order.
 pub(super) fn names_in(dir: &Path) -> Vec<String> {
     let mut v: Vec<(std::time::SystemTime, String)> = std::fs::read_dir(dir.join("workloads"))
@@ -32,7 +37,7 @@ pub fn records_in(dir: &Path) -> Option<Result<Vec<AppliedRecord>>> {
     }
     let records = names_in(dir)
         .into_iter()
-        .map(|n| StateDir::volatile(dir.join("workloads").join(n)).load().map(|s| s.and_then(|s| s.record)))
+        .map(|n| segment_in(dir, &n).load().map(|s| s.and_then(|s| s.record)))
         .filter_map(|r| r.transpose())
         .collect();
     Some(records)
@@ -45,7 +50,7 @@ pub fn status_in(root: &StateDir) -> Result<Status> {
     let mut st = status(root)?;
     let parts = [StateDir::new(dir.join("base")), StateDir::new(dir.join("agent"))]
         .into_iter()
-        .chain(names_in(&dir).into_iter().map(|n| StateDir::volatile(dir.join("workloads").join(n))));
+        .chain(names_in(&dir).into_iter().map(|n| segment_in(&dir, &n)));
     for part in parts {
         let s = status(&part)?;
         st.applied |= s.applied;
