@@ -152,7 +152,23 @@ pub(crate) fn node_dir(root: &StateDir) -> PathBuf {
 
 /// Whether a node's base is applied under this state directory (one-shot apply refuses then).
 pub fn node_active(root: &StateDir) -> bool {
-    node_dir(root).join("base").join("state.json").exists()
+    holds_node_base(&node_dir(root))
+}
+
+/// Whether `dir` is a node's directory with its base applied.
+pub(crate) fn holds_node_base(dir: &Path) -> bool {
+    dir.join("base").join("state.json").exists()
+}
+
+/// Where the agent serving this state directory keeps its files (ready mark, log, statistics): the
+/// node's directory when the state directory holds a node (`Node::start_agent`), else the state
+/// directory itself (one-shot apply's agent).
+pub fn agent_dir(root: &StateDir) -> StateDir {
+    if node_active(root) {
+        StateDir::new(node_dir(root))
+    } else {
+        root.clone()
+    }
 }
 
 /// The state directory of the tuning journal, inside the apply journal's directory.

@@ -62,7 +62,7 @@ pub use doctor::{doctor, HostReport};
 pub use error::{HostError, Result};
 pub use from_plan::{apply, setup_from_plan, OciDefaults};
 pub use inplace::InPlace;
-pub use journal::{StateDir, DEFAULT_STATE_DIR, NODE_DESIRED_FILE};
+pub use journal::{agent_dir, StateDir, DEFAULT_STATE_DIR, NODE_DESIRED_FILE};
 pub use launch::AgentCommand;
 pub use journal::node_active;
 pub use node::{records_in as node_records_in, status_in as node_status, Node, NodeBase, NodeOptions, Opened, Removed};

@@ -25,8 +25,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         // A node's directory (a daemon's, or an apply's without one): its base, workloads and agent.
         let node = rtslice_host::node_active(&dir);
         let st = if node { rtslice_host::node_status(&dir)? } else { rtslice_host::status(&dir)? };
-        // The agent writes its statistics beside the journal it was started on.
-        let agent_dir = if node { StateDir::new(dir.path.join("node")) } else { dir.clone() };
+        let agent_dir = rtslice_host::agent_dir(&dir);
         let dir = &agent_dir;
         if args.json.json {
             let mut v = serde_json::to_value(&st)?;

@@ -28,7 +28,7 @@ impl Node {
         let mut state = State::new();
         journal.save(&state)?;
         let mut txn = Txn::begin(&journal, &mut state, Fault::default());
-        match launch::start_agent(&mut txn, cmd, &StateDir::new(node_dir(&self.root))) {
+        match launch::start_agent(&mut txn, cmd, &crate::journal::agent_dir(&self.root)) {
             Ok(proc) => {
                 txn.save()?;
                 Ok(Some(proc))

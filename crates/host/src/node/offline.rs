@@ -32,7 +32,7 @@ pub(super) fn names_in(dir: &Path) -> Vec<String> {
 /// its lock: what the agent process serving the node reads when it starts. `None`: `dir` is not a
 /// node's directory.
 pub fn records_in(dir: &Path) -> Option<Result<Vec<AppliedRecord>>> {
-    if !dir.join("base").is_dir() {
+    if !crate::journal::holds_node_base(dir) {
         return None;
     }
     let records = names_in(dir)
