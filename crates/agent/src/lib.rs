@@ -126,22 +126,18 @@ static STOP: std::sync::LazyLock<std::sync::Arc<AtomicBool>> = std::sync::LazyLo
 
 
 impl Agent {
-    /// Loads the applied record (workload cgroups and their rules) from the state directory, or
-    /// the records of every workload of the node whose directory it is (`Node::start_agent`).
+    /// Loads the applied records (workload cgroups and their rules): of the node whose directory
+    /// `dir` is (`Node::start_agent`), or of what the state directory `dir` holds.
     pub fn load(dir: &StateDir) -> Result<Agent, AgentError> {
-        if let Some(records) = rtslice_host::node_records_in(&dir.path) {
-            let records = records?;
-            let first = records.first().ok_or_else(|| AgentError::NothingApplied(dir.path.clone()))?;
-            let mut agent = Agent::empty(first.backend.clone());
-            for rec in &records {
-                agent.add(rec)?;
-            }
-            return Ok(agent);
+        let records = match rtslice_host::node_records_in(&dir.path) {
+            Some(records) => records?,
+            None => rtslice_host::applied_records(dir)?,
+        };
+        let first = records.first().ok_or_else(|| AgentError::NothingApplied(dir.path.clone()))?;
+        let mut agent = Agent::empty(first.backend.clone());
+        for rec in &records {
+            agent.add(rec)?;
         }
-        let state = dir.load()?.ok_or_else(|| AgentError::NothingApplied(dir.path.clone()))?;
-        let rec = state.record.ok_or_else(|| AgentError::NothingApplied(dir.path.clone()))?;
-        let mut agent = Agent::empty(rec.backend.clone());
-        agent.add(&rec)?;
         Ok(agent)
     }
 

@@ -46,7 +46,9 @@ fn status_never_shows_a_previous_agents_statistics() {
     signal(agent, "-STOP");
     let write = |pid: u32, events: u64| {
         let stats = AgentStats { pid, mode: "netlink".into(), events, ..Default::default() };
-        std::fs::write(dir.join("agent.stats.json"), serde_json::to_string(&stats).unwrap()).unwrap();
+        // The agent keeps its files where the state directory's agent does (the node's directory).
+        let file = rtslice_host::agent_dir(&rtslice_host::StateDir::new(&dir)).path.join("agent.stats.json");
+        std::fs::write(file, serde_json::to_string(&stats).unwrap()).unwrap();
     };
     // A file from an earlier run's agent (another pid): not shown.
     write(agent as u32 + 1, 999);

@@ -419,7 +419,7 @@ pub fn workload_pids(group_dir: &Path) -> Vec<i32> {
     pids
 }
 
-/// A cgroup filesystem operation, as data: `ops::cgroup_ops` computes them, `Txn::run` carries them out.
+/// A cgroup filesystem operation, as data: `ops::workload_ops` and the node's base compute them, `Txn::run` carries them out.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     Mkdir { path: PathBuf, evacuate_to: PathBuf },

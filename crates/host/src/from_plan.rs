@@ -187,12 +187,11 @@ fn pids_of_cgroup(path: &str) -> Result<Vec<i32>> {
 pub fn apply(plan: &Plan, oci: OciDefaults, opts: &ApplyOptions) -> Result<Applied> {
     let facts = HostFacts::detect()?;
     let mut opts = opts.clone();
-    let setup = match &plan.kernel {
+    opts.cap = opts.cap.or(Some(plan.node.cap));
+    let mut planned = plan.clone();
+    match &plan.kernel {
         // A plan made for this kernel (`plan_for_kernel`) names the mechanism its parameters are for.
-        Some(k) => {
-            opts.mechanism = opts.mechanism.or(Some(k.mechanism));
-            setup_from_plan(plan, oci)?
-        }
+        Some(k) => opts.mechanism = opts.mechanism.or(Some(k.mechanism)),
         // A plan made without the kernel's facts (`rtslice_plan::plan`: the bench's layouts, which may
         // ask what `plan_for_kernel` would refuse, to measure it): the planner's parameters under the
         // mechanism apply takes here.
@@ -201,10 +200,9 @@ pub fn apply(plan: &Plan, oci: OciDefaults, opts: &ApplyOptions) -> Result<Appli
                 plan.workloads.iter().filter(|w| matches!(w.allocation, Allocation::Reservation { .. })).map(|w| w.cpus.clone()).collect();
             let mech = crate::prepare::choose_mechanism(&facts, opts.mechanism, &reserved)?;
             opts.mechanism = Some(mech);
-            let mut planned = plan.clone();
             planned.kernel = Some(rtslice_plan::kernel::kernel_plan(plan, mech, &facts.kernel_facts()));
-            setup_from_plan(&planned, oci)?
         }
-    };
-    apply_with_facts(&setup, &opts, &facts)
+    }
+    let whole = setup_from_plan(&planned, oci)?;
+    apply_with_facts(&whole, &opts, &facts)
 }

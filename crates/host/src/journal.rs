@@ -150,9 +150,19 @@ pub(crate) fn node_dir(root: &StateDir) -> PathBuf {
     root.path.join("node")
 }
 
-/// Whether a node's base is applied under this state directory (one-shot apply refuses then).
+/// In a node's directory: the node is a one-shot apply's (`NodeOptions::one_shot`).
+pub(crate) const ONE_SHOT_MARK: &str = "one-shot";
+
+/// Whether a node's base is applied under this state directory (a one-shot apply's, or the node
+/// service's).
 pub fn node_active(root: &StateDir) -> bool {
     holds_node_base(&node_dir(root))
+}
+
+/// Whether the node under this state directory is a one-shot apply's (`apply` runs a node in-process
+/// and marks it; the node service refuses such a node, and a second one-shot apply refuses it too).
+pub fn one_shot_applied(root: &StateDir) -> bool {
+    node_active(root) && node_dir(root).join(ONE_SHOT_MARK).exists()
 }
 
 /// Whether `dir` is a node's directory with its base applied.
@@ -162,7 +172,7 @@ pub(crate) fn holds_node_base(dir: &Path) -> bool {
 
 /// Where the agent serving this state directory keeps its files (ready mark, log, statistics): the
 /// node's directory when the state directory holds a node (`Node::start_agent`), else the state
-/// directory itself (one-shot apply's agent).
+/// directory itself (an older rtslice's one-shot apply's agent).
 pub fn agent_dir(root: &StateDir) -> StateDir {
     if node_active(root) {
         StateDir::new(node_dir(root))

@@ -200,7 +200,7 @@ pub(crate) fn check_launch(ws: &crate::setup::WorkloadSetup, runc: Option<&Path>
 }
 
 /// A prepared workload's record before anything of it runs: its CPUs, cgroups, rules and resctrl
-/// group (one-shot apply's and a node deploy's alike).
+/// group (a node deploy's).
 pub(crate) fn planned_record(p: &Prepared, resctrl: &Resctrl) -> WorkloadRecord {
     WorkloadRecord {
         name: p.ws.name.clone(),
@@ -213,8 +213,7 @@ pub(crate) fn planned_record(p: &Prepared, resctrl: &Resctrl) -> WorkloadRecord 
     }
 }
 
-/// Starts a prepared workload inside its transaction, the one sequence of one-shot apply and of a
-/// node's deploy, after its cgroups exist: what it launches — nothing, a command, attached processes,
+/// Starts a prepared workload inside its transaction (a node's deploy), after its cgroups exist: what it launches — nothing, a command, attached processes,
 /// a runc or a podman container — inside its groups, then the thread rules ([`workload_rules`]) of
 /// what runs, then its threads into its resctrl group. A container's rules are applied once its init
 /// process is in the groups and before its program runs, so nothing it forks escapes them. A failure

@@ -7,14 +7,15 @@
 //! - [`facts`]: what this host is, read once: [`HostFacts`] for apply, [`facts::planning_facts`] for
 //!   the planner (`rtslice plan`, the node service and the bench plan from the same facts).
 //! - `prepare`: pure validation against [`HostFacts`] and the choice of [`Mechanism`].
-//! - `ops`: pure generation of the cgroup directories and writes.
+//! - `ops`: pure generation of one workload's cgroup directories and writes.
 //! - `launch`: commands, attached processes, OCI containers (runc), podman containers ([`podman`])
 //!   and the agent.
-//! - `apply`: the transaction steps; `txn` and `journal`: the journal of replaced values.
-//! - `steering`: IRQ affinity and RPS/XPS rules as the files they write, for apply and the node.
-//! - `sched_debug`: HRTICK and the fair servers' runtimes (debugfs), journaled, for apply and the node.
-//! - `node`: the node service's host side — a base applied once, then one journal segment per
-//!   workload, deployed, resized and removed one at a time ([`Node`]).
+//! - `txn` and `journal`: the journal of replaced values.
+//! - `steering`: IRQ affinity and RPS/XPS rules as the files they write, for the node's deploys.
+//! - `sched_debug`: HRTICK and the fair servers' runtimes (debugfs), journaled, for the node.
+//! - `node`: the one engine — a base applied once, then one journal segment per workload, deployed,
+//!   resized and removed one at a time ([`Node`]); the node service's host side.
+//! - `apply`: one-shot apply, a whole [`Setup`] all or nothing: a node run in-process.
 //! - `status`, `reset`, [`doctor`]: drift, undo, what the host offers.
 //! - [`tune`]: reversible host tuning (governor, C-states, IRQ/workqueue/watchdog CPUs, THP,
 //!   hugepages) in a journal of its own, and the kernel command line that completes it.
@@ -64,13 +65,13 @@ pub use from_plan::{apply, setup_from_plan, OciDefaults};
 pub use inplace::InPlace;
 pub use journal::{agent_dir, StateDir, DEFAULT_STATE_DIR, NODE_DESIRED_FILE};
 pub use launch::AgentCommand;
-pub use journal::node_active;
-pub use node::{records_in as node_records_in, status_in as node_status, Node, NodeBase, NodeOptions, Opened, Removed};
+pub use journal::{node_active, one_shot_applied};
+pub use node::{applied_records, records_in as node_records_in, status, Node, NodeBase, NodeOptions, Opened, Removed};
 pub use facts::HostFacts;
 pub use record::{AppliedRecord, Mechanism, WorkloadRecord};
 pub use reset::{reset, ResetOptions, ResetReport};
 pub use rtslice_plan::Reservation;
 pub use sched::SchedAttr;
 pub use setup::{Cfs, DeviceSetup, IrqRule, Launch, NetRule, OciLaunch, PodmanLaunch, Setup, ThreadRule, WorkloadSetup};
-pub use status::{status, Status};
+pub use status::Status;
 pub use txn::Fault;

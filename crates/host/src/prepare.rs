@@ -486,11 +486,18 @@ mod plan_agrees_with_apply {
             prop_assert_eq!(mech, k.mechanism, "{}", text);
             let (prepared, _) = prepare(&setup, &facts, mech).map_err(|e| TestCaseError::fail(format!("apply refuses what plan admitted: {e}\n{text}")))?;
             if mech == Mechanism::Hcbs {
-                // The root group's budget: written as the plan says, or left as it is.
-                let root = crate::ops::hcbs_root_writes(&prepared, &facts);
-                let planned: Vec<(std::path::PathBuf, String)> =
-                    k.root_budget.iter().map(|b| ("/cg/cpu.rt.max".into(), format!("{} {}", b.runtime_us, b.period_us))).collect();
-                prop_assert_eq!(root, planned, "{}", text);
+                // The root group's budget as the node raises it, one workload at a time
+                // (`Node::hcbs_hold`): where the plan says, or left as it is.
+                let before = facts.hcbs_root.clone().unwrap_or_else(rtslice_plan::HcbsRoot::boot_default);
+                let mut root = before.clone();
+                for b in prepared.iter().filter_map(|p| p.rt_budget.map(rtslice_plan::kernel::GroupBudget::from)) {
+                    if let Some(r) = root.raised_for(&[b]) {
+                        (root.runtime_us, root.period_us) = (r.runtime_us, r.period_us);
+                    }
+                    root.others.push(b);
+                }
+                let raised = (root.runtime_us, root.period_us) != (before.runtime_us, before.period_us);
+                prop_assert_eq!(raised.then_some((root.runtime_us, root.period_us)), k.root_budget.map(|b| (b.runtime_us, b.period_us)), "{}", text);
             }
             for (p, kw) in prepared.iter().zip(&k.workloads) {
                 prop_assert_eq!(&p.ws.name, &kw.name);

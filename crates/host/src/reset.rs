@@ -72,7 +72,7 @@ pub fn reset(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
 /// --reset-on-exit): every workload removed (SIGTERM, grace, SIGKILL), then the node's base, then
 /// the node service's desired state.
 fn reset_node(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
-    if opts.keep_workloads {
+    if opts.keep_workloads && !crate::journal::one_shot_applied(dir) {
         return Err(HostError::Invalid(format!(
             "{} holds a node service's workloads, which reset stops; --keep-workloads is for a one-shot apply (to \
              leave a node's workloads running, stop its daemon without --reset-on-exit and do not reset)",
@@ -88,9 +88,9 @@ fn reset_node(dir: &StateDir, opts: ResetOptions) -> Result<ResetReport> {
                 .into(),
         }
     })?);
-    let (node, _) = crate::node::Node::open(crate::node::NodeOptions { grace: opts.grace, ..crate::node::NodeOptions::with_state_dir(&dir.path) })?;
-    let stopped = node.names().len();
-    let r = node.reset()?;
+    let (node, _) = crate::node::Node::open(crate::node::NodeOptions { grace: opts.grace, one_shot: true, ..crate::node::NodeOptions::with_state_dir(&dir.path) })?;
+    let stopped = if opts.keep_workloads { 0 } else { node.launched() };
+    let r = node.reset_with(opts.keep_workloads)?;
     let desired = dir.path.join(crate::journal::NODE_DESIRED_FILE);
     std::fs::remove_file(&desired).or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) }).map_err(|e| {
         HostError::State { path: desired, reason: format!("the node is reset, but its desired state could not be removed ({e}): remove it, or the next daemon deploys its workloads again") }

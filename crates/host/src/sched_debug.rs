@@ -6,8 +6,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cpus::CpuList;
-use crate::error::Result;
 use crate::facts::SCHED_FEATURES;
 use crate::journal::Change;
 use crate::txn::{step, StepResult, Txn};
@@ -74,11 +72,3 @@ pub(crate) fn fair_server_usable(cpu: u32) -> std::result::Result<(), String> {
         .map_err(|e| format!("fair_server: {} is not usable ({e}; kernel lockdown, or a kernel without fair servers)", probe.display()))
 }
 
-/// Sets the fair server's runtime to 0 on each of `cpus` (journaled when it changes): CFS tasks
-/// there no longer get the server's guaranteed share and may starve behind real-time work.
-pub(crate) fn fair_server_off(txn: &mut Txn, cpus: &CpuList) -> Result<()> {
-    for cpu in cpus.iter() {
-        txn.write_if_changed(&fair_server_runtime(cpu), "0")?;
-    }
-    Ok(())
-}

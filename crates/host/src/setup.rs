@@ -21,8 +21,6 @@ pub struct Setup {
     pub workloads: Vec<WorkloadSetup>,
     pub irqs: Vec<IrqRule>,
     pub nets: Vec<NetRule>,
-    /// CPUs on which the fair_server's runtime is set to 0 (only CPUs holding reserved RT work).
-    pub fair_server_off: CpuList,
     /// The L3 ways per domain and the default group's narrowed mask (resctrl), when a workload has
     /// a cache allocation or a memory-bandwidth ceiling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -32,6 +30,30 @@ pub struct Setup {
     /// under whatever mechanism applies them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mechanism: Option<rtslice_plan::Mechanism>,
+}
+
+impl Setup {
+    /// The setup as one setup per workload, in order: what a one-shot apply deploys on its node one
+    /// at a time. Each holds its workload, and the cache plan if it takes cache. The IRQ and network
+    /// rules stay together, in order, with the first workload: a node gives each IRQ and queue file
+    /// one holder, and two workloads of one spec may name the same IRQ (the later rule wins it, as
+    /// when the setup is applied whole); a one-shot apply is removed whole, so who holds them is
+    /// no one's concern but the journal's.
+    pub fn per_workload(&self) -> Vec<Setup> {
+        self.workloads
+            .iter()
+            .enumerate()
+            .map(|(i, w)| Setup {
+                name: self.name.clone(),
+                housekeeping: self.housekeeping.clone(),
+                workloads: vec![w.clone()],
+                irqs: if i == 0 { self.irqs.clone() } else { Vec::new() },
+                nets: if i == 0 { self.nets.clone() } else { Vec::new() },
+                cache: self.cache.clone().filter(|_| w.cache.is_some()),
+                mechanism: self.mechanism,
+            })
+            .collect()
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -195,4 +217,34 @@ pub fn valid_name(name: &str) -> bool {
 /// Compiles a thread/IRQ/interface pattern (unanchored regex, like the spec's `match`).
 pub fn pattern(p: &str) -> std::result::Result<regex::Regex, String> {
     regex::Regex::new(p).map_err(|e| format!("bad name pattern {p:?}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_setup_splits_into_one_setup_per_workload_with_the_rules_on_the_first() {
+        let cpus = |s: &str| CpuList::parse(s).unwrap();
+        let w = |n: &str, c: &str| WorkloadSetup { name: n.into(), cpus: cpus(c), ..Default::default() };
+        let mut cached = w("b", "2");
+        cached.cache = Some(Default::default());
+        let setup = Setup {
+            name: "s".into(),
+            housekeeping: cpus("0"),
+            workloads: vec![w("a", "1"), cached],
+            irqs: vec![IrqRule { action: "eth0".into(), cpus: cpus("1") }, IrqRule { action: "eth0".into(), cpus: cpus("2") }],
+            nets: vec![NetRule { iface: "eth0".into(), rps: Some(cpus("2")), xps: None }],
+            cache: Some(Default::default()),
+            mechanism: Some(rtslice_plan::Mechanism::Deadline),
+        };
+        let parts = setup.per_workload();
+        assert_eq!(parts.iter().map(|p| p.workloads[0].name.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+        assert!(parts.iter().all(|p| p.workloads.len() == 1 && p.mechanism == setup.mechanism && p.housekeeping == setup.housekeeping));
+        // Both rules naming eth0, in order (the later wins it), and the queue rule: one holder.
+        assert_eq!((parts[0].irqs.clone(), parts[0].nets.clone()), (setup.irqs.clone(), setup.nets.clone()));
+        assert!(parts[1].irqs.is_empty() && parts[1].nets.is_empty());
+        // The cache plan goes with the workload that takes cache.
+        assert_eq!((parts[0].cache.is_some(), parts[1].cache.is_some()), (false, true));
+    }
 }

@@ -61,7 +61,9 @@ pub struct Status {
     pub warnings: Vec<String>,
 }
 
-pub fn status(dir: &StateDir) -> Result<Status> {
+/// The status of one journal (a state directory, or one segment of a node) against the kernel;
+/// `rtslice_host::status` merges a node's.
+pub(crate) fn journal_status(dir: &StateDir) -> Result<Status> {
     let mut st = Status {
         state_dir: dir.path.clone(),
         applied: false,

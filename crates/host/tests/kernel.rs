@@ -89,8 +89,8 @@ fn rt_group_apply_sets_every_file_and_reset_restores_them() {
     let rt = &setup.workloads[0].name;
     let be = &setup.workloads[1].name;
 
-    // cgroup files, parents budgeted before children.
-    assert_eq!(read("/sys/fs/cgroup/cpu/rtslice/cpu.rt_runtime_us"), "300000");
+    // cgroup files: the parent holds the node's cap, the group its reservation.
+    assert_eq!(read("/sys/fs/cgroup/cpu/rtslice/cpu.rt_runtime_us"), node_cap_us().to_string());
     assert_eq!(read(format!("/sys/fs/cgroup/cpu/rtslice/{rt}/cpu.rt_runtime_us")), "300000");
     assert_eq!(read(format!("/sys/fs/cgroup/cpu/rtslice/{rt}/cpu.rt_period_us")), "1000000");
     assert_eq!(read(format!("/sys/fs/cgroup/cpuset/rtslice/{rt}/cpuset.cpus")), "1");
@@ -133,7 +133,7 @@ fn rt_group_apply_sets_every_file_and_reset_restores_them() {
     assert_eq!(report.stopped, 2);
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists() || read(format!("/proc/{pid}/stat")).contains(") Z"));
     assert_restored(&before);
-    assert!(!dir.path().join("state.json").exists());
+    assert!(!dir.path().join("node").exists());
 }
 
 #[test]
@@ -218,11 +218,12 @@ fn over_budget_requests_are_refused_and_nothing_is_left() {
         assert_eq!(plan.rejected.iter().map(|r| r.name.clone()).collect::<Vec<_>>(), vec![format!("b-{id}")], "{mech}");
         let err = rtslice_host::apply(&plan, rtslice_host::OciDefaults::default(), &opts(&dir, mech)).unwrap_err();
         assert!(matches!(err, HostError::Rejected(_)) && err.to_string().contains("the plan rejected"), "{err}");
-        assert!(!dir.path().join("state.json").exists(), "no state written");
+        assert!(!dir.path().join("node").exists(), "no state written");
         assert_restored(&before);
 
-        // Past the planner: RT groups, two groups of 60 % under one parent; SCHED_DEADLINE, a
-        // thread asking 96 % of its one-CPU partition.
+        // Past the planner: RT groups, two groups of 60 % under one parent (the node's own
+        // admission refuses the second against its cap); SCHED_DEADLINE, a thread asking 96 % of
+        // its one-CPU partition (the kernel refuses it).
         let w = |n: &str, threads: Vec<ThreadRule>| WorkloadSetup {
             name: format!("{n}-{id}"),
             cpus: cpus("1"),
@@ -241,11 +242,13 @@ fn over_budget_requests_are_refused_and_nothing_is_left() {
         };
         let err = apply_setup(&setup, &opts(&dir, mech)).unwrap_err();
         eprintln!("{mech}, past the planner: {err}");
-        match &err {
-            HostError::StepFailed { rollback_errors, .. } => assert!(rollback_errors.is_empty(), "{err}"),
-            other => panic!("{mech}: expected the kernel to refuse a write, got {other}"),
+        match (&err, mech) {
+            (HostError::StepFailed { rollback_errors, .. }, Mechanism::Deadline) => assert!(rollback_errors.is_empty(), "{err}"),
+            // RT groups: the node admits each workload against its cap before the kernel would.
+            (HostError::Rejected(why), Mechanism::RtGroup) => assert!(why.contains("would sum to 120.0%"), "{why}"),
+            (other, _) => panic!("{mech}: expected a refusal, got {other}"),
         }
-        assert!(!dir.path().join("state.json").exists(), "{mech}: the journal of a rolled-back apply is gone");
+        assert!(!dir.path().join("node").exists(), "{mech}: the journal of a rolled-back apply is gone");
         assert_no_children_left(&format!("{mech}: the refused apply"));
         assert_restored(&before);
     }
@@ -286,10 +289,13 @@ fn a_failure_at_any_step_rolls_back_exactly() {
         };
         match &err {
             HostError::StepFailed { rollback_errors, .. } => assert!(rollback_errors.is_empty(), "change {k}: {rollback_errors:?}"),
+            // The node's base failing to set up partitions leaves it without them, and it refuses the
+            // workload that needs one, with the reason.
+            HostError::Rejected(why) if why.contains("exclusive partitions are unavailable") => {}
             other => panic!("change {k}: expected StepFailed, got {other}"),
         }
-        assert!(err.to_string().contains(&format!("injected fault at change #{k}:")), "change {k}: {err}");
-        assert!(!dir.path().join("state.json").exists(), "change {k}: state removed after a clean rollback");
+        assert!(err.to_string().contains("injected fault at change #"), "change {k}: {err}");
+        assert!(!dir.path().join("node").exists(), "change {k}: state removed after a clean rollback");
         assert_restored(&before);
     }
 }
@@ -486,8 +492,8 @@ fn deadline_cfs_and_memory_knobs_of_the_driven_backend_are_set_and_reset_restore
         SchedAttr::Deadline { runtime_ns: 300_000_000, deadline_ns: 1_000_000_000, period_ns: 1_000_000_000, reclaim: false }
     );
     assert_eq!(sched::get_affinity(rt_pid).unwrap(), cpus("1"));
-    assert_eq!(cgroup_of(rt_pid), format!("/{}/{rt}", parent_name()));
-    assert_eq!(cgroup_of(be_pid), format!("/{}/{be}", parent_name()));
+    assert_eq!(cgroup_of(rt_pid), group_path(rt));
+    assert_eq!(cgroup_of(be_pid), group_path(be));
     let cpu = group(be).cpu;
     if is_v2() {
         assert_eq!(read(cpu.join("cpu.weight")), "50");
@@ -610,7 +616,7 @@ fn a_partition_another_cgroup_holds_or_reserves_is_refused_before_anything_is_to
     eprintln!("(a) apply said: {text}");
     assert!(matches!(err, HostError::Rejected(_)), "{text}");
     assert!(text.contains(&intruder.display().to_string()) && text.contains("CPUs [1]"), "names the other partition: {text}");
-    assert!(!dir.path().join("state.json").exists());
+    assert!(!dir.path().join("node").exists());
     assert_restored(&before);
     assert_eq!(read(intruder.join("cpuset.cpus.partition")), "root", "the other partition is untouched");
     drop(guard);
@@ -655,7 +661,7 @@ fn a_partition_another_cgroup_holds_or_reserves_is_refused_before_anything_is_to
     eprintln!("(b) apply said: {text}");
     assert!(matches!(err, HostError::Rejected(_)), "{text}");
     assert!(text.contains(&reserver.display().to_string()) && text.contains("CPUs [2]") && text.contains("cpuset.cpus.exclusive"), "names the sibling's reservation: {text}");
-    assert!(!dir.path().join("state.json").exists(), "no state written");
+    assert!(!dir.path().join("node").exists(), "no state written");
     assert_restored(&before);
     assert_eq!(read(reserver.join("cpuset.cpus.exclusive")), "2", "the sibling is untouched");
 }

@@ -567,6 +567,16 @@ fn one_shot_apply_and_the_node_refuse_each_other() {
     drop(node);
     let e = apply_setup(&reserved("x", layout().unwrap().shared, 100), &ApplyOptions::with_state_dir(dir)).unwrap_err();
     assert!(e.to_string().contains("holds a node"), "{e}");
+    // A one-shot apply's node (the apply ran one in-process) is not the node service's to take.
+    let (node, _) = Node::open(opts(dir)).expect("open");
+    node.reset().unwrap();
+    let applied = apply_setup(&reserved("x", layout().unwrap().shared, 100), &ApplyOptions::with_state_dir(dir)).expect("a one-shot apply");
+    assert!(rtslice_host::one_shot_applied(&rtslice_host::StateDir::new(dir)) && applied.workloads.len() == 1);
+    let e = Node::open(opts(dir)).err().expect("the node service refuses a one-shot apply's node").to_string();
+    assert!(e.contains("holds a one-shot `rtslice apply`"), "{e}");
+    let e = apply_setup(&reserved("y", layout().unwrap().shared, 100), &ApplyOptions::with_state_dir(dir)).unwrap_err();
+    assert!(e.to_string().contains("already holds workloads"), "{e}");
+    rtslice_host::reset(&rtslice_host::StateDir::new(dir), rtslice_host::ResetOptions::default()).expect("reset the apply");
     let (node, _) = Node::open(opts(dir)).expect("open");
     // Two writers on one node: the second is refused while the first holds it (after 3 s).
     let e = Node::open(opts(dir)).err().expect("a second open is refused").to_string();

@@ -124,7 +124,7 @@ fn runc_container_in_a_deadline_partition_is_throttled_to_its_budget() {
     let AppliedSpinner { name, id, pid, before, dir, .. } = &spinner;
     let pid = *pid;
     assert_partition(&name);
-    assert_eq!(cgroup_of(pid), format!("/{}/{name}/{id}", parent_name()));
+    assert_eq!(cgroup_of(pid), format!("{}/{id}", group_path(name)));
     assert_eq!(read(group(&name).cpuset.join(&id).join("cpuset.cpus")), "1");
     assert_eq!(
         sched::get_attr(pid).unwrap(),

@@ -54,6 +54,6 @@ pub use error::{NodeError, Result};
 pub use openapi::document as openapi_document;
 pub use server::{read_token, run, run_until, DaemonOptions, DEFAULT_SOCKET};
 pub use service::{Action, Change, Entry, Event, ExitStatus, Outcome, Phase, Resize, Service, ServiceOptions};
-pub use telemetry::{Telemetry, TelemetryOptions};
+pub use telemetry::{followed as followed_workloads, Telemetry, TelemetryOptions};
 pub use tls::TlsFiles;
 pub use dashboard::{PAGE as DASHBOARD_PAGE, TOKEN_COOKIE};

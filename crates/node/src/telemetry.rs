@@ -117,20 +117,7 @@ impl Telemetry {
     /// second): new workloads' cgroups are traced, removed ones dropped, resized ones re-read.
     pub fn sync(&self, svc: &Service) {
         let now = match svc.host().records() {
-            Ok(records) => records
-                .iter()
-                .flat_map(|record| {
-                    record.workloads.iter().map(move |w| Workload {
-                        name: w.name.clone(),
-                        cgroup: w.group.cpuset.clone(),
-                        cpu_cgroup: w.group.cpu.clone(),
-                        cpus: w.cpus.iter().collect(),
-                        reservation: record.setup.workloads.iter().find(|s| s.name == w.name).and_then(|s| s.reservation),
-                        mechanism: record.mechanism,
-                        resctrl_group: w.resctrl_group.clone(),
-                    })
-                })
-                .collect::<Vec<_>>(),
+            Ok(records) => followed(&records),
             Err(e) => {
                 tracing::warn!("metrics: cannot read the deployed workloads: {e}");
                 return;
@@ -321,4 +308,24 @@ pub(crate) struct ViewQuery {
     pub window: Option<f64>,
     /// Minutes of series (default 5).
     pub minutes: Option<f64>,
+}
+
+
+/// The workloads of the host's records as the metrics collector follows them: what the daemon
+/// deployed, or what `rtslice metrics serve` finds in a state directory.
+pub fn followed(records: &[rtslice_host::AppliedRecord]) -> Vec<Workload> {
+    records
+        .iter()
+        .flat_map(|record| {
+            record.workloads.iter().map(move |w| Workload {
+                name: w.name.clone(),
+                cgroup: w.group.cpuset.clone(),
+                cpu_cgroup: w.group.cpu.clone(),
+                cpus: w.cpus.iter().collect(),
+                reservation: record.setup.workloads.iter().find(|s| s.name == w.name).and_then(|s| s.reservation),
+                mechanism: record.mechanism,
+                resctrl_group: w.resctrl_group.clone(),
+            })
+        })
+        .collect()
 }

@@ -86,10 +86,11 @@ pub struct KernelFacts {
     /// kernel refuses such a partition; apply gives a workload there a plain cpuset. Empty elsewhere.
     #[serde(default)]
     pub no_partition_cpus: Vec<u32>,
-    /// cgroup v2: apply makes the partitions' parent (rtslice's slice) a `root` partition holding
-    /// every workload's CPUs (host `cgroup_ops`), so a plan with a partition must leave the root
-    /// cgroup a CPU no workload uses — the kernel refuses the parent otherwise ("Parent unable to
-    /// distribute cpu downstream"). False on cgroup v1 (exclusive cpusets, no such parent).
+    /// cgroup v2: a plan with a partition must leave the root cgroup a CPU no workload uses. The
+    /// rule of the layout where rtslice's slice was the partitions' `root` parent holding every
+    /// workload's CPUs (the kernel refused it otherwise: "Parent unable to distribute cpu
+    /// downstream"); the host's node makes its partitions at the root, where only the partitions'
+    /// CPUs leave it, so this refuses more than the node needs. False on cgroup v1.
     #[serde(default)]
     pub partition_parent_holds_all: bool,
     /// HCBS: the root group's budget now and the budgets it holds for groups that are not
@@ -688,8 +689,8 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
             }
         }
         if refuse.is_none() && (!kernel.no_partition_cpus.is_empty() || kernel.partition_parent_holds_all) {
-            // cgroup v2, as apply lays it out (host `cgroup_ops`): the parent of the partitions is
-            // itself a `root` partition holding every workload's CPUs — unless some workload lies on
+            // cgroup v2 (`partition_parent_holds_all`, stricter than the host node's layout needs):
+            // the parent of the partitions is taken to be a `root` partition holding every workload's CPUs — unless some workload lies on
             // CPUs isolated at boot, when the partitions are remote and hold only their own. What the
             // root cgroup keeps must include a housekeeping CPU: with none left the kernel refuses the
             // parent (a dedicated workload and a best-effort one covering the other CPUs, found by

@@ -7,8 +7,9 @@
 //!   `RTSLICE_SOCKET` / the default socket, or (no daemon) the state directory holds a node, or
 //!   `--declarative`: only the difference between the spec and what runs is deployed, resized,
 //!   replaced or removed; `--dry-run` prints it. Without a daemon the same code runs in-process.
-//! - one-shot otherwise (a fresh host, or one applied one-shot before): the whole spec as one
-//!   transaction, refused while anything is applied (`rtslice reset` first).
+//! - one-shot otherwise (a fresh host): the whole spec, all or nothing, as a node run in-process
+//!   (the node's base, then each workload deployed in turn: the daemon's code), marked as a
+//!   one-shot apply's: refused while anything is applied (`rtslice reset` first).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -79,6 +80,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return through_daemon(&args, &socket, text);
     }
     let state = StateDir::new(&args.state_dir);
+    if rtslice_host::one_shot_applied(&state) {
+        super::error(format_args!(
+            "{} already holds a one-shot apply; run `rtslice reset` first (a one-shot apply takes the host whole)",
+            args.state_dir.display()
+        ));
+        return Ok(ExitCode::from(EXIT_REJECTED));
+    }
     if args.declarative || rtslice_host::node_active(&state) {
         return in_process(&args, &spec);
     }

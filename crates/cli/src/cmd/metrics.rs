@@ -46,23 +46,9 @@ pub fn run(cmd: Command) -> anyhow::Result<ExitCode> {
 
 /// The applied workloads as the collector takes them; empty when nothing is applied.
 fn applied_workloads(state_dir: &Path) -> anyhow::Result<Vec<Workload>> {
-    let state = rtslice_host::StateDir::new(state_dir)
-        .load()
+    let records = rtslice_host::applied_records(&rtslice_host::StateDir::new(state_dir))
         .with_context(|| format!("reading rtslice state in {}", state_dir.display()))?;
-    let Some(record) = state.and_then(|s| s.record) else { return Ok(Vec::new()) };
-    Ok(record
-        .workloads
-        .iter()
-        .map(|w| Workload {
-            name: w.name.clone(),
-            cgroup: w.group.cpuset.clone(),
-            cpu_cgroup: w.group.cpu.clone(),
-            cpus: w.cpus.iter().collect(),
-            reservation: record.setup.workloads.iter().find(|s| s.name == w.name).and_then(|s| s.reservation),
-            mechanism: record.mechanism,
-            resctrl_group: w.resctrl_group.clone(),
-        })
-        .collect())
+    Ok(rtslice_node::followed_workloads(&records))
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {

@@ -43,12 +43,10 @@ pub struct Args {
 
 /// The cgroup of a workload `rtslice apply` applied, or the daemon deployed (its own journal segment).
 fn workload_cgroup(name: &str, state_dir: &std::path::Path) -> anyhow::Result<Result<PathBuf, String>> {
-    let segment = state_dir.join("node").join("workloads").join(name);
-    for dir in [state_dir.to_path_buf(), segment] {
-        let state = rtslice_host::StateDir::new(&dir).load().with_context(|| format!("reading rtslice state in {}", dir.display()))?;
-        if let Some(w) = state.and_then(|s| s.record).and_then(|r| r.workloads.into_iter().find(|w| w.name == name)) {
-            return Ok(Ok(w.group.cpuset));
-        }
+    let dir = rtslice_host::StateDir::new(state_dir);
+    let records = rtslice_host::applied_records(&dir).with_context(|| format!("reading rtslice state in {}", state_dir.display()))?;
+    if let Some(w) = records.into_iter().flat_map(|r| r.workloads).find(|w| w.name == name) {
+        return Ok(Ok(w.group.cpuset));
     }
     Ok(Err(format!(
         "no workload named {name:?} is applied or deployed (state in {}); check `rtslice status` / `rtslice list`, or give --pid or --cgroup",

@@ -22,9 +22,8 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let dir = StateDir::new(&args.state_dir);
     loop {
-        // A node's directory (a daemon's, or an apply's without one): its base, workloads and agent.
-        let node = rtslice_host::node_active(&dir);
-        let st = if node { rtslice_host::node_status(&dir)? } else { rtslice_host::status(&dir)? };
+        // A node's directory (a daemon's, or an apply's): its base, workloads and agent.
+        let st = rtslice_host::status(&dir)?;
         let agent_dir = rtslice_host::agent_dir(&dir);
         let dir = &agent_dir;
         if args.json.json {

@@ -84,18 +84,20 @@ type Resolved = (Target, Vec<String>, Option<std::path::PathBuf>);
 
 fn resolve_workload(name: &str, state_dir: &std::path::Path) -> anyhow::Result<Result<Resolved, String>> {
     let dir = rtslice_host::StateDir::new(state_dir);
-    let state = dir.load().with_context(|| format!("reading rtslice state in {}", state_dir.display()))?;
-    let Some(record) = state.and_then(|s| s.record) else {
+    let records = rtslice_host::applied_records(&dir).with_context(|| format!("reading rtslice state in {}", state_dir.display()))?;
+    if records.is_empty() {
         return Ok(Err(format!(
             "no workload is applied (no state in {}): run `rtslice apply SPEC` first, or trace with --pid/--cgroup",
             state_dir.display()
         )));
-    };
-    let Some(w) = record.workloads.iter().find(|w| w.name == name) else {
-        let names: Vec<&str> = record.workloads.iter().map(|w| w.name.as_str()).collect();
+    }
+    let Some(w) = records.iter().flat_map(|r| &r.workloads).find(|w| w.name == name) else {
+        let names: Vec<&str> = records.iter().flat_map(|r| &r.workloads).map(|w| w.name.as_str()).collect();
         return Ok(Err(format!("no applied workload named {name:?}; applied: {}", names.join(", "))));
     };
-    let irqs = record.setup.irqs.iter().map(|r| r.action.clone()).collect();
+    // Every IRQ rule applied with it: a rule that moves IRQs away from the workload's CPUs is one
+    // workload's claim but concerns them all.
+    let irqs = records.iter().flat_map(|r| &r.setup.irqs).map(|r| r.action.clone()).collect();
     Ok(Ok((Target::Cgroup(w.group.cpuset.clone()), irqs, w.resctrl_group.clone())))
 }
 

@@ -17,17 +17,18 @@ fn journal(root: &StateDir) -> StateDir {
 impl Node {
     /// Starts the agent process that keeps the node's workloads' threads in policy once this
     /// process lets the node go (an in-process apply's last step), replacing one already running.
-    /// `None`: no workload has a thread rule, and there is nothing for an agent to do. If it does not
-    /// report ready it is stopped again, and the node is as before.
+    /// `None`: no workload has a thread rule (or a wide affinity to give), and there is nothing for
+    /// an agent to do. If it does not report ready it is stopped again, and the node is as before.
     pub fn start_agent(&self, cmd: &launch::AgentCommand) -> Result<Option<ProcRef>> {
         self.stop_agent()?;
-        if !self.records()?.iter().flat_map(|r| &r.workloads).any(|w| !w.rules.is_empty()) {
+        let ruled = |r: &AppliedRecord| r.workloads.iter().any(|w| !w.rules.is_empty()) || r.setup.workloads.iter().any(|s| s.wide_affinity);
+        if !self.records()?.iter().any(ruled) {
             return Ok(None);
         }
         let journal = journal(&self.root);
         let mut state = State::new();
         journal.save(&state)?;
-        let mut txn = Txn::begin(&journal, &mut state, Fault::default());
+        let mut txn = Txn::begin(&journal, &mut state, self.opts.fault);
         match launch::start_agent(&mut txn, cmd, &crate::journal::agent_dir(&self.root)) {
             Ok(proc) => {
                 txn.save()?;

@@ -10,8 +10,8 @@ pub(super) fn apply_base(dir: &StateDir, facts: &HostFacts, opts: &NodeOptions) 
     // v1: the root and parent stop balancing and `system` keeps the rest; v2: partitions are made
     // at the root as workloads need them (`Node::ensure_shared_partition`).
     let partitions = facts.online.len() > 1;
-    let cap = opts.cap.min(facts.rt_ratio).clamp(0.0, 1.0);
-    let parent_budget_us = (mechanism == Mechanism::RtGroup).then(|| (cap * 1e6).floor() as u64);
+    let rt_groups = facts.available.contains(&Mechanism::RtGroup);
+    let parent_budget_us = rtslice_plan::kernel::parent_runtime_us(mechanism, rt_groups, opts.cap, facts.rt_ratio);
     let mut base = NodeBase {
         mechanism,
         backend: b.clone(),
@@ -28,7 +28,7 @@ pub(super) fn apply_base(dir: &StateDir, facts: &HostFacts, opts: &NodeOptions) 
     // The id `Node::open` compares with after a restart (the kernel's, unless a test injects one).
     state.boot_id = opts.boot_id();
     dir.save(&state)?;
-    let mut txn = Txn::begin(dir, &mut state, Fault::default());
+    let mut txn = Txn::begin(dir, &mut state, opts.base_fault);
     let root = b.root();
     let parent = b.parent();
     let mut ops: Vec<Op> = Vec::new();
@@ -121,7 +121,9 @@ pub(super) fn apply_base(dir: &StateDir, facts: &HostFacts, opts: &NodeOptions) 
             }
             base.partitions = false;
             base.warnings.push(format!(
-                "exclusive partitions are unavailable: {e}. Other cpusets at the root of the cpuset hierarchy overlap                  rtslice's (see ls {}); dedicated CPUs and SCHED_DEADLINE are refused until they are gone and the node                  is reset",
+                "exclusive partitions are unavailable: {e}. Other cpusets at the root of the cpuset hierarchy overlap \
+                 rtslice's (see ls {}); dedicated CPUs and SCHED_DEADLINE are refused until they are gone and the node \
+                 is reset",
                 root.cpuset.display()
             ));
         }

@@ -1,7 +1,8 @@
 //! The node: rtslice as a long-lived owner of a host, one workload at a time.
 //!
-//! One-shot `apply` journals a whole [`Setup`] as one transaction. A node splits the journal into
-//! *segments*, each a journal of its own (the usual `state.json`, in its own directory):
+//! The node service's daemon holds one for its life; one-shot `apply` runs one in-process (its base,
+//! each workload deployed in turn, all or nothing). A node splits the journal into *segments*, each a
+//! journal of its own (the usual `state.json`, in its own directory):
 //!
 //! - the **base** (`<state>/node/base`): what every workload shares and nothing else touches — the
 //!   parent cgroups in every hierarchy, the parent's RT budget (the node's cap; under HCBS the root
@@ -36,15 +37,15 @@ use crate::cgroup::{Backend, CgroupMode};
 use crate::cpus::CpuList;
 use crate::error::{HostError, Result};
 use crate::fsio;
-use crate::journal::{boot_id, node_dir, Change, State, StateDir, StateLock};
+use crate::journal::{boot_id, node_dir, Change, State, StateDir, StateLock, ONE_SHOT_MARK};
 use crate::launch;
 use crate::cgroup::Op;
-use crate::ops::cgroup_ops;
+use crate::ops::workload_ops;
 use crate::facts::HostFacts;
 use crate::prepare::{prepare, rejected, Prepared};
 use crate::record::{AppliedRecord, Mechanism, WorkloadRecord};
 use crate::setup::{Launch, Setup, WorkloadSetup};
-use crate::status::{status, Status};
+use crate::status::{journal_status, Status};
 use crate::txn::{undo, undo_all, Fault, Txn, Undo};
 
 mod agent;
@@ -59,9 +60,9 @@ mod workload_check;
 use workload_check::Claims;
 
 use offline::{names_in, segment_in};
-pub use offline::{records_in, status_in};
+pub use offline::{applied_records, records_in, status};
 use base::apply_base;
-use partitions::{partition_dir_of, partition_of, shared_partition_dir, shared_partition_of, SHARED_PARTITION_PREFIX};
+use partitions::{partition_dir_of, partition_of, shared_partition_dir, shared_partition_of};
 
 const BASE_INFO: &str = "base.json";
 const INTENT: &str = "op.json";
@@ -82,6 +83,8 @@ pub struct NodeOptions {
     pub grace: Duration,
     /// Test hook: make the n-th change of the next operation fail.
     pub fault: Fault,
+    /// Test hook: make the n-th change of the base fail, when the node is created.
+    pub base_fault: Fault,
     /// The resctrl root for cache allocation (default `/sys/fs/resctrl`); only touched when a
     /// workload has a cache allocation or a memory-bandwidth ceiling.
     pub resctrl: Option<PathBuf>,
@@ -96,6 +99,9 @@ pub struct NodeOptions {
     /// real-time rules) runtime 0 while such a workload is deployed there (as `apply
     /// --fair-server-off`). Taken when the node is created, as `hrtick`.
     pub fair_server_off: bool,
+    /// The opener is a one-shot `apply` or `reset`: a node a one-shot apply made (marked so) opens.
+    /// Anyone else (the node service) refuses it, as it would share the host with a plan applied whole.
+    pub one_shot: bool,
 }
 
 impl NodeOptions {
@@ -107,10 +113,12 @@ impl NodeOptions {
             runc: None,
             grace: crate::txn::DEFAULT_GRACE,
             fault: Fault::default(),
+            base_fault: Fault::default(),
             resctrl: None,
             boot_id_file: None,
             hrtick: false,
             fair_server_off: false,
+            one_shot: false,
         }
     }
 
@@ -222,22 +230,6 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>> {
     }
 }
 
-/// Whether a cgroup path lies inside the workload's own directory `<mount>/<parent>/<name>/…`.
-fn owned_by(path: &Path, name: &str) -> bool {
-    let parents = [crate::cgroup::V1_PARENT, crate::cgroup::V2_PARENT];
-    let is_parent = |d: Option<&Path>| d.and_then(|p| p.file_name()).is_some_and(|p| parents.iter().any(|x| p == *x));
-    let named = |d: &Path, prefix: &str| d.file_name().is_some_and(|n| n.to_string_lossy().starts_with(prefix));
-    path.ancestors().any(|a| {
-        a.file_name().is_some_and(|n| n == name)
-            && (is_parent(a.parent())
-                // A workload's group inside a node partition: v1 `rtslice/_partition-<cpus>/<name>`,
-                // v2 `<root>/rtslice-partition-<cpus>/<name>`.
-                || a.parent().is_some_and(|p| {
-                    (named(p, SHARED_PARTITION_PREFIX) && is_parent(p.parent())) || named(p, crate::cgroup::V2_PARTITION_PREFIX)
-                }))
-    })
-}
-
 /// The node's mechanism: the requested one, else the planner's rule for a node
 /// (`rtslice_plan::kernel::node_default_mechanism`, which `rtslice plan` also reports).
 fn node_mechanism(facts: &HostFacts, requested: Option<Mechanism>) -> Result<Mechanism> {
@@ -284,6 +276,12 @@ impl Node {
             }
         }
         let dir = node_dir(&root);
+        if !opts.one_shot && dir.join(ONE_SHOT_MARK).exists() {
+            return Err(rejected(format!(
+                "{} holds a one-shot `rtslice apply`; the node service cannot share the host with it: run `rtslice reset` first",
+                root.path.display()
+            )));
+        }
         let base_dir = StateDir::new(dir.join("base"));
         let mut opened = Opened::default();
         let mut base: Option<NodeBase> = read_json(&base_dir.path.join(BASE_INFO))?;
@@ -334,7 +332,10 @@ impl Node {
             }
             None => {
                 opened.created = true;
-                apply_base(&base_dir, &facts, &opts)?
+                apply_base(&base_dir, &facts, &opts).inspect_err(|_| {
+                    // A base rolled back leaves no node (the directory is removed only when empty).
+                    let _ = std::fs::remove_dir(&dir);
+                })?
             }
         };
         let node = Node { root, facts, base, opts, _lock: lock };
@@ -358,6 +359,34 @@ impl Node {
 
     pub fn facts(&self) -> &HostFacts {
         &self.facts
+    }
+
+    /// Marks the node as a one-shot apply's: the node service refuses it ([`NodeOptions::one_shot`]).
+    pub(crate) fn mark_one_shot(&self) -> Result<()> {
+        let mark = node_dir(&self.root).join(ONE_SHOT_MARK);
+        std::fs::write(&mark, "").map_err(|e| HostError::State { path: mark, reason: e.to_string() })
+    }
+
+    /// The number of journaled changes of a deployed workload's segment.
+    pub(crate) fn journal_len(&self, name: &str) -> usize {
+        self.segment(name).load().ok().flatten().map_or(0, |s| s.changes.len())
+    }
+
+    /// How many processes the deployed workloads launched (attached ones not counted).
+    pub(crate) fn launched(&self) -> usize {
+        let launches = |n: &String| self.segment(n).load().ok().flatten().map_or(0, |s| s.changes.iter().filter(|c| c.is_a_launch()).count());
+        self.names().iter().map(launches).sum()
+    }
+
+    /// The number of journaled changes of the base.
+    pub(crate) fn journal_len_base(&self) -> usize {
+        self.base_dir().load().ok().flatten().map_or(0, |s| s.changes.len())
+    }
+
+    /// The number of journaled changes of the whole node: base, workloads, agent (what reset undoes).
+    pub(crate) fn journal_len_total(&self) -> usize {
+        let agent = StateDir::new(node_dir(&self.root).join("agent")).load().ok().flatten().map_or(0, |s| s.changes.len());
+        self.journal_len_base() + agent + self.names().iter().map(|n| self.journal_len(n)).sum::<usize>()
     }
 
     /// Sets the fault injected into the next operations (tests).
@@ -395,12 +424,12 @@ impl Node {
 
     /// `status` of one workload's segment: its journaled values, threads against rules, processes.
     pub fn status(&self, name: &str) -> Result<Status> {
-        status(&self.segment(name))
+        journal_status(&self.segment(name))
     }
 
     /// `status` of the base segment (drift of node-wide values).
     pub fn base_status(&self) -> Result<Status> {
-        status(&self.base_dir())
+        journal_status(&self.base_dir())
     }
 
     /// Adds `warnings` to a deployed workload's record, where status and the API show them.
@@ -480,7 +509,7 @@ impl Node {
         if let Some(dir) = shared_partition_of(&p.group.cpuset) {
             step(format!("create the shared partition {}", dir.display()), self.ensure_shared_partition(&dir, &p.ws.cpus))?;
         }
-        for op in self.workload_ops(p) {
+        for op in workload_ops(p, &self.facts) {
             txn.run(op)?;
         }
         crate::steering::steer(txn, &claims.targets)?;
@@ -507,17 +536,6 @@ impl Node {
         Ok(rec)
     }
 
-    /// The cgroup operations of one workload: what one-shot apply would do for it, without anything
-    /// outside its own directories (the base owns those).
-    fn workload_ops(&self, p: &Prepared) -> Vec<Op> {
-        cgroup_ops(std::slice::from_ref(p), &self.facts, self.base.mechanism)
-            .into_iter()
-            .filter(|op| match op {
-                Op::Mkdir { path, .. } | Op::Write { path, .. } => owned_by(path, &p.ws.name),
-            })
-            .collect()
-    }
-
     /// Removes a workload: stops what it launched (SIGTERM, grace, SIGKILL), undoes its segment,
     /// returns its CPUs. The other workloads are not touched.
     pub fn remove(&self, name: &str) -> Result<Removed> {
@@ -540,14 +558,18 @@ impl Node {
                 });
             }
         }
-        self.finish_remove(&seg, self.opts.grace)
+        self.finish_remove(&seg, self.opts.grace, false)
     }
 
-    fn finish_remove(&self, seg: &StateDir, grace: Duration) -> Result<Removed> {
+    /// `keep_launched`: what the workload launched keeps running (moved out of its groups).
+    fn finish_remove(&self, seg: &StateDir, grace: Duration, keep_launched: bool) -> Result<Removed> {
         let Some(mut state) = seg.load()? else {
             let _ = std::fs::remove_dir_all(&seg.path);
             return Ok(Removed::default());
         };
+        if keep_launched {
+            state.changes.retain(|c| !c.is_a_launch());
+        }
         let undone = state.changes.len();
         let mut ctx = Undo { grace, ..Default::default() };
         // undo_all stops what the workload launched before it restores anything else.
@@ -673,7 +695,7 @@ impl Node {
         if p.partition {
             step("take the CPUs out of the system cpuset".into(), self.set_system(&p.ws.cpus))?;
         }
-        let mut ops = self.workload_ops(p);
+        let mut ops = workload_ops(p, &self.facts);
         // CFS settings the workload no longer asks for (a pool's quota dropped with its share) are
         // taken back; its group exists already, as resize keeps it.
         if p.group.cpu.exists() {
@@ -751,13 +773,13 @@ impl Node {
                     opened.recovered.push(format!("rolled back an interrupted resize of {name}"));
                 }
                 Some(Intent::Remove) => {
-                    self.finish_remove(&seg, self.opts.grace)?;
+                    self.finish_remove(&seg, self.opts.grace, false)?;
                     opened.recovered.push(format!("finished an interrupted removal of {name}"));
                 }
                 // An interrupted deploy (or an unreadable intent: it was being written) is undone whole.
                 Some(Intent::Deploy) | None => {
                     stop_unjournaled_launches(&seg);
-                    self.finish_remove(&seg, Duration::from_secs(1))?;
+                    self.finish_remove(&seg, Duration::from_secs(1), false)?;
                     opened.recovered.push(format!("rolled back an interrupted deploy of {name}"));
                 }
             }
@@ -802,12 +824,24 @@ impl Node {
 
     /// Removes every workload (newest first) and then the base: the host as before the node started.
     pub fn reset(self) -> Result<Removed> {
+        self.reset_with(false)
+    }
+
+    /// [`Node::reset`]; `keep_launched`: what the workloads launched keeps running, moved out of
+    /// their groups (`rtslice reset --keep-workloads` of a one-shot apply).
+    pub fn reset_with(self, keep_launched: bool) -> Result<Removed> {
         self.stop_agent()?;
         let mut total = Removed::default();
         let mut names = self.names();
         names.reverse();
         for n in names {
-            let r = self.remove(&n)?;
+            let r = if keep_launched {
+                let seg = self.segment(&n);
+                write_json(&seg.path.join(INTENT), &Intent::Remove, false)?;
+                self.finish_remove(&seg, self.opts.grace, true)?
+            } else {
+                self.remove(&n)?
+            };
             total.undone += r.undone;
             total.terminated += r.terminated;
             total.killed += r.killed;
@@ -915,17 +949,6 @@ fn order_budget_writes(ops: &mut [Op], old: Option<rtslice_plan::Reservation>, n
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_workload_owns_only_paths_under_its_own_directory() {
-        assert!(owned_by(Path::new("/sys/fs/cgroup/cpu/rtslice/du/cpu.rt_runtime_us"), "du"));
-        assert!(owned_by(Path::new("/sys/fs/cgroup/cpuset/rtslice/du"), "du"));
-        assert!(owned_by(Path::new("/sys/fs/cgroup/rtslice.slice/du/cpu.max"), "du"));
-        assert!(!owned_by(Path::new("/sys/fs/cgroup/cpu/rtslice/cpu.rt_runtime_us"), "du"));
-        assert!(!owned_by(Path::new("/sys/fs/cgroup/cpuset/rtslice/system/cpuset.cpus"), "du"));
-        assert!(!owned_by(Path::new("/sys/fs/cgroup/cpuset/rtslice/du2/cpuset.cpus"), "du"));
-        assert!(!owned_by(Path::new("/sys/fs/cgroup/cpuset/cpuset.sched_load_balance"), "du"));
-    }
 
     #[test]
     fn budget_writes_take_the_path_with_the_smaller_intermediate_bandwidth() {

@@ -43,16 +43,36 @@ pub fn records_in(dir: &Path) -> Option<Result<Vec<AppliedRecord>>> {
     Some(records)
 }
 
+/// The records of what the state directory `root` holds, read without its lock: each workload's of
+/// its node (a one-shot apply's or the node service's), else the record of a journal written by an
+/// older rtslice's one-shot apply (one record for every workload). Empty when nothing is applied.
+pub fn applied_records(root: &StateDir) -> Result<Vec<AppliedRecord>> {
+    match records_in(&node_dir(root)) {
+        Some(records) => records,
+        None => Ok(root.load()?.and_then(|s| s.record).into_iter().collect()),
+    }
+}
+
+/// What the state directory holds, against the kernel: a node's (an apply's, or a node service's,
+/// stopped or running) base, workloads and agent merged; else one journal's (an older rtslice's
+/// one-shot apply, or nothing).
+pub fn status(root: &StateDir) -> Result<Status> {
+    if !crate::journal::node_active(root) {
+        return journal_status(root);
+    }
+    status_in(root)
+}
+
 /// `status` of the node a state directory holds: its base, each workload's segment and its agent
 /// process, merged as one apply's would be (changes summed, workloads and drift listed together).
-pub fn status_in(root: &StateDir) -> Result<Status> {
+fn status_in(root: &StateDir) -> Result<Status> {
     let dir = node_dir(root);
-    let mut st = status(root)?;
+    let mut st = journal_status(root)?;
     let parts = [StateDir::new(dir.join("base")), StateDir::new(dir.join("agent"))]
         .into_iter()
         .chain(names_in(&dir).into_iter().map(|n| segment_in(&dir, &n)));
     for part in parts {
-        let s = status(&part)?;
+        let s = journal_status(&part)?;
         st.applied |= s.applied;
         st.changes += s.changes;
         st.mechanism = st.mechanism.or(s.mechanism);

@@ -112,8 +112,8 @@ impl Node {
 
     /// cgroup v2 with boot isolation (`isolcpus=domain`): creating or removing a partition makes
     /// the kernel give every task of the root cgroup all CPUs no partition holds — the isolated ones
-    /// included (6.12 resets the top cpuset's tasks to the possible CPUs less the partitions' CPUs;
-    /// see `apply::journal_root_affinities`, which one-shot apply journals instead). Around such a
+    /// included (6.12 resets the top cpuset's tasks to the possible CPUs less the partitions' CPUs).
+    /// Around such a
     /// change (`change`), the root cgroup's threads get back what they had, within what the root
     /// now has: a thread that ran on every housekeeping CPU the root had also gets the
     /// housekeeping CPUs a removed partition gave back (`freed`); a thread pinned narrower keeps its

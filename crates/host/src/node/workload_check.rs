@@ -79,8 +79,11 @@ impl Node {
         // on v1 the workload's own group is its partition; on v2 every partition is a directory at
         // the root (its parent must be a partition root: cgroup::V2_PARTITION_PREFIX) holding the
         // workload's group as a member, and a dedicated workload is alone in its own.
-        // A shield is dedicated CPUs: a partition of its own.
-        let shareable = p.partition && !p.ws.partition && !p.ws.shield;
+        // A shield is dedicated CPUs: a partition of its own. So is an OCI container's group on v1:
+        // runc takes one cgroupsPath for every v1 hierarchy, and a group inside a shared partition
+        // has its cpuset path there but its cpu path under the parent.
+        let shares = |w: &WorkloadSetup| !w.partition && !w.shield && (v2 || !matches!(w.launch, Launch::Oci(_)));
+        let shareable = p.partition && shares(&p.ws);
         let in_partition_dir = p.partition && self.base.partitions && (v2 || shareable);
         if in_partition_dir {
             let dir = shared_partition_dir(&self.facts.backend, &p.ws.cpus);
@@ -90,16 +93,6 @@ impl Node {
                 p.group.cpu = p.group.cpuset.clone();
             }
             p.partition = false;
-            if !v2 && matches!(p.ws.launch, Launch::Oci(_)) {
-                // runc takes one cgroupsPath for every v1 hierarchy, and this group's cpuset path
-                // (inside the shared partition) differs from its cpu path.
-                return Err(rejected(format!(
-                    "workload {}: an OCI container cannot join a shared SCHED_DEADLINE partition on cgroup v1 (runc \
-                     uses one cgroup path in every hierarchy); give it dedicated CPUs or run the node with --mechanism \
-                     rt_group",
-                    ws.name
-                )));
-            }
         }
         let mine = if in_partition_dir { shared_partition_of(&p.group.cpuset) } else { p.partition.then(|| p.group.cpuset.clone()) };
         if p.partition && !self.base.partitions {
@@ -124,7 +117,7 @@ impl Node {
         for r in &others {
             for w in &r.workloads {
                 let theirs = partition_dir_of(&w.group.cpuset);
-                let theirs_shareable = r.setup.workloads.iter().find(|x| x.name == w.name).is_some_and(|x| !x.partition && !x.shield);
+                let theirs_shareable = r.setup.workloads.iter().find(|x| x.name == w.name).is_some_and(shares);
                 let same_shared = shareable && theirs_shareable && theirs.is_some() && theirs == mine;
                 if (mine.is_some() || theirs.is_some()) && !same_shared && !w.cpus.intersection(&p.ws.cpus).is_empty() {
                     let why = if !theirs_shareable || !shareable {

@@ -49,9 +49,44 @@ pub fn node_mechanism_or_skip(v2_cpus: usize, v2_layout: &str) -> Option<Mechani
     has_mechanism(mech).then_some(mech)
 }
 
-/// A workload's group in the driven hierarchy (v1: its cpuset and cpu dirs; v2: one dir).
+/// A workload's group in the driven hierarchy (v1: its cpuset and cpu dirs; v2: one dir), where the
+/// node put it: under rtslice's parent, or inside the partition directory it shares or holds alone
+/// (v1 `rtslice/_partition-<cpus>/<name>`, its cpu group staying `rtslice/<name>`; v2
+/// `<root>/rtslice-partition-<cpus>/<name>`).
 pub fn group(name: &str) -> GroupPaths {
-    backend().group(name)
+    let b = backend();
+    let g = b.group(name);
+    if g.cpuset.exists() {
+        return g;
+    }
+    let (dirs, prefix) = match &b {
+        Backend::V1 { .. } => (b.parent().cpuset, "_partition-"),
+        Backend::V2 { root } => (root.clone(), rtslice_host::cgroup::V2_PARTITION_PREFIX),
+    };
+    let inside = std::fs::read_dir(&dirs)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+        .map(|e| e.path().join(name))
+        .find(|d| d.is_dir());
+    match (inside, &b) {
+        (Some(d), Backend::V1 { .. }) => GroupPaths { cpuset: d, cpu: g.cpu },
+        (Some(d), Backend::V2 { .. }) => GroupPaths { cpuset: d.clone(), cpu: d },
+        (None, _) => g,
+    }
+}
+
+/// The cpuset directory that is a workload's scheduling partition: its own group, or the partition
+/// directory the node put it in (see [`group`]).
+pub fn partition_dir(name: &str) -> PathBuf {
+    let g = group(name).cpuset;
+    let parent = g.parent().map(Path::to_path_buf).unwrap_or_default();
+    let named = parent.file_name().is_some_and(|n| {
+        let n = n.to_string_lossy();
+        n.starts_with("_partition-") || n.starts_with(rtslice_host::cgroup::V2_PARTITION_PREFIX)
+    });
+    if named { parent } else { g }
 }
 
 /// The file holding a workload's memory limit: v1 `memory.limit_in_bytes` in the memory hierarchy,
@@ -70,7 +105,7 @@ pub fn memory_limit_file(name: &str) -> PathBuf {
 /// `cpuset.cpu_exclusive=1` with load balancing off at the root; v2 `cpuset.cpus.partition` reading
 /// back exactly `root` or `isolated` (never "root invalid (...)").
 pub fn assert_partition(name: &str) {
-    let g = group(name);
+    let g = GroupPaths { cpuset: partition_dir(name), cpu: group(name).cpu };
     match backend() {
         Backend::V1 { cpuset, .. } => {
             assert_eq!(read(g.cpuset.join("cpuset.cpu_exclusive")), "1", "{name}: an exclusive cpuset");
@@ -95,6 +130,19 @@ pub fn cgroup_of(pid: i32) -> String {
     let abs = b.cgroup_of(&read(format!("/proc/{pid}/cgroup"))).expect("the process's cgroup");
     let root = b.root().cpuset;
     format!("/{}", abs.strip_prefix(&root).unwrap().display()).trim_end_matches('/').to_string()
+}
+
+/// Where a workload's group is, relative to the driven hierarchy's root, as [`cgroup_of`] spells it.
+pub fn group_path(name: &str) -> String {
+    let root = backend().root().cpuset;
+    format!("/{}", group(name).cpuset.strip_prefix(&root).unwrap().display())
+}
+
+/// The RT budget the node's base gives rtslice's parent group (RT groups), µs every second: the
+/// spec's default cap, at most the kernel's RT ratio.
+pub fn node_cap_us() -> u64 {
+    let rt_ratio = rtslice_host::HostFacts::detect().unwrap().rt_ratio;
+    (rtslice_spec::DEFAULT_CAP.min(rt_ratio) * 1e6).floor() as u64
 }
 
 /// The driven parent's name (`rtslice` on v1, `rtslice.slice` on v2).

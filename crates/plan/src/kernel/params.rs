@@ -192,11 +192,13 @@ pub fn kernel_workload(w: &crate::WorkloadPlan, mech: Mechanism) -> Option<Kerne
     Some(KernelWorkload { name: w.name.clone(), partition, group_budget, cfs_quota, threads, budget })
 }
 
-/// The RT budget of rtslice's parent group (cgroup v1), `runtime_us` every second: the sum of its
-/// groups' budgets, rounded up, at most the kernel's cap (`rt_cap`); `None` when no group has one.
-pub fn parent_runtime_us(budgets: &[GroupBudget], rt_cap: f64) -> Option<u64> {
-    let total: f64 = budgets.iter().map(|b| b.runtime_us as f64 / b.period_us as f64).sum();
-    (total > 0.0).then(|| ((total * 1e6).ceil() as u64).min((rt_cap * 1e6) as u64))
+/// The RT budget of rtslice's parent group, `runtime_us` every second, as the node's base writes
+/// it: on a kernel with RT group scheduling, under every mechanism but HCBS (whose parent stays
+/// `max`), the node's cap (`cap`, at most the kernel's `rt_cap`) — the most its workloads' groups
+/// may hold together, so a group's budget is refused by the kernel, not by rtslice's arithmetic,
+/// when the cap is full. `None` without RT groups.
+pub fn parent_runtime_us(mech: Mechanism, rt_groups: bool, cap: f64, rt_cap: f64) -> Option<u64> {
+    (rt_groups && mech != Mechanism::Hcbs).then(|| (cap.min(rt_cap).clamp(0.0, 1.0) * 1e6).floor() as u64)
 }
 
 /// The parameters apply writes for `plan` under `mech` on a kernel described by `kernel` (RT group
@@ -211,17 +213,14 @@ pub fn kernel_plan(plan: &Plan, mech: Mechanism, kernel: &KernelFacts) -> Kernel
             k.partition = false;
         }
     }
-    // The parent holds the sum of whatever group budgets there are (RT groups, HCBS, a CFS pool's
-    // group under SCHED_DEADLINE with RT groups): no group budget, no parent budget.
     if mech == Mechanism::Hcbs {
         // The parent stays `max` (a new group's value: the kernel needs nothing there); the root
-        // holds the budgets (host `cgroup_ops`).
+        // holds the budgets (the host node raises it before a workload's group needs it).
         let root = kernel.hcbs_root.clone().unwrap_or_else(HcbsRoot::boot_default);
         let ours: Vec<GroupBudget> = workloads.iter().filter_map(|k| k.group_budget).collect();
         let root_budget = if ours.is_empty() { None } else { root.raised_for(&ours) };
         return KernelPlan { mechanism: mech, parent_runtime_us: None, root_before: Some(root.budget()), root_budget, workloads };
     }
-    let budgets: Vec<GroupBudget> = workloads.iter().filter_map(|k| k.group_budget).collect();
-    let parent_runtime_us = parent_runtime_us(&budgets, rt_cap);
+    let parent_runtime_us = parent_runtime_us(mech, rt_groups, plan.node.cap, rt_cap);
     KernelPlan { mechanism: mech, parent_runtime_us, root_before: None, root_budget: None, workloads }
 }
