@@ -107,7 +107,6 @@ impl HostFacts {
             hz,
             hrtick,
             no_partition_cpus: self.no_partition_cpus().iter().collect(),
-            partition_parent_holds_all: matches!(self.backend, Backend::V2 { .. }),
             hcbs_root: self.hcbs_root.clone(),
         }
     }

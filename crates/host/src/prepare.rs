@@ -471,7 +471,6 @@ mod plan_agrees_with_apply {
                 hz: Some(250),
                 hrtick: false,
                 no_partition_cpus: Vec::new(),
-                partition_parent_holds_all: matches!(facts.backend, Backend::V2 { .. }),
                 hcbs_root: facts.hcbs_root.clone(),
             };
             let mut plan = rtslice_plan::plan_for_kernel(&spec, &NodeFacts::with_cpus(4), &kernel, requested);

@@ -439,6 +439,53 @@ fn assert_applied_as_planned(name: &str, k: &rtslice_plan::KernelPlan, applied: 
     compared
 }
 
+/// A dedicated CPU beside a best-effort workload on every other housekeeping CPU: the planner admits
+/// it on either cgroup version (only the partitions' CPUs leave the system; the node makes them at
+/// the root on v2, beside `system` on v1), and apply makes exactly that — the partition holds its
+/// CPU, the best-effort group the others, the host keeps them — and reset restores the host. On the
+/// matrix's 8-vCPU guest the housekeeping CPUs are 0-3 (4-7 isolated at boot), the layout whose
+/// older form (a `root` parent partition of 0-3) oopsed 6.12.
+#[test]
+fn a_dedicated_cpu_beside_best_effort_work_on_the_other_cpus_applies() {
+    root_or_skip!();
+    if !skip::cpus_or_skip(2) {
+        return;
+    }
+    let _lock = KernelLock::acquire();
+    let iso = boot_isolated();
+    let housekeeping: Vec<u32> = rtslice_host::facts::online_cpus().iter().filter(|c| !iso.contains(c)).collect();
+    if housekeeping.len() < 2 {
+        skip::skip(skip::cpus_need(2), format!("two housekeeping CPUs needed, this host has {housekeeping:?}"));
+        return;
+    }
+    let (dedicated, rest) = housekeeping.split_last().unwrap();
+    let list = |c: &[u32]| c.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",");
+    let text = format!(
+        "apiVersion: rtslice/v1\nworkloads:\n  - {{ name: ded, launch: {{ command: [sleep, '60'] }}, demand: {{ dedicated: {{ cpus: [{dedicated}] }} }}, \
+         threads: [{{ match: ^sleep$, policy: fifo, priority: 10 }}] }}\n  - {{ name: be, launch: {{ command: [sleep, '60'] }}, \
+         demand: {{ bestEffort: {{ cpus: [{}] }} }} }}\n",
+        list(rest)
+    );
+    let spec = rtslice_spec::parse(&text, "ded-be.yaml").unwrap();
+    let host = rtslice_host::HostFacts::detect().unwrap();
+    let facts = NodeFacts { online: rtslice_host::facts::online_cpus().iter().collect(), isolcpus: iso.clone(), ..Default::default() };
+    let plan = rtslice_plan::plan_for_kernel(&spec, &facts, &host.kernel_facts(), None);
+    assert!(plan.all_admitted(), "{:?}\n{text}", plan.rejected);
+    let before = snapshot();
+    let dir = tempfile::tempdir().unwrap();
+    let applied = apply(&plan, OciDefaults::default(), &ApplyOptions::with_state_dir(dir.path())).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let cleanup = reset_on_drop(dir.path());
+    assert_partition("ded");
+    assert_eq!(read(group("ded").cpuset.join("cpuset.cpus")), dedicated.to_string());
+    assert_eq!(CpuList::parse(&read(group("be").cpuset.join("cpuset.cpus"))).unwrap(), CpuList::from_cpus(rest.iter().copied()));
+    let pid = applied.workloads[0].pids[0].pid;
+    assert_eq!(sched::get_affinity(pid).unwrap(), CpuList::from_cpus([*dedicated]));
+    let st = status(&StateDir::new(dir.path())).unwrap();
+    assert!(st.drift.is_empty(), "{:?}", st.drift);
+    drop(cleanup);
+    assert_restored(&before);
+}
+
 /// One generated workload: (kind 0 reservation / 1 dedicated / 2 best effort, runtime in % of the
 /// period, period in ms, count, reclaim, rules: policy kind 0 fifo / 1 rr / 2 deadline / 3 other / 4
 /// fifo at a quarter of the workload's period under SCHED_DEADLINE / 5 other with a 30 % CFS pool

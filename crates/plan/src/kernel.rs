@@ -86,13 +86,6 @@ pub struct KernelFacts {
     /// kernel refuses such a partition; apply gives a workload there a plain cpuset. Empty elsewhere.
     #[serde(default)]
     pub no_partition_cpus: Vec<u32>,
-    /// cgroup v2: a plan with a partition must leave the root cgroup a CPU no workload uses. The
-    /// rule of the layout where rtslice's slice was the partitions' `root` parent holding every
-    /// workload's CPUs (the kernel refused it otherwise: "Parent unable to distribute cpu
-    /// downstream"); the host's node makes its partitions at the root, where only the partitions'
-    /// CPUs leave it, so this refuses more than the node needs. False on cgroup v1.
-    #[serde(default)]
-    pub partition_parent_holds_all: bool,
     /// HCBS: the root group's budget now and the budgets it holds for groups that are not
     /// rtslice's (read on this host); `None` plans for a freshly booted HCBS kernel
     /// ([`HcbsRoot::boot_default`]).
@@ -685,54 +678,6 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
                         ));
                         break;
                     }
-                }
-            }
-        }
-        if refuse.is_none() && (!kernel.no_partition_cpus.is_empty() || kernel.partition_parent_holds_all) {
-            // cgroup v2 (`partition_parent_holds_all`, stricter than the host node's layout needs):
-            // the parent of the partitions is taken to be a `root` partition holding every workload's CPUs — unless some workload lies on
-            // CPUs isolated at boot, when the partitions are remote and hold only their own. What the
-            // root cgroup keeps must include a housekeeping CPU: with none left the kernel refuses the
-            // parent (a dedicated workload and a best-effort one covering the other CPUs, found by
-            // host/examples' plan == apply property test in the 6.12 guest), and with only isolated
-            // ones left 6.12 oopses (above).
-            let iso = &kernel.no_partition_cpus;
-            let parted = |w: &crate::WorkloadPlan| {
-                w.cpus != p.node.cpus && !w.cpus.iter().any(|c| iso.contains(c)) && kernel_workload(w, mech).is_some_and(|k| k.partition)
-            };
-            let any_parted = p.workloads.iter().any(|w| parted(w));
-            let remote = p.workloads.iter().any(|w| w.cpus.iter().any(|c| iso.contains(c)));
-            let held = |w: &crate::WorkloadPlan| if remote { parted(w) } else { true };
-            let kept = p.node.cpus.iter().any(|c| !iso.contains(c) && !p.workloads.iter().any(|w| held(w) && w.cpus.contains(c)));
-            if any_parted && !kept {
-                // The last workload holding housekeeping CPUs goes; the loop plans the rest again.
-                if let Some(w) = p.workloads.iter().rev().find(|w| held(w) && w.cpus.iter().any(|c| !iso.contains(c))) {
-                    // Without boot isolation the kernel refuses the parent; with it, 6.12 oopses (above).
-                    let (takes, why, or_else) = if iso.is_empty() {
-                        (
-                            "every CPU and leave none for the rest of the system".to_string(),
-                            "the kernel refuses such a parent: \"Parent unable to distribute cpu downstream\"",
-                            " or leave a CPU to no workload",
-                        )
-                    } else {
-                        (
-                            format!(
-                                "every housekeeping CPU and leave the rest of the system only the CPUs isolated at boot {}",
-                                rtslice_spec::format_cpu_list(iso)
-                            ),
-                            "isolcpus=domain: no load balancing there, and a 6.12 kernel oopses rebuilding its scheduling domains so",
-                            "",
-                        )
-                    };
-                    refuse = Some((
-                        w.name.clone(),
-                        format!(
-                            "with it, the exclusive partitions' parent (a `root` partition holding {}) would take {takes} ({why}); keep a \
-                             housekeeping CPU free (node.housekeeping){or_else}{}",
-                            if remote { "the partitions' CPUs" } else { "every workload's CPUs" },
-                            if mech == Mechanism::Deadline { " or use --mechanism rt_group" } else { "" }
-                        ),
-                    ));
                 }
             }
         }

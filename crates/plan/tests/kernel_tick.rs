@@ -18,7 +18,6 @@ fn kernel() -> KernelFacts {
         hz: Some(250),
         hrtick: false,
         no_partition_cpus: vec![],
-        partition_parent_holds_all: false,
         hcbs_root: None,
     }
 }
