@@ -369,23 +369,22 @@ impl Node {
 
     /// The number of journaled changes of a deployed workload's segment.
     pub(crate) fn journal_len(&self, name: &str) -> usize {
-        self.segment(name).load().ok().flatten().map_or(0, |s| s.changes.len())
+        changes_of(&self.segment(name)).len()
     }
 
     /// How many processes the deployed workloads launched (attached ones not counted).
     pub(crate) fn launched(&self) -> usize {
-        let launches = |n: &String| self.segment(n).load().ok().flatten().map_or(0, |s| s.changes.iter().filter(|c| c.is_a_launch()).count());
-        self.names().iter().map(launches).sum()
+        self.names().iter().map(|n| changes_of(&self.segment(n)).iter().filter(|c| c.is_a_launch()).count()).sum()
     }
 
     /// The number of journaled changes of the base.
     pub(crate) fn journal_len_base(&self) -> usize {
-        self.base_dir().load().ok().flatten().map_or(0, |s| s.changes.len())
+        changes_of(&self.base_dir()).len()
     }
 
     /// The number of journaled changes of the whole node: base, workloads, agent (what reset undoes).
     pub(crate) fn journal_len_total(&self) -> usize {
-        let agent = StateDir::new(node_dir(&self.root).join("agent")).load().ok().flatten().map_or(0, |s| s.changes.len());
+        let agent = changes_of(&StateDir::new(node_dir(&self.root).join("agent"))).len();
         self.journal_len_base() + agent + self.names().iter().map(|n| self.journal_len(n)).sum::<usize>()
     }
 
@@ -862,6 +861,12 @@ impl Node {
         std::fs::remove_dir_all(&dir).map_err(|e| HostError::State { path: dir.clone(), reason: e.to_string() })?;
         Ok(total)
     }
+}
+
+/// The journaled changes of one part of a node (none when it has no journal, or an unreadable one:
+/// what counts them only reports).
+fn changes_of(dir: &StateDir) -> Vec<Change> {
+    dir.load().ok().flatten().map(|s| s.changes).unwrap_or_default()
 }
 
 /// Merges repeated writes of one file into its first entry (the value before the first write, the
