@@ -110,6 +110,11 @@ pub struct WorkloadSpec {
     /// a CFS pool shares the reservation); `false` keeps the fixed split.
     #[serde(default)]
     pub reclaim: Option<bool>,
+    /// The period of the `reservation` (default one LTE TTI, 1 ms): a user's spec names its own
+    /// (issue 39's eNB ran 7 ms every 10 ms), and the period decides how long a burst may run before
+    /// the budget throttles it.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "rtslice_spec::units::serde_duration::option")]
+    pub period: Option<std::time::Duration>,
     /// What the vBS needs, for the strategies that size a reservation from it: `peak` (the
     /// profile's largest execution time every period) and `slo` (the smallest reservation the
     /// periodic model says meets the miss ratio).
@@ -570,6 +575,9 @@ fn validate_block(b: BlockFile, at: &str, problems: &mut Vec<String>) -> Block {
                 problems.push(format!("  {wat}.reservation: {r} is not a share of a CPU in (0, 1]"));
             }
         }
+        if w.period.is_some() && w.reservation.is_none() {
+            problems.push(format!("  {wat}.period: the period of a `reservation`; this workload gives none"));
+        }
         if w.replicas == 0 || w.share == 0 {
             problems.push(format!("  {wat}: replicas and share must be at least 1"));
         }
@@ -742,6 +750,20 @@ blocks:
         assert!(err.contains("3 problem(s)"), "{err}");
     }
 
+    /// A workload's `period` is read as a duration within the kernel's range, and only beside a
+    /// `reservation` (it is that reservation's period).
+    #[test]
+    fn a_workload_period_belongs_to_its_reservation() {
+        let with = MINI.replace("        emulate: {profile: oai-lte}", "        emulate: {profile: oai-lte}\n        reservation: 0.9\n        period: 10ms");
+        let e = Experiment::parse(&with, "ok.yaml").unwrap();
+        assert_eq!(e.blocks[0].workloads[0].period, Some(Duration::from_millis(10)));
+        let alone = MINI.replace("        emulate: {profile: oai-lte}", "        emulate: {profile: oai-lte}\n        period: 10ms");
+        let err = Experiment::parse(&alone, "bad.yaml").unwrap_err().to_string();
+        assert!(err.contains("period") && err.contains("reservation"), "{err}");
+        let odd = MINI.replace("        emulate: {profile: oai-lte}", "        emulate: {profile: oai-lte}\n        reservation: 0.9\n        period: 10 parsecs");
+        assert!(Experiment::parse(&odd, "bad.yaml").is_err());
+    }
+
     #[test]
     fn unknown_field_has_a_location() {
         let bad = MINI.replace("warmup: 2s", "warmup: 2s\nwarmpu: 1s");
@@ -828,6 +850,7 @@ pub(crate) fn test_vbs(name: &str, share: u32) -> WorkloadSpec {
         threads: vec![],
         reservation: None,
         reclaim: None,
+        period: None,
         slo: Some(test_slo()),
     }
 }

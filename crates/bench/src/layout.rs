@@ -50,6 +50,9 @@ pub struct Placement {
     /// The spec's `reclaim` for the reservation (unset: the spec's default).
     #[serde(default)]
     pub reclaim: Option<bool>,
+    /// The reservation's period (unset: `specgen::RESERVATION_PERIOD`).
+    #[serde(default)]
+    pub period: Option<std::time::Duration>,
     /// The planner sizes the reservation from this SLO and profile (`slo` strategy).
     #[serde(default)]
     pub slo: Option<SloSpec>,
@@ -262,6 +265,7 @@ pub fn layout(strategy: Strategy, workloads: &[(WorkloadSpec, u32)], host: &Host
             dedicated: false,
             reservation: None,
             reclaim: None,
+            period: None,
             slo: None,
         };
         if w.role == Role::Neighbour {
@@ -310,6 +314,7 @@ pub fn layout(strategy: Strategy, workloads: &[(WorkloadSpec, u32)], host: &Host
                 p.cpus = Some(set.clone());
                 p.reservation = Some(w.reservation.unwrap_or(DEFAULT_RESERVATION));
                 p.reclaim = w.reclaim;
+                p.period = w.period;
                 p.threads = rt_pins(&set);
             }
             // One reservation on one CPU per vBS, the CPU chosen by the planner (worst fit), so the

@@ -84,7 +84,7 @@ fn workload(strategy: Strategy, p: &Placement, shared: &[u32], steering: &Steeri
     } else { Some(if p.dedicated || p.shield || p.isolcpus {
         Demand::Dedicated(Dedicated { count: None, cpus: Some(set.clone()) })
     } else if let Some(share) = p.reservation {
-        let period = RESERVATION_PERIOD;
+        let period = p.period.unwrap_or(RESERVATION_PERIOD);
         Demand::Reservation(Reservation {
             runtime: Duration::from_nanos((period.as_nanos() as f64 * share).round() as u64),
             period: Some(period),
@@ -196,6 +196,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A workload's `period` is its reservation's (issue 39's eNB wrote 10 ms); without one the
+    /// reservation runs every TTI. The period reaches the spec, and through it the mechanism apply picks.
+    #[test]
+    fn a_workload_period_is_its_reservations_and_the_tti_is_the_default() {
+        let host = HostShape { cpus: vec![0, 1], isolated: vec![] };
+        let period_of = |w: WorkloadSpec| {
+            let l = layout(Strategy::Reservation, &[(w, 1)], &host).unwrap();
+            let spec = spec_for(&l, &host.cpus, &Steering::default(), &|_| Some(4242)).unwrap();
+            match &spec.workloads[0].demand {
+                Some(rtslice_spec::Demand::Reservation(r)) => (r.runtime, r.period),
+                other => panic!("expected a reservation, got {other:?}"),
+            }
+        };
+        let ms = std::time::Duration::from_millis;
+        let us = std::time::Duration::from_micros;
+        assert_eq!(period_of(WorkloadSpec { reservation: Some(0.9), ..vbs() }), (us(900), Some(ms(1))));
+        assert_eq!(period_of(WorkloadSpec { reservation: Some(0.9), period: Some(ms(10)), ..vbs() }), (ms(9), Some(ms(10))));
     }
 
     /// The `slo` strategy's spec states the SLO and the profile and no demand: the planner sizes

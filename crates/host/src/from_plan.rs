@@ -196,8 +196,7 @@ pub fn apply(plan: &Plan, oci: OciDefaults, opts: &ApplyOptions) -> Result<Appli
         // ask what `plan_for_kernel` would refuse, to measure it): the planner's parameters under the
         // mechanism apply takes here.
         None => {
-            let reserved: Vec<Vec<u32>> =
-                plan.workloads.iter().filter(|w| matches!(w.allocation, Allocation::Reservation { .. })).map(|w| w.cpus.clone()).collect();
+            let reserved = rtslice_plan::kernel::reserved_of(plan);
             let mech = crate::prepare::choose_mechanism(&facts, opts.mechanism, &reserved)?;
             opts.mechanism = Some(mech);
             planned.kernel = Some(rtslice_plan::kernel::kernel_plan(plan, mech, &facts.kernel_facts()));

@@ -3,6 +3,7 @@
 //! host's state that can refuse it before anything is touched (`HostError::Rejected`). The kernel
 //! parameters themselves are the planner's (`from_plan`); nothing here computes or sums budgets.
 
+use rtslice_plan::kernel::Reserved;
 use rtslice_plan::Reservation;
 
 use crate::cgroup::{Backend, GroupPaths};
@@ -37,16 +38,22 @@ pub fn resolve_mechanism(setup: &Setup, facts: &HostFacts, requested: Option<Mec
         (Some(asked), Some(planned)) if asked != planned => return Err(mismatch(planned, asked, "asked for")),
         (asked, planned) => asked.or(planned),
     };
-    let reserved: Vec<Vec<u32>> =
-        setup.workloads.iter().filter(|w| w.reservation.is_some()).map(|w| w.cpus.iter().collect()).collect();
+    let reserved: Vec<Reserved> = setup
+        .workloads
+        .iter()
+        .filter_map(|w| Some(Reserved { cpus: w.cpus.iter().collect(), reservation: w.reservation? }))
+        .collect();
     choose_mechanism(facts, requested, &reserved)
 }
 
 /// The planner's choice (`rtslice_plan::kernel::choose_mechanism`) among this host's mechanisms, for
-/// reservations on the CPU sets `reserved`.
-pub(crate) fn choose_mechanism(facts: &HostFacts, requested: Option<Mechanism>, reserved: &[Vec<u32>]) -> Result<Mechanism> {
-    let available = if facts.available.is_empty() { vec![Mechanism::None] } else { facts.available.clone() };
-    rtslice_plan::kernel::choose_mechanism(&available, requested, reserved).map_err(rejected)
+/// the reservations `reserved`.
+pub(crate) fn choose_mechanism(facts: &HostFacts, requested: Option<Mechanism>, reserved: &[Reserved]) -> Result<Mechanism> {
+    let mut kernel = facts.kernel_facts();
+    if kernel.available.is_empty() {
+        kernel.available = vec![Mechanism::None];
+    }
+    rtslice_plan::kernel::choose_mechanism(&kernel, requested, reserved).map_err(rejected)
 }
 
 /// The mechanism a setup's reservations were planned for (`None`: no reservation, or a setup built

@@ -313,10 +313,29 @@ pub fn deadline_budgets(reservation: Reservation, cpus: u32, rules: &[(Option<f6
         .collect()
 }
 
-/// Picks the mechanism like `apply` does: the requested one if the host has it; else HCBS, else
-/// SCHED_DEADLINE when the reserved CPU sets are pairwise disjoint (partitions cannot overlap), else
-/// RT groups, else SCHED_DEADLINE. `reserved` are the reserved workloads' CPU sets.
-pub fn choose_mechanism(available: &[Mechanism], requested: Option<Mechanism>, reserved: &[Vec<u32>]) -> Result<Mechanism, String> {
+/// A reserved workload as the choice of mechanism sees it: its CPUs and its reservation (runtime
+/// every period on each of them).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reserved {
+    pub cpus: Vec<u32>,
+    pub reservation: Reservation,
+}
+
+/// Picks the mechanism like `apply` does, among `kernel.available`: the requested one if the host
+/// has it; else a group budget where the kernel can hold these reservations with one — HCBS, else
+/// RT groups when their runtimes fit the kernel's one global ratio (cgroup v1 accounts every group
+/// against it, whatever its CPUs) — and every period is at least the tick where budgets are
+/// enforced at ticks (the planner refuses shorter ones under a group budget); else SCHED_DEADLINE
+/// when the reserved CPU sets are pairwise disjoint (partitions cannot overlap), else RT groups,
+/// else SCHED_DEADLINE.
+///
+/// A group budget first because a real stack is several threads that hand work to each other: under
+/// one budget they keep their own priorities and whichever is busy may use all of it, where
+/// per-thread SCHED_DEADLINE budgets reorder them by deadline and charge each wake-up the kernel's
+/// CBS bookkeeping (an oai-lte stack's workers woke 2.5–12× later than on a dedicated CPU, under
+/// RT groups within 1.2×: docs/results.md, issue 39).
+pub fn choose_mechanism(kernel: &KernelFacts, requested: Option<Mechanism>, reserved: &[Reserved]) -> Result<Mechanism, String> {
+    let available = &kernel.available;
     if let Some(m) = requested {
         if m != Mechanism::None && !available.is_empty() && !available.contains(&m) {
             return Err(format!(
@@ -329,10 +348,24 @@ pub fn choose_mechanism(available: &[Mechanism], requested: Option<Mechanism>, r
     if reserved.is_empty() {
         return Ok(Mechanism::None);
     }
-    let disjoint = reserved.iter().enumerate().all(|(i, a)| reserved[i + 1..].iter().all(|b| !a.iter().any(|c| b.contains(c))));
+    let disjoint = reserved.iter().enumerate().all(|(i, a)| reserved[i + 1..].iter().all(|b| !a.cpus.iter().any(|c| b.cpus.contains(c))));
+    // As the planner's RT-group admission counts them (whole microseconds against the one ratio).
+    let rt_groups_fit = admission::first_exceeding(
+        [],
+        reserved.iter().map(|r| {
+            let w = r.reservation.whole_micros();
+            (w.runtime, w.period)
+        }),
+        kernel.rt_cap.unwrap_or(1.0),
+    )
+    .is_none();
+    let tick = kernel.hz.filter(|_| !kernel.hrtick).map(|hz| Duration::from_nanos(1_000_000_000 / u64::from(hz.max(1))));
+    let held_between_ticks = reserved.iter().all(|r| tick.is_none_or(|t| r.reservation.period >= t));
     let has = |m| available.contains(&m);
     if has(Mechanism::Hcbs) {
         Ok(Mechanism::Hcbs)
+    } else if has(Mechanism::RtGroup) && rt_groups_fit && held_between_ticks {
+        Ok(Mechanism::RtGroup)
     } else if has(Mechanism::Deadline) && disjoint {
         Ok(Mechanism::Deadline)
     } else if has(Mechanism::RtGroup) {
@@ -346,14 +379,21 @@ pub fn choose_mechanism(available: &[Mechanism], requested: Option<Mechanism>, r
 
 /// The mechanism the node service (`rtslice daemon`) picks when it is not told: HCBS, else RT
 /// groups, else SCHED_DEADLINE. It chooses once, when the node is created, for workloads that come
-/// one at a time and may overlap, so it cannot use [`choose_mechanism`]'s "SCHED_DEADLINE when the
-/// reserved CPU sets are disjoint"; of these mechanisms only SCHED_DEADLINE needs disjoint sets.
+/// one at a time and may overlap, so it cannot use [`choose_mechanism`]'s look at all the
+/// reservations together; of these mechanisms only SCHED_DEADLINE needs disjoint sets.
 pub fn node_default_mechanism(available: &[Mechanism]) -> Mechanism {
     [Mechanism::Hcbs, Mechanism::RtGroup, Mechanism::Deadline].into_iter().find(|m| available.contains(m)).unwrap_or(Mechanism::None)
 }
 
-fn reserved_sets(plan: &Plan) -> Vec<Vec<u32>> {
-    plan.workloads.iter().filter(|w| matches!(w.allocation, Allocation::Reservation { .. })).map(|w| w.cpus.clone()).collect()
+/// A plan's reserved workloads, for [`choose_mechanism`].
+pub fn reserved_of(plan: &Plan) -> Vec<Reserved> {
+    plan.workloads
+        .iter()
+        .filter_map(|w| match &w.allocation {
+            Allocation::Reservation { reservation, .. } => Some(Reserved { cpus: w.cpus.clone(), reservation: *reservation }),
+            _ => None,
+        })
+        .collect()
 }
 
 fn pct(x: f64) -> String {
@@ -377,7 +417,7 @@ fn kernel_cap(kernel: &KernelFacts, mech: Mechanism) -> Option<f64> {
 pub fn plan_for_kernel(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, requested: Option<Mechanism>) -> Plan {
     // Mechanism first on a plan under the spec's cap (placement decides whether partitions are disjoint).
     let first = crate::plan_sized(spec, facts, &sizing_facts(kernel, None));
-    let mech = match choose_mechanism(&kernel.available, requested, &reserved_sets(&first)) {
+    let mech = match choose_mechanism(kernel, requested, &reserved_of(&first)) {
         Ok(m) => m,
         Err(reason) => {
             let mut p = first;
@@ -402,11 +442,11 @@ pub fn plan_for_kernel(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFac
     let mut tried = vec![mech];
     let mut candidates: Vec<Plan> = Vec::new();
     loop {
-        if reserved_sets(&p).is_empty() {
+        if reserved_of(&p).is_empty() {
             // Nothing reserved is admitted: no mechanism has anything to enforce.
             return p;
         }
-        let again = choose_mechanism(&kernel.available, None, &reserved_sets(&p)).unwrap_or(mech);
+        let again = choose_mechanism(kernel, None, &reserved_of(&p)).unwrap_or(mech);
         if again == p.kernel.as_ref().map_or(mech, |k| k.mechanism) {
             return p;
         }

@@ -97,3 +97,55 @@ fn a_reservation_reclaims_by_default_unless_told_not_to_or_a_cfs_pool_shares_it(
     assert!(!plan("", true).0, "a CFS pool turns the default off");
     assert!(plan(", reclaim: true", true).0, "an explicit reclaim: true beside a pool");
 }
+
+/// The default mechanism prefers one group budget for a stack (issue 39: its threads keep their
+/// priorities under one budget) where the kernel can hold the reservations with it: RT groups when
+/// their runtimes fit the one global ratio and no period is under the tick (without HRTICK), else
+/// SCHED_DEADLINE for disjoint CPU sets, else RT groups.
+#[test]
+fn the_default_mechanism_is_a_group_budget_where_the_reservations_fit_one() {
+    use rtslice_plan::kernel::{choose_mechanism, Reserved};
+    use rtslice_plan::Reservation;
+    use std::time::Duration;
+    let on = |cpus: &[u32], runtime_us: u64, period_us: u64| Reserved {
+        cpus: cpus.to_vec(),
+        reservation: Reservation::new(Duration::from_micros(runtime_us), Duration::from_micros(period_us)),
+    };
+    let k = kernel();
+    let pick = |k: &KernelFacts, r: &[Reserved]| choose_mechanism(k, None, r).unwrap();
+    // One stack at 0.9 of a CPU every 10 ms: RT groups hold it.
+    assert_eq!(pick(&k, &[on(&[1], 9_000, 10_000)]), Mechanism::RtGroup);
+    // The same every 1 ms, under HZ=250's 4 ms tick: per-thread budgets; with HRTICK a group holds it.
+    assert_eq!(pick(&k, &[on(&[1], 900, 1_000)]), Mechanism::Deadline);
+    assert_eq!(pick(&KernelFacts { hrtick: true, ..kernel() }, &[on(&[1], 900, 1_000)]), Mechanism::RtGroup);
+    // Two on disjoint CPUs summing above the 95 % ratio: SCHED_DEADLINE holds them, RT groups cannot.
+    assert_eq!(pick(&k, &[on(&[0], 6_000, 10_000), on(&[1], 6_000, 10_000)]), Mechanism::Deadline);
+    // At the ratio exactly they fit.
+    assert_eq!(pick(&k, &[on(&[0], 5_000, 10_000), on(&[1], 4_500, 10_000)]), Mechanism::RtGroup);
+    // Overlapping sets cannot be partitions: RT groups (the planner then refuses what does not fit).
+    assert_eq!(pick(&k, &[on(&[0, 1], 6_000, 10_000), on(&[1], 6_000, 10_000)]), Mechanism::RtGroup);
+    // HCBS first wherever the kernel has it; a requested mechanism wins.
+    let hcbs = KernelFacts { available: vec![Mechanism::Hcbs, Mechanism::Deadline], ..kernel() };
+    assert_eq!(pick(&hcbs, &[on(&[1], 900, 1_000)]), Mechanism::Hcbs);
+    assert_eq!(choose_mechanism(&k, Some(Mechanism::Deadline), &[on(&[1], 9_000, 10_000)]), Ok(Mechanism::Deadline));
+    // Nothing reserved: nothing to enforce.
+    assert_eq!(pick(&k, &[]), Mechanism::None);
+}
+
+/// The plan for this kernel takes that default: the natural spec every 10 ms is planned under RT
+/// groups and admitted; every 1 ms under SCHED_DEADLINE and admitted (not refused for the tick).
+#[test]
+fn plan_for_kernel_takes_a_group_budget_only_where_it_admits_the_spec() {
+    let facts = NodeFacts { online: vec![0, 1], isolcpus: vec![], ..Default::default() };
+    let ten = rtslice_spec::parse(&spec_text(9, 10), "vbs.yaml").unwrap();
+    let p = plan_for_kernel(&ten, &facts, &kernel(), None);
+    assert!(p.all_admitted(), "{:?}", p.rejected);
+    assert_eq!(p.kernel.as_ref().map(|k| k.mechanism), Some(Mechanism::RtGroup));
+    let p = plan_for_kernel(&spec(), &facts, &kernel(), None);
+    assert!(p.all_admitted(), "{:?}", p.rejected);
+    assert_eq!(p.kernel.as_ref().map(|k| k.mechanism), Some(Mechanism::Deadline));
+}
+
+fn spec_text(runtime_ms: u64, period_ms: u64) -> String {
+    format!("apiVersion: rtslice/v1\nnode:\n  cpus: 0-1\nworkloads:\n  - name: vbs\n    demand:\n      reservation: {{ runtime: {runtime_ms}ms, period: {period_ms}ms, cpus: 1 }}\n    threads:\n      - match: ^ru-thread$\n        policy: fifo\n        priority: 97\n")
+}

@@ -149,7 +149,7 @@ fn workload(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<WorkloadSpec> {
     let m = r.fields(
         n,
         p,
-        &["name", "emulate", "command", "ping", "loadgen", "output", "role", "share", "replicas", "threads", "reservation", "reclaim", "slo"],
+        &["name", "emulate", "command", "ping", "loadgen", "output", "role", "share", "replicas", "threads", "reservation", "reclaim", "period", "slo"],
     )?;
     let name = m.required(r, "name", "name the workload", string);
     let emulate = m.optional(r, "emulate", |r, n, p| {
@@ -181,8 +181,9 @@ fn workload(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<WorkloadSpec> {
     let threads = m.optional(r, "threads", |r, n, p| list(r, n, p, "thread rules", thread)).unwrap_or_default();
     let reservation = m.optional(r, "reservation", float);
     let reclaim = m.optional(r, "reclaim", boolean);
+    let period = m.optional(r, "period", period);
     let slo = m.optional(r, "slo", slo);
-    Some(WorkloadSpec { name: name?, emulate, command, ping, loadgen, output, role, share, replicas, threads, reservation, reclaim, slo })
+    Some(WorkloadSpec { name: name?, emulate, command, ping, loadgen, output, role, share, replicas, threads, reservation, reclaim, period, slo })
 }
 
 /// `slo: {deadline_miss_ratio: 1e-3, profile: {period: 1ms, deadline: 3ms, p50: …, p90: …, p99: …, p999: …, max: …}}`:
@@ -220,6 +221,23 @@ fn slo(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<SloSpec> {
     Some(SloSpec { deadline_miss_ratio: ratio?, profile: profile? })
 }
 
+/// A scheduling period within the kernel's range (a reservation's or a thread rule's).
+fn period(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<std::time::Duration> {
+    let text = string(r, n, p)?;
+    match rtslice_spec::units::parse_duration(&text) {
+        Ok(d) if d >= rtslice_spec::MIN_PERIOD && d <= rtslice_spec::MAX_PERIOD => Some(d),
+        Ok(_) => {
+            let (lo, hi) = (rtslice_spec::units::format_duration(rtslice_spec::MIN_PERIOD), rtslice_spec::units::format_duration(rtslice_spec::MAX_PERIOD));
+            r.err(n, p, format!("a period of {text} is outside the kernel's {lo}–{hi}"));
+            None
+        }
+        Err(e) => {
+            r.err(n, p, format!("{e}"));
+            None
+        }
+    }
+}
+
 fn thread(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<ThreadSlot> {
     let m = r.fields(n, p, &["match", "slot", "policy", "priority", "period", "share"])?;
     let pattern = m.required(r, "match", "give a regular expression on thread names", string);
@@ -228,21 +246,7 @@ fn thread(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<ThreadSlot> {
     // The 1–99 range is checked with the rest of the file in `validate`.
     let priority = m.optional(r, "priority", u32_of).unwrap_or(0);
     // As a spec's rule: under a SCHED_DEADLINE reservation these threads' own period.
-    let period = m.optional(r, "period", |r, n, p| {
-        let text = string(r, n, p)?;
-        match rtslice_spec::units::parse_duration(&text) {
-            Ok(d) if d >= rtslice_spec::MIN_PERIOD && d <= rtslice_spec::MAX_PERIOD => Some(d),
-            Ok(_) => {
-                let (lo, hi) = (rtslice_spec::units::format_duration(rtslice_spec::MIN_PERIOD), rtslice_spec::units::format_duration(rtslice_spec::MAX_PERIOD));
-                r.err(n, p, format!("a period of {text} is outside the kernel's {lo}–{hi}"));
-                None
-            }
-            Err(e) => {
-                r.err(n, p, format!("{e}"));
-                None
-            }
-        }
-    });
+    let period = m.optional(r, "period", period);
     let policy_is_rt = policy != "other";
     let policy = match policy.as_str() {
         "fifo" => SchedPolicy::Fifo { priority, period },

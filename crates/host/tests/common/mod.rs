@@ -458,8 +458,12 @@ pub fn planned(mut s: rtslice_host::Setup, mech: Option<Mechanism>) -> rtslice_h
     use rtslice_host::SchedAttr;
     let mech = mech.unwrap_or_else(|| {
         let facts = rtslice_host::HostFacts::detect().expect("this host's facts");
-        let reserved: Vec<Vec<u32>> = s.workloads.iter().filter(|w| w.reservation.is_some()).map(|w| w.cpus.iter().collect()).collect();
-        rtslice_plan::kernel::choose_mechanism(&facts.available, None, &reserved).expect("a reservation mechanism")
+        let reserved: Vec<rtslice_plan::kernel::Reserved> = s
+            .workloads
+            .iter()
+            .filter_map(|w| Some(rtslice_plan::kernel::Reserved { cpus: w.cpus.iter().collect(), reservation: w.reservation? }))
+            .collect();
+        rtslice_plan::kernel::choose_mechanism(&facts.kernel_facts(), None, &reserved).expect("a reservation mechanism")
     });
     s.mechanism = Some(mech);
     for w in s.workloads.iter_mut() {
