@@ -332,8 +332,8 @@ pub struct Reserved {
 /// A group budget first because a real stack is several threads that hand work to each other: under
 /// one budget they keep their own priorities and whichever is busy may use all of it, where
 /// per-thread SCHED_DEADLINE budgets reorder them by deadline and charge each wake-up the kernel's
-/// CBS bookkeeping (an oai-lte stack's workers woke 2.5–12× later than on a dedicated CPU, under
-/// RT groups within 1.2×: docs/results.md, issue 39).
+/// CBS bookkeeping (an oai-lte stack's workers woke 2.5–14× later than on a dedicated CPU, under
+/// RT groups 1.0–1.2× its p99s: docs/results.md, issue 39).
 pub fn choose_mechanism(kernel: &KernelFacts, requested: Option<Mechanism>, reserved: &[Reserved]) -> Result<Mechanism, String> {
     let available = &kernel.available;
     if let Some(m) = requested {
