@@ -68,6 +68,8 @@ pub use launch::AgentCommand;
 pub use journal::{node_active, one_shot_applied};
 pub use node::{applied_records, records_in as node_records_in, status, Node, NodeBase, NodeOptions, Opened, Removed};
 pub use facts::HostFacts;
+// The mechanism apply would choose for a setup on this host (tests and tools that build setups by hand).
+pub use prepare::resolve_mechanism;
 pub use record::{AppliedRecord, Mechanism, WorkloadRecord};
 pub use reset::{reset, ResetOptions, ResetReport};
 pub use rtslice_plan::Reservation;

@@ -458,12 +458,7 @@ pub fn planned(mut s: rtslice_host::Setup, mech: Option<Mechanism>) -> rtslice_h
     use rtslice_host::SchedAttr;
     let mech = mech.unwrap_or_else(|| {
         let facts = rtslice_host::HostFacts::detect().expect("this host's facts");
-        let reserved: Vec<rtslice_plan::kernel::Reserved> = s
-            .workloads
-            .iter()
-            .filter_map(|w| Some(rtslice_plan::kernel::Reserved { cpus: w.cpus.iter().collect(), reservation: w.reservation? }))
-            .collect();
-        rtslice_plan::kernel::choose_mechanism(&facts.kernel_facts(), None, &reserved).expect("a reservation mechanism")
+        rtslice_host::resolve_mechanism(&s, &facts, None).expect("a reservation mechanism")
     });
     s.mechanism = Some(mech);
     for w in s.workloads.iter_mut() {
