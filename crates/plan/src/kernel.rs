@@ -93,6 +93,14 @@ pub struct KernelFacts {
     pub hcbs_root: Option<HcbsRoot>,
 }
 
+impl KernelFacts {
+    /// The tick, where budgets are enforced only at ticks (no HRTICK); `None` with HRTICK or an
+    /// unknown HZ.
+    pub fn enforcement_tick(&self) -> Option<Duration> {
+        self.hz.filter(|_| !self.hrtick).map(|hz| Duration::from_nanos(1_000_000_000 / u64::from(hz.max(1))))
+    }
+}
+
 /// HCBS (cgroup v2 `cpu.rt.max`): the root group's budget reserves that bandwidth on every CPU, in
 /// the kernel's SCHED_DEADLINE admission beside the deadline threads and the fair servers, and
 /// every group whose ancestors below the root are all `max` draws its budget from it (the kernel
@@ -349,17 +357,9 @@ pub fn choose_mechanism(kernel: &KernelFacts, requested: Option<Mechanism>, rese
         return Ok(Mechanism::None);
     }
     let disjoint = reserved.iter().enumerate().all(|(i, a)| reserved[i + 1..].iter().all(|b| !a.cpus.iter().any(|c| b.cpus.contains(c))));
-    // As the planner's RT-group admission counts them (whole microseconds against the one ratio).
-    let rt_groups_fit = admission::first_exceeding(
-        [],
-        reserved.iter().map(|r| {
-            let w = r.reservation.whole_micros();
-            (w.runtime, w.period)
-        }),
-        kernel.rt_cap.unwrap_or(1.0),
-    )
-    .is_none();
-    let tick = kernel.hz.filter(|_| !kernel.hrtick).map(|hz| Duration::from_nanos(1_000_000_000 / u64::from(hz.max(1))));
+    // As the planner admits them under RT groups (no global account where the ratio is unlimited).
+    let rt_groups_fit = kernel.rt_cap.is_none_or(|cap| rt_groups_exceeding(reserved.iter().map(|r| &r.reservation), cap).is_none());
+    let tick = kernel.enforcement_tick();
     let held_between_ticks = reserved.iter().all(|r| tick.is_none_or(|t| r.reservation.period >= t));
     let has = |m| available.contains(&m);
     if has(Mechanism::Hcbs) {
@@ -383,6 +383,20 @@ pub fn choose_mechanism(kernel: &KernelFacts, requested: Option<Mechanism>, rese
 /// reservations together; of these mechanisms only SCHED_DEADLINE needs disjoint sets.
 pub fn node_default_mechanism(available: &[Mechanism]) -> Mechanism {
     [Mechanism::Hcbs, Mechanism::RtGroup, Mechanism::Deadline].into_iter().find(|m| available.contains(m)).unwrap_or(Mechanism::None)
+}
+
+/// The first of `reservations` with which RT groups' one global account (cgroup v1: every group's
+/// runtime/period against the kernel's ratio `cap`, whatever its CPUs) no longer fits, counted in
+/// whole microseconds as the cgroup files hold them.
+fn rt_groups_exceeding<'a>(reservations: impl IntoIterator<Item = &'a Reservation>, cap: f64) -> Option<(usize, admission::Exceeded)> {
+    admission::first_exceeding(
+        [],
+        reservations.into_iter().map(|r| {
+            let w = r.whole_micros();
+            (w.runtime, w.period)
+        }),
+        cap,
+    )
 }
 
 /// A plan's reserved workloads, for [`choose_mechanism`].
@@ -442,11 +456,12 @@ pub fn plan_for_kernel(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFac
     let mut tried = vec![mech];
     let mut candidates: Vec<Plan> = Vec::new();
     loop {
-        if reserved_of(&p).is_empty() {
+        let reserved = reserved_of(&p);
+        if reserved.is_empty() {
             // Nothing reserved is admitted: no mechanism has anything to enforce.
             return p;
         }
-        let again = choose_mechanism(kernel, None, &reserved_of(&p)).unwrap_or(mech);
+        let again = choose_mechanism(kernel, None, &reserved).unwrap_or(mech);
         if again == p.kernel.as_ref().map_or(mech, |k| k.mechanism) {
             return p;
         }
@@ -475,7 +490,7 @@ pub fn plan_for_kernel(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFac
 /// are offered: a group's budget is only throttled at ticks, so no period shorter than a tick
 /// (SCHED_DEADLINE's replenishment timer holds shorter ones).
 pub fn sizing_facts(kernel: &KernelFacts, mech: Option<Mechanism>) -> crate::SizingFacts {
-    let tick = kernel.hz.filter(|_| !kernel.hrtick && mech != Some(Mechanism::None)).map(|hz| Duration::from_nanos(1_000_000_000 / hz.max(1) as u64));
+    let tick = kernel.enforcement_tick().filter(|_| mech != Some(Mechanism::None));
     crate::SizingFacts {
         enforcement: rtslice_model::periodic::Enforcement::Exact,
         min_period: match (tick, mech) {
@@ -508,7 +523,7 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
         }
         spec.node.cap = spec.node.cap.min(cap);
     }
-    let tick = kernel.hz.filter(|_| !kernel.hrtick && mech != Mechanism::None).map(|hz| Duration::from_nanos(1_000_000_000 / hz.max(1) as u64));
+    let tick = kernel.enforcement_tick().filter(|_| mech != Mechanism::None);
     // Refusals that need the placement are found on a plan and the workload is taken out of the spec;
     // re-planning without it keeps the others' accounting exact. Each round removes one workload.
     let plan = loop {
@@ -600,15 +615,15 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
         }
         if refuse.is_none() && mech == Mechanism::RtGroup {
             if let Some(cap) = kernel.rt_cap {
-                let held: Vec<(&crate::WorkloadPlan, Reservation)> = p
+                let held: Vec<(&crate::WorkloadPlan, &Reservation)> = p
                     .workloads
                     .iter()
                     .filter_map(|w| match &w.allocation {
-                        Allocation::Reservation { reservation, .. } => Some((w, reservation.whole_micros())),
+                        Allocation::Reservation { reservation, .. } => Some((w, reservation)),
                         _ => None,
                     })
                     .collect();
-                if let Some((i, x)) = admission::first_exceeding([], held.iter().map(|(_, r)| (r.runtime, r.period)), cap) {
+                if let Some((i, x)) = rt_groups_exceeding(held.iter().map(|(_, r)| *r), cap) {
                     refuse = Some((
                         held[i].0.name.clone(),
                         format!(

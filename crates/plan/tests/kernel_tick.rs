@@ -120,6 +120,9 @@ fn the_default_mechanism_is_a_group_budget_where_the_reservations_fit_one() {
     assert_eq!(pick(&KernelFacts { hrtick: true, ..kernel() }, &[on(&[1], 900, 1_000)]), Mechanism::RtGroup);
     // Two on disjoint CPUs summing above the 95 % ratio: SCHED_DEADLINE holds them, RT groups cannot.
     assert_eq!(pick(&k, &[on(&[0], 6_000, 10_000), on(&[1], 6_000, 10_000)]), Mechanism::Deadline);
+    // Where the ratio is unlimited (-1) or unknown there is no global account to exceed, as the
+    // planner admits them there.
+    assert_eq!(pick(&KernelFacts { rt_cap: None, ..kernel() }, &[on(&[0], 6_000, 10_000), on(&[1], 6_000, 10_000)]), Mechanism::RtGroup);
     // At the ratio exactly they fit.
     assert_eq!(pick(&k, &[on(&[0], 5_000, 10_000), on(&[1], 4_500, 10_000)]), Mechanism::RtGroup);
     // Overlapping sets cannot be partitions: RT groups (the planner then refuses what does not fit).
