@@ -66,6 +66,49 @@ pub enum ScenarioKind {
 
 pub const NOISE_KINDS: &[&str] = &["user", "kernel", "rt", "cache"];
 
+/// A `reservation`'s period as an experiment gives it; unset, the bench writes one LTE TTI
+/// (`specgen::RESERVATION_PERIOD`), as the studies did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum ReservationPeriod {
+    /// Written into the spec: `period: 10ms`.
+    Written(Duration),
+    /// `period: default`: the spec writes none, so the node's `defaultPeriod` (100 ms) applies —
+    /// the natural spec, a reservation that gives only its runtime.
+    NodeDefault,
+}
+
+impl ReservationPeriod {
+    /// `default`, or a duration within the kernel's range.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if text.trim() == "default" {
+            return Ok(ReservationPeriod::NodeDefault);
+        }
+        let d = rtslice_spec::units::parse_duration(text).map_err(|e| e.to_string())?;
+        if d < rtslice_spec::MIN_PERIOD || d > rtslice_spec::MAX_PERIOD {
+            let (lo, hi) = (rtslice_spec::units::format_duration(rtslice_spec::MIN_PERIOD), rtslice_spec::units::format_duration(rtslice_spec::MAX_PERIOD));
+            return Err(format!("a period of {text} is outside the kernel's {lo}–{hi}; or write `default` for the spec's"));
+        }
+        Ok(ReservationPeriod::Written(d))
+    }
+}
+
+impl From<ReservationPeriod> for String {
+    fn from(p: ReservationPeriod) -> String {
+        match p {
+            ReservationPeriod::Written(d) => rtslice_spec::units::format_duration(d),
+            ReservationPeriod::NodeDefault => "default".into(),
+        }
+    }
+}
+
+impl TryFrom<String> for ReservationPeriod {
+    type Error = String;
+    fn try_from(text: String) -> Result<Self, String> {
+        ReservationPeriod::parse(&text)
+    }
+}
+
 /// How a workload is started. Exactly one of the kinds must be given.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -111,10 +154,10 @@ pub struct WorkloadSpec {
     #[serde(default)]
     pub reclaim: Option<bool>,
     /// The period of the `reservation` (default one LTE TTI, 1 ms): a user's spec names its own
-    /// (issue 39's eNB ran 7 ms every 10 ms), and the period decides how long a burst may run before
-    /// the budget throttles it.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "rtslice_spec::units::serde_duration::option")]
-    pub period: Option<std::time::Duration>,
+    /// (issue 39's eNB ran 7 ms every 10 ms) or none (`period: default`), and the period decides
+    /// how long a burst may run before the budget throttles it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period: Option<ReservationPeriod>,
     /// What the vBS needs, for the strategies that size a reservation from it: `peak` (the
     /// profile's largest execution time every period) and `slo` (the smallest reservation the
     /// periodic model says meets the miss ratio).
@@ -756,12 +799,22 @@ blocks:
     fn a_workload_period_belongs_to_its_reservation() {
         let with = MINI.replace("        emulate: {profile: oai-lte}", "        emulate: {profile: oai-lte}\n        reservation: 0.9\n        period: 10ms");
         let e = Experiment::parse(&with, "ok.yaml").unwrap();
-        assert_eq!(e.blocks[0].workloads[0].period, Some(Duration::from_millis(10)));
+        assert_eq!(e.blocks[0].workloads[0].period, Some(ReservationPeriod::Written(Duration::from_millis(10))));
+        let unwritten = with.replace("period: 10ms", "period: default");
+        assert_eq!(Experiment::parse(&unwritten, "ok.yaml").unwrap().blocks[0].workloads[0].period, Some(ReservationPeriod::NodeDefault));
+        // As the results directory keeps it: `default` and durations read back as written.
+        for p in [ReservationPeriod::NodeDefault, ReservationPeriod::Written(Duration::from_micros(2500))] {
+            let json = serde_json::to_string(&p).unwrap();
+            assert_eq!(serde_json::from_str::<ReservationPeriod>(&json).unwrap(), p, "{json}");
+        }
         let alone = MINI.replace("        emulate: {profile: oai-lte}", "        emulate: {profile: oai-lte}\n        period: 10ms");
         let err = Experiment::parse(&alone, "bad.yaml").unwrap_err().to_string();
         assert!(err.contains("period") && err.contains("reservation"), "{err}");
         let odd = MINI.replace("        emulate: {profile: oai-lte}", "        emulate: {profile: oai-lte}\n        reservation: 0.9\n        period: 10 parsecs");
         assert!(Experiment::parse(&odd, "bad.yaml").is_err());
+        let long = odd.replace("10 parsecs", "5s");
+        let err = Experiment::parse(&long, "bad.yaml").unwrap_err().to_string();
+        assert!(err.contains("outside the kernel's") && err.contains("default"), "{err}");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use rtslice_emu::{Class, Profile, ThreadRole, ThreadSpec};
 use rtslice_spec::SchedPolicy;
 use serde::{Deserialize, Serialize};
 
-use crate::experiment::{Role, SloSpec, ThreadSlot, WorkloadSpec};
+use crate::experiment::{ReservationPeriod, Role, SloSpec, ThreadSlot, WorkloadSpec};
 use crate::strategy::Strategy;
 
 /// What the host offers that changes layouts.
@@ -52,7 +52,7 @@ pub struct Placement {
     pub reclaim: Option<bool>,
     /// The reservation's period (unset: `specgen::RESERVATION_PERIOD`).
     #[serde(default)]
-    pub period: Option<std::time::Duration>,
+    pub period: Option<ReservationPeriod>,
     /// The planner sizes the reservation from this SLO and profile (`slo` strategy).
     #[serde(default)]
     pub slo: Option<SloSpec>,

@@ -10,6 +10,7 @@ use rtslice_spec::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::experiment::ReservationPeriod;
 use crate::layout::{Layout, Placement};
 use crate::strategy::Strategy;
 
@@ -65,12 +66,13 @@ pub fn spec_for(layout: &Layout, host_cpus: &[u32], steering: &Steering, pid_of:
     let node = Node { name: Some("rtslice-bench".into()), cpus: NodeCpus::List(host_cpus.to_vec()), housekeeping, ..Node::default() };
     let mut spec = Spec { node, ..Spec::default() };
     for p in &layout.placements {
-        spec.workloads.push(workload(layout.strategy, p, &shared, steering, pid_of(&p.name)));
+        let default_period = spec.node.default_period;
+        spec.workloads.push(workload(layout.strategy, p, &shared, steering, pid_of(&p.name), default_period));
     }
     Some(spec)
 }
 
-fn workload(strategy: Strategy, p: &Placement, shared: &[u32], steering: &Steering, pid: Option<u32>) -> Workload {
+fn workload(strategy: Strategy, p: &Placement, shared: &[u32], steering: &Steering, pid: Option<u32>, default_period: Duration) -> Workload {
     let set: Vec<u32> = p.cpus.clone().unwrap_or_else(|| shared.to_vec());
     let mut w = Workload { name: p.name.clone(), launch: pid.map(|pid| Launch::Pid { pid }), ..Workload::default() };
     if let Some(slo) = &p.slo {
@@ -84,10 +86,16 @@ fn workload(strategy: Strategy, p: &Placement, shared: &[u32], steering: &Steeri
     } else { Some(if p.dedicated || p.shield || p.isolcpus {
         Demand::Dedicated(Dedicated { count: None, cpus: Some(set.clone()) })
     } else if let Some(share) = p.reservation {
-        let period = p.period.unwrap_or(RESERVATION_PERIOD);
+        // `period: default` writes none: the node's default period applies, as in a user's spec
+        // that gives only the runtime.
+        let (period, written) = match p.period {
+            None => (RESERVATION_PERIOD, true),
+            Some(ReservationPeriod::Written(d)) => (d, true),
+            Some(ReservationPeriod::NodeDefault) => (default_period, false),
+        };
         Demand::Reservation(Reservation {
             runtime: Duration::from_nanos((period.as_nanos() as f64 * share).round() as u64),
-            period: Some(period),
+            period: written.then_some(period),
             // Planner-placed: one CPU of its choice.
             count: p.cpus.is_none().then_some(1),
             cpus: p.cpus.clone(),
@@ -214,7 +222,21 @@ mod tests {
         let ms = std::time::Duration::from_millis;
         let us = std::time::Duration::from_micros;
         assert_eq!(period_of(WorkloadSpec { reservation: Some(0.9), ..vbs() }), (us(900), Some(ms(1))));
-        assert_eq!(period_of(WorkloadSpec { reservation: Some(0.9), period: Some(ms(10)), ..vbs() }), (ms(9), Some(ms(10))));
+        let written = |d| Some(ReservationPeriod::Written(d));
+        assert_eq!(period_of(WorkloadSpec { reservation: Some(0.9), period: written(ms(10)), ..vbs() }), (ms(9), Some(ms(10))));
+        // `period: default`: the spec writes only the runtime, 0.9 of the node's default period, and
+        // the planner gives it that period.
+        let natural = WorkloadSpec { reservation: Some(0.9), period: Some(ReservationPeriod::NodeDefault), ..vbs() };
+        assert_eq!(period_of(natural.clone()), (rtslice_spec::DEFAULT_PERIOD.mul_f64(0.9), None));
+        let l = layout(Strategy::Reservation, &[(natural, 1)], &host).unwrap();
+        let spec = spec_for(&l, &host.cpus, &Steering::default(), &|_| Some(4242)).unwrap();
+        let plan = rtslice_plan::plan(&spec, &rtslice_plan::NodeFacts::with_cpus(2));
+        match &plan.workloads[0].allocation {
+            rtslice_plan::Allocation::Reservation { reservation, .. } => {
+                assert_eq!((reservation.runtime, reservation.period), (ms(90), rtslice_spec::DEFAULT_PERIOD))
+            }
+            other => panic!("expected a reservation, got {other:?}"),
+        }
     }
 
     /// The `slo` strategy's spec states the SLO and the profile and no demand: the planner sizes

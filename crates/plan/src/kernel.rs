@@ -359,8 +359,7 @@ pub fn choose_mechanism(kernel: &KernelFacts, requested: Option<Mechanism>, rese
     let disjoint = reserved.iter().enumerate().all(|(i, a)| reserved[i + 1..].iter().all(|b| !a.cpus.iter().any(|c| b.cpus.contains(c))));
     // As the planner admits them under RT groups (no global account where the ratio is unlimited).
     let rt_groups_fit = kernel.rt_cap.is_none_or(|cap| rt_groups_exceeding(reserved.iter().map(|r| &r.reservation), cap).is_none());
-    let tick = kernel.enforcement_tick();
-    let held_between_ticks = reserved.iter().all(|r| tick.is_none_or(|t| r.reservation.period >= t));
+    let held_between_ticks = reserved.iter().all(|r| period_refusal(r.reservation.period, Mechanism::RtGroup, kernel).is_none());
     let has = |m| available.contains(&m);
     if has(Mechanism::Hcbs) {
         Ok(Mechanism::Hcbs)
@@ -500,6 +499,28 @@ pub fn sizing_facts(kernel: &KernelFacts, mech: Option<Mechanism>) -> crate::Siz
     }
 }
 
+/// Why `kernel` cannot hold a budget of `period` under `mech`, or `None` where it can: the one
+/// rule the planner ([`plan_for_kernel`]) and the node service's admission both apply.
+/// SCHED_DEADLINE holds a period shorter than the tick over time: its replenishment is a
+/// high-resolution timer and an overrun (detected when the thread blocks, is preempted or at the
+/// tick) is repaid from the next periods; a thread that blocks every period (a vBS, each TTI) is
+/// held per period (measured: deadline-vs-dedicated, 1 ms at HZ=250). A group's budget is
+/// throttled only at ticks, which a 1 ms period cannot survive (66 % of the frontier's deadlines
+/// missed under RT groups).
+pub fn period_refusal(period: Duration, mech: Mechanism, kernel: &KernelFacts) -> Option<String> {
+    let tick = kernel.enforcement_tick().filter(|_| !matches!(mech, Mechanism::None | Mechanism::Deadline))?;
+    (period < tick).then(|| {
+        format!(
+            "its period {} is shorter than the kernel's tick ({} at HZ={}): without HRTICK a group budget ({mech}) is throttled only at ticks, \
+             so this budget cannot be held; use a period of at least {} (several ticks), a kernel with HRTICK, or --mechanism deadline",
+            rtslice_spec::units::format_duration(period),
+            rtslice_spec::units::format_duration(tick),
+            kernel.hz.unwrap_or(0),
+            rtslice_spec::units::format_duration(tick * 4)
+        )
+    })
+}
+
 /// [`plan_for_kernel`] under one mechanism.
 fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech: Mechanism) -> Plan {
     let mut spec = spec.clone();
@@ -523,7 +544,6 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
         }
         spec.node.cap = spec.node.cap.min(cap);
     }
-    let tick = kernel.enforcement_tick().filter(|_| mech != Mechanism::None);
     // Refusals that need the placement are found on a plan and the workload is taken out of the spec;
     // re-planning without it keeps the others' accounting exact. Each round removes one workload.
     let plan = loop {
@@ -546,27 +566,9 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
         }
         for w in p.workloads.iter().filter(|_| refuse.is_none()) {
             let Allocation::Reservation { reservation, .. } = &w.allocation else { continue };
-            // SCHED_DEADLINE holds a period shorter than the tick over time: its replenishment is a
-            // high-resolution timer and an overrun (detected when the thread blocks, is preempted or
-            // at the tick) is repaid from the next periods; a thread that blocks every period (a vBS,
-            // each TTI) is held per period (measured: deadline-vs-dedicated, 1 ms at HZ=250). A
-            // group's budget is throttled only at ticks, which a 1 ms period cannot survive (66 % of
-            // the frontier's deadlines missed under RT groups).
-            if let (Some(t), false) = (tick, mech == Mechanism::Deadline) {
-                if reservation.period < t {
-                    refuse = Some((
-                        w.name.clone(),
-                        format!(
-                            "its period {} is shorter than the kernel's tick ({} at HZ={}): without HRTICK budgets are enforced at ticks, \
-                             so this budget cannot be held; use a period of at least {} (several ticks), or a kernel with HRTICK",
-                            rtslice_spec::units::format_duration(reservation.period),
-                            rtslice_spec::units::format_duration(t),
-                            kernel.hz.unwrap_or(0),
-                            rtslice_spec::units::format_duration(t * 4)
-                        ),
-                    ));
-                    break;
-                }
+            if let Some(why) = period_refusal(reservation.period, mech, kernel) {
+                refuse = Some((w.name.clone(), why));
+                break;
             }
             if mech == Mechanism::Deadline {
                 if let (Some(cap), Some(k)) = (kernel_cap(kernel, mech), kernel_workload(w, mech)) {
@@ -747,7 +749,7 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
     };
     let mut plan = plan;
     plan.rejected.extend(refused);
-    if let Some(t) = tick {
+    if let Some(t) = kernel.enforcement_tick().filter(|_| mech != Mechanism::None) {
         for w in &plan.workloads {
             if let Allocation::Reservation { reservation, .. } = &w.allocation {
                 // Under SCHED_DEADLINE a real-time rule may run at a period of its own.

@@ -181,7 +181,7 @@ fn workload(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<WorkloadSpec> {
     let threads = m.optional(r, "threads", |r, n, p| list(r, n, p, "thread rules", thread)).unwrap_or_default();
     let reservation = m.optional(r, "reservation", float);
     let reclaim = m.optional(r, "reclaim", boolean);
-    let period = m.optional(r, "period", period);
+    let period = m.optional(r, "period", reservation_period);
     let slo = m.optional(r, "slo", slo);
     Some(WorkloadSpec { name: name?, emulate, command, ping, loadgen, output, role, share, replicas, threads, reservation, reclaim, period, slo })
 }
@@ -221,7 +221,13 @@ fn slo(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<SloSpec> {
     Some(SloSpec { deadline_miss_ratio: ratio?, profile: profile? })
 }
 
-/// A scheduling period within the kernel's range (a reservation's or a thread rule's).
+/// A reservation's period: a duration within the kernel's range, or `default` (none written).
+fn reservation_period(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<super::ReservationPeriod> {
+    let text = string(r, n, p)?;
+    super::ReservationPeriod::parse(&text).map_err(|e| r.err(n, p, e)).ok()
+}
+
+/// A scheduling period within the kernel's range (a thread rule's).
 fn period(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<std::time::Duration> {
     let text = string(r, n, p)?;
     match rtslice_spec::units::parse_duration(&text) {
