@@ -332,8 +332,7 @@ pub struct Reserved {
 /// Picks the mechanism like `apply` does, among `kernel.available`: the requested one if the host
 /// has it; else a group budget where the kernel can hold these reservations with one — HCBS, else
 /// RT groups when their runtimes fit the kernel's one global ratio (cgroup v1 accounts every group
-/// against it, whatever its CPUs) — and every period is at least the tick where budgets are
-/// enforced at ticks (the planner refuses shorter ones under a group budget); else SCHED_DEADLINE
+/// against it, whatever its CPUs), at any period; else SCHED_DEADLINE
 /// when the reserved CPU sets are pairwise disjoint (partitions cannot overlap), else RT groups,
 /// else SCHED_DEADLINE.
 ///
@@ -359,11 +358,10 @@ pub fn choose_mechanism(kernel: &KernelFacts, requested: Option<Mechanism>, rese
     let disjoint = reserved.iter().enumerate().all(|(i, a)| reserved[i + 1..].iter().all(|b| !a.cpus.iter().any(|c| b.cpus.contains(c))));
     // As the planner admits them under RT groups (no global account where the ratio is unlimited).
     let rt_groups_fit = kernel.rt_cap.is_none_or(|cap| rt_groups_exceeding(reserved.iter().map(|r| &r.reservation), cap).is_none());
-    let held_between_ticks = reserved.iter().all(|r| period_refusal(r.reservation.period, Mechanism::RtGroup, kernel).is_none());
     let has = |m| available.contains(&m);
     if has(Mechanism::Hcbs) {
         Ok(Mechanism::Hcbs)
-    } else if has(Mechanism::RtGroup) && rt_groups_fit && held_between_ticks {
+    } else if has(Mechanism::RtGroup) && rt_groups_fit {
         Ok(Mechanism::RtGroup)
     } else if has(Mechanism::Deadline) && disjoint {
         Ok(Mechanism::Deadline)
@@ -424,12 +422,13 @@ fn kernel_cap(kernel: &KernelFacts, mech: Mechanism) -> Option<f64> {
 /// mechanism `apply` would choose there), and refuses what that kernel would refuse: reservations
 /// above its RT/DEADLINE cap (less the deadline servers' share under SCHED_DEADLINE), RT groups
 /// summing above the cap (v1 accounts them globally), SCHED_DEADLINE partitions that leave no CPU
-/// for the rest of the system, budgets whose SCHED_DEADLINE threads need more than their partition,
-/// and periods shorter than a tick where budgets are enforced at ticks (no HRTICK). The result
-/// carries [`Plan::kernel`]: the exact parameters apply writes.
+/// for the rest of the system, and budgets whose SCHED_DEADLINE threads need more than their
+/// partition; a period shorter than a tick where budgets are enforced at ticks (no HRTICK) gets a
+/// warning under every mechanism. The result carries [`Plan::kernel`]: the exact parameters apply
+/// writes.
 pub fn plan_for_kernel(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, requested: Option<Mechanism>) -> Plan {
     // Mechanism first on a plan under the spec's cap (placement decides whether partitions are disjoint).
-    let first = crate::plan_sized(spec, facts, &sizing_facts(kernel, None));
+    let first = crate::plan_sized(spec, facts, &crate::SizingFacts::default());
     let mech = match choose_mechanism(kernel, requested, &reserved_of(&first)) {
         Ok(m) => m,
         Err(reason) => {
@@ -479,48 +478,6 @@ pub fn plan_for_kernel(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFac
     }
 }
 
-/// What `kernel` does to budgets under `mech` (unknown: before the mechanism is chosen), for SLO
-/// sizing. The model always sizes for exact enforcement, even where the kernel throttles only at
-/// ticks (no HRTICK): the tick model's credit (a job overrunning its exhausted budget until the
-/// next tick) under-predicted the misses of a real periodic job 8-60x on a quiet host, exact
-/// enforcement 1.1-4.6x (docs/model.md, "Validation"). A vBS thread blocks every period, and the
-/// kernel charges and checks its runtime at every sleep and wake-up, so the credit is mostly never
-/// there; sizing on it gave budgets too small to meet the SLO. The tick still decides which periods
-/// are offered: a group's budget is only throttled at ticks, so no period shorter than a tick
-/// (SCHED_DEADLINE's replenishment timer holds shorter ones).
-pub fn sizing_facts(kernel: &KernelFacts, mech: Option<Mechanism>) -> crate::SizingFacts {
-    let tick = kernel.enforcement_tick().filter(|_| mech != Some(Mechanism::None));
-    crate::SizingFacts {
-        enforcement: rtslice_model::periodic::Enforcement::Exact,
-        min_period: match (tick, mech) {
-            (Some(t), Some(m)) if m != Mechanism::Deadline => t,
-            _ => rtslice_spec::MIN_PERIOD,
-        },
-    }
-}
-
-/// Why `kernel` cannot hold a budget of `period` under `mech`, or `None` where it can: the one
-/// rule the planner ([`plan_for_kernel`]) and the node service's admission both apply.
-/// SCHED_DEADLINE holds a period shorter than the tick over time: its replenishment is a
-/// high-resolution timer and an overrun (detected when the thread blocks, is preempted or at the
-/// tick) is repaid from the next periods; a thread that blocks every period (a vBS, each TTI) is
-/// held per period (measured: deadline-vs-dedicated, 1 ms at HZ=250). A group's budget is
-/// throttled only at ticks, which a 1 ms period cannot survive (66 % of the frontier's deadlines
-/// missed under RT groups).
-pub fn period_refusal(period: Duration, mech: Mechanism, kernel: &KernelFacts) -> Option<String> {
-    let tick = kernel.enforcement_tick().filter(|_| !matches!(mech, Mechanism::None | Mechanism::Deadline))?;
-    (period < tick).then(|| {
-        format!(
-            "its period {} is shorter than the kernel's tick ({} at HZ={}): without HRTICK a group budget ({mech}) is throttled only at ticks, \
-             so this budget cannot be held; use a period of at least {} (several ticks), a kernel with HRTICK, or --mechanism deadline",
-            rtslice_spec::units::format_duration(period),
-            rtslice_spec::units::format_duration(tick),
-            kernel.hz.unwrap_or(0),
-            rtslice_spec::units::format_duration(tick * 4)
-        )
-    })
-}
-
 /// [`plan_for_kernel`] under one mechanism.
 fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech: Mechanism) -> Plan {
     let mut spec = spec.clone();
@@ -547,7 +504,7 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
     // Refusals that need the placement are found on a plan and the workload is taken out of the spec;
     // re-planning without it keeps the others' accounting exact. Each round removes one workload.
     let plan = loop {
-        let p = crate::plan_sized(&spec, facts, &sizing_facts(kernel, Some(mech)));
+        let p = crate::plan_sized(&spec, facts, &crate::SizingFacts::default());
         let mut refuse: Option<(String, String)> = None;
         // On this host, apply can only use online CPUs (plan alone merely warns about them).
         if !facts.online.is_empty() {
@@ -564,12 +521,7 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
                 ));
             }
         }
-        for w in p.workloads.iter().filter(|_| refuse.is_none()) {
-            let Allocation::Reservation { reservation, .. } = &w.allocation else { continue };
-            if let Some(why) = period_refusal(reservation.period, mech, kernel) {
-                refuse = Some((w.name.clone(), why));
-                break;
-            }
+        for w in p.workloads.iter().filter(|w| refuse.is_none() && matches!(w.allocation, Allocation::Reservation { .. })) {
             if mech == Mechanism::Deadline {
                 if let (Some(cap), Some(k)) = (kernel_cap(kernel, mech), kernel_workload(w, mech)) {
                     let parts = k.threads.iter().filter_map(|t| deadline_part(&t.sched));
@@ -757,10 +709,21 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
                     Mechanism::Deadline => w.threads.iter().filter_map(|t| t.sched.rt_period()).fold(reservation.period, Duration::min),
                     _ => reservation.period,
                 };
-                if mech == Mechanism::Deadline && shortest < t {
+                if shortest < t {
+                    // Every mechanism charges a budget when a thread blocks, is preempted or at the
+                    // tick, and carries an overrun into the next periods (SCHED_DEADLINE and HCBS's
+                    // servers a negative runtime, RT groups the group's rt_time, which the period
+                    // timer lowers by one runtime per period). Measured at 1 ms under HZ=250 with
+                    // vBS stacks whose budget fits: RT groups and SCHED_DEADLINE held them alike
+                    // (docs/results.md, "a period under the tick").
+                    let (who, what) = match mech {
+                        Mechanism::Deadline => ("SCHED_DEADLINE", "the thread"),
+                        Mechanism::RtGroup => ("the RT group", "a thread of the group"),
+                        _ => ("the group's budget", "a thread of the group"),
+                    };
                     warnings.push(format!(
-                        "`{}`: its period {} is shorter than the kernel's tick ({} at HZ={}, no HRTICK): SCHED_DEADLINE notices an \
-                         overrun when the thread blocks, is preempted or at the tick, and repays it from the next periods, so the \
+                        "`{}`: its period {} is shorter than the kernel's tick ({} at HZ={}, no HRTICK): {who} notices an \
+                         overrun when {what} blocks, is preempted or at the tick, and repays it from the next periods, so the \
                          bandwidth holds over time and threads that block every period are held to it, but a thread running \
                          without blocking may overrun one period by up to a tick",
                         w.name,

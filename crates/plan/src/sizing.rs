@@ -2,11 +2,9 @@
 //! the periodic-task model (`rtslice_model::periodic`), or the spec's own reservation checked
 //! against it. Pure, like the rest of the planner: the profile is already in the spec.
 //!
-//! What the kernel does to budgets enters through [`SizingFacts`]: where budgets are enforced at
-//! ticks (no HRTICK) the model counts the tick's credit, and periods below `min_period` are not
-//! offered (an RT group cannot hold a budget shorter than a tick). Without kernel facts (`plan`)
-//! the model assumes exact enforcement, the pessimistic case (the tick's credit only ever lets a
-//! job finish earlier in the model).
+//! What the kernel does to budgets enters through [`SizingFacts`]: exact enforcement (what the
+//! planner, `apply` and the node size with, the pessimistic case: the tick's credit only ever lets
+//! a job finish earlier in the model), or tick enforcement for the model's own comparisons.
 
 use std::time::Duration;
 
@@ -20,13 +18,11 @@ use crate::{bw_of, pct, Bw, Reservation};
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SizingFacts {
     pub enforcement: Enforcement,
-    /// The shortest reservation period the mechanism can hold.
-    pub min_period: Duration,
 }
 
 impl Default for SizingFacts {
     fn default() -> Self {
-        SizingFacts { enforcement: Enforcement::Exact, min_period: MIN_PERIOD }
+        SizingFacts { enforcement: Enforcement::Exact }
     }
 }
 
@@ -175,7 +171,7 @@ pub(crate) fn size(w: &Workload, given: Option<Reservation>, cap: Bw, facts: &Si
     }
     let periods: Vec<f64> = periodic::default_periods(task.period_s, analysis.resolution_s)
         .into_iter()
-        .filter(|&p| nanos(p) >= facts.min_period.max(MIN_PERIOD) && nanos(p) <= MAX_PERIOD)
+        .filter(|&p| nanos(p) >= MIN_PERIOD && nanos(p) <= MAX_PERIOD)
         .collect();
     if periods.is_empty() {
         return Err(format!(
@@ -183,7 +179,7 @@ pub(crate) fn size(w: &Workload, given: Option<Reservation>, cap: Bw, facts: &Si
              of {} and between {} and {}; profile a period in that range",
             fmt(profile.period),
             fmt(nanos(analysis.resolution_s)),
-            fmt(facts.min_period.max(MIN_PERIOD)),
+            fmt(MIN_PERIOD),
             fmt(MAX_PERIOD),
         ));
     }

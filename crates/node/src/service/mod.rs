@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rtslice_host::{CpuList, Mechanism, Node, NodeOptions, OciDefaults, Setup};
-use rtslice_plan::{Defrag, NodeFacts, Planner, SizingFacts, WorkloadPlan};
+use rtslice_plan::{Defrag, NodeFacts, Planner, WorkloadPlan};
 use rtslice_spec::{Demand, RestartPolicy, Spec, Workload};
 use serde::{Deserialize, Serialize};
 
@@ -263,8 +263,6 @@ pub struct Service {
     /// what is left), tried again on every rescan tick (`retry_unreturned`). Not persisted: a
     /// restarted daemon does not know them.
     pub(crate) unreturned: Vec<(String, rtslice_host::InPlace)>,
-    /// How the kernel enforces budgets, for sizing SLO workloads as `plan` and `apply` do.
-    sizing: SizingFacts,
     /// The closed loop of each adapting workload (not persisted: a restarted daemon observes anew
     /// from the reservation in force).
     loops: HashMap<String, LoopRun>,
@@ -332,7 +330,6 @@ impl Service {
         };
         // The facts `rtslice plan` plans from on this host, so both admit the same specs.
         let facts = rtslice_host::facts::planning_facts_with(&host.resctrl())?;
-        let sizing = rtslice_plan::kernel::sizing_facts(&host.facts().kernel_facts(), Some(host.base().mechanism));
         let containers = crate::containers::Containers::open(&dir)?;
         let claims = crate::claims::Claims::open(&dir)?;
         let mut svc = Service {
@@ -351,7 +348,6 @@ impl Service {
             claims,
             access: opts.access.clone(),
             unreturned: Vec::new(),
-            sizing,
             loops: HashMap::new(),
             agent: None,
         };
@@ -463,7 +459,8 @@ impl Service {
     }
 
     pub(crate) fn planner(&self, except: &[&str]) -> Planner {
-        Planner::with_sizing(&self.pinned_spec(except), &self.facts, &self.sizing)
+        // SLO workloads are sized for exact enforcement, as `plan` and `apply` size them.
+        Planner::new(&self.pinned_spec(except), &self.facts)
     }
 
     /// Admission of one workload against what runs: its plan, or why not.
