@@ -65,8 +65,8 @@ pub fn spec_for(layout: &Layout, host_cpus: &[u32], steering: &Steering, pid_of:
     let shared: Vec<u32> = host_cpus.iter().copied().filter(|c| !housekeeping.contains(c)).collect();
     let node = Node { name: Some("rtslice-bench".into()), cpus: NodeCpus::List(host_cpus.to_vec()), housekeeping, ..Node::default() };
     let mut spec = Spec { node, ..Spec::default() };
+    let default_period = spec.node.default_period;
     for p in &layout.placements {
-        let default_period = spec.node.default_period;
         spec.workloads.push(workload(layout.strategy, p, &shared, steering, pid_of(&p.name), default_period));
     }
     Some(spec)

@@ -428,7 +428,7 @@ fn kernel_cap(kernel: &KernelFacts, mech: Mechanism) -> Option<f64> {
 /// writes.
 pub fn plan_for_kernel(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, requested: Option<Mechanism>) -> Plan {
     // Mechanism first on a plan under the spec's cap (placement decides whether partitions are disjoint).
-    let first = crate::plan_sized(spec, facts, &crate::SizingFacts::default());
+    let first = crate::plan(spec, facts);
     let mech = match choose_mechanism(kernel, requested, &reserved_of(&first)) {
         Ok(m) => m,
         Err(reason) => {
@@ -504,7 +504,7 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
     // Refusals that need the placement are found on a plan and the workload is taken out of the spec;
     // re-planning without it keeps the others' accounting exact. Each round removes one workload.
     let plan = loop {
-        let p = crate::plan_sized(&spec, facts, &crate::SizingFacts::default());
+        let p = crate::plan(&spec, facts);
         let mut refuse: Option<(String, String)> = None;
         // On this host, apply can only use online CPUs (plan alone merely warns about them).
         if !facts.online.is_empty() {

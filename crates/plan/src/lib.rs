@@ -126,7 +126,8 @@ pub fn plan(spec: &Spec, facts: &NodeFacts) -> Plan {
     Planner::new(spec, facts).plan()
 }
 
-/// [`plan`] with what the kernel does to budgets, for sizing SLO reservations ([`plan_for_kernel`]).
+/// [`plan`] with SLO reservations sized under `sizing` (tick enforcement, for the model's comparisons;
+/// [`plan`], [`plan_for_kernel`] and the node size for exact enforcement, the default).
 pub fn plan_sized(spec: &Spec, facts: &NodeFacts, sizing: &SizingFacts) -> Plan {
     Planner::with_sizing(spec, facts, sizing).plan()
 }
