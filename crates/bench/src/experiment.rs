@@ -84,13 +84,18 @@ impl ReservationPeriod {
         if text.trim() == "default" {
             return Ok(ReservationPeriod::NodeDefault);
         }
-        let d = rtslice_spec::units::parse_duration(text).map_err(|e| e.to_string())?;
-        if d < rtslice_spec::MIN_PERIOD || d > rtslice_spec::MAX_PERIOD {
-            let (lo, hi) = (rtslice_spec::units::format_duration(rtslice_spec::MIN_PERIOD), rtslice_spec::units::format_duration(rtslice_spec::MAX_PERIOD));
-            return Err(format!("a period of {text} is outside the kernel's {lo}–{hi}; or write `default` for the spec's"));
-        }
-        Ok(ReservationPeriod::Written(d))
+        kernel_period(text).map(ReservationPeriod::Written).map_err(|e| format!("{e}; or write `default` for the spec's"))
     }
+}
+
+/// A scheduling period within the kernel's range (a reservation's or a thread rule's).
+pub(crate) fn kernel_period(text: &str) -> Result<Duration, String> {
+    let d = rtslice_spec::units::parse_duration(text).map_err(|e| e.to_string())?;
+    if d < rtslice_spec::MIN_PERIOD || d > rtslice_spec::MAX_PERIOD {
+        let (lo, hi) = (rtslice_spec::units::format_duration(rtslice_spec::MIN_PERIOD), rtslice_spec::units::format_duration(rtslice_spec::MAX_PERIOD));
+        return Err(format!("a period of {text} is outside the kernel's {lo}–{hi}"));
+    }
+    Ok(d)
 }
 
 impl From<ReservationPeriod> for String {

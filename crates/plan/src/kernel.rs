@@ -521,24 +521,23 @@ fn plan_under(spec: &Spec, facts: &crate::NodeFacts, kernel: &KernelFacts, mech:
                 ));
             }
         }
-        for w in p.workloads.iter().filter(|w| refuse.is_none() && matches!(w.allocation, Allocation::Reservation { .. })) {
-            if mech == Mechanism::Deadline {
-                if let (Some(cap), Some(k)) = (kernel_cap(kernel, mech), kernel_workload(w, mech)) {
-                    let parts = k.threads.iter().filter_map(|t| deadline_part(&t.sched));
-                    if let Err(x) = admission::fits(parts, cap, w.cpus.len() as u32) {
-                        refuse = Some((
-                            w.name.clone(),
-                            format!(
-                                "its SCHED_DEADLINE rules need {} of a CPU, its partition offers {} (the kernel's cap {} on {} CPU(s)); \
-                                 lower the explicit runtimes or give it more CPUs",
-                                pct(x.need),
-                                pct(x.offered),
-                                pct(cap),
-                                w.cpus.len()
-                            ),
-                        ));
-                        break;
-                    }
+        let reserved = p.workloads.iter().filter(|w| matches!(w.allocation, Allocation::Reservation { .. }));
+        for w in reserved.filter(|_| refuse.is_none() && mech == Mechanism::Deadline) {
+            if let (Some(cap), Some(k)) = (kernel_cap(kernel, mech), kernel_workload(w, mech)) {
+                let parts = k.threads.iter().filter_map(|t| deadline_part(&t.sched));
+                if let Err(x) = admission::fits(parts, cap, w.cpus.len() as u32) {
+                    refuse = Some((
+                        w.name.clone(),
+                        format!(
+                            "its SCHED_DEADLINE rules need {} of a CPU, its partition offers {} (the kernel's cap {} on {} CPU(s)); \
+                             lower the explicit runtimes or give it more CPUs",
+                            pct(x.need),
+                            pct(x.offered),
+                            pct(cap),
+                            w.cpus.len()
+                        ),
+                    ));
+                    break;
                 }
             }
         }

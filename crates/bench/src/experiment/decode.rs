@@ -230,18 +230,7 @@ fn reservation_period(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<super::Re
 /// A scheduling period within the kernel's range (a thread rule's).
 fn period(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<std::time::Duration> {
     let text = string(r, n, p)?;
-    match rtslice_spec::units::parse_duration(&text) {
-        Ok(d) if d >= rtslice_spec::MIN_PERIOD && d <= rtslice_spec::MAX_PERIOD => Some(d),
-        Ok(_) => {
-            let (lo, hi) = (rtslice_spec::units::format_duration(rtslice_spec::MIN_PERIOD), rtslice_spec::units::format_duration(rtslice_spec::MAX_PERIOD));
-            r.err(n, p, format!("a period of {text} is outside the kernel's {lo}–{hi}"));
-            None
-        }
-        Err(e) => {
-            r.err(n, p, format!("{e}"));
-            None
-        }
-    }
+    super::kernel_period(&text).map_err(|e| r.err(n, p, e)).ok()
 }
 
 fn thread(r: &mut Reader<'_>, n: &Node, p: &str) -> Option<ThreadSlot> {
